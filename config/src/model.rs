@@ -1,0 +1,223 @@
+//! The validated configuration model.
+//!
+//! Every value here has been checked once, when the file was loaded: references between
+//! sections are resolved to indices, durations and sizes are typed, names are unique and every
+//! limit and timeout is finite. The data plane reads this model and never re-validates it.
+
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::time::Duration;
+
+/// A complete, valid configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub server: Server,
+    pub listeners: Vec<Listener>,
+    /// Routes in match order: the first route whose match succeeds handles the request.
+    pub routes: Vec<Route>,
+    pub clusters: Vec<Cluster>,
+}
+
+/// Process-wide settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Server {
+    pub workers: Workers,
+    pub io_driver: IoDriver,
+    /// The admin listener; `None` only when the operator disabled it with `admin = false`.
+    pub admin: Option<Admin>,
+    /// How long in-flight requests may run after SIGTERM before connections are closed.
+    pub drain_timeout: Duration,
+    /// Log filter (tracing `EnvFilter` syntax); `RUST_LOG` overrides it.
+    pub log_level: String,
+    /// The name this gateway puts in `Via` (`1.1 <via>`).
+    pub via: String,
+    pub limits: Limits,
+    pub timeouts: Timeouts,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workers {
+    /// As many workers as CPUs this process may use (affinity mask and cgroup quota).
+    Auto,
+    Fixed(NonZeroUsize),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoDriver {
+    /// io_uring, falling back to epoll only when io_uring cannot start.
+    Auto,
+    IoUring,
+    Epoll,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Admin {
+    pub address: SocketAddr,
+    /// Required when `address` is not loopback (validation enforces it).
+    pub token: Option<String>,
+}
+
+/// Per-request and per-connection limits; all finite.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    /// Longest request line (method, target, version) accepted; longer -> 414.
+    pub max_request_line_bytes: usize,
+    /// Largest request head (request line and headers); larger -> 431.
+    pub max_header_bytes: usize,
+    /// Most header fields in a request; more -> 431.
+    pub max_headers: usize,
+    /// Largest request body; larger -> 413.
+    pub max_body_bytes: u64,
+    /// Largest upstream response head; larger -> 502.
+    pub max_response_header_bytes: usize,
+    /// Most connections one worker holds open; beyond it new connections are closed at accept.
+    pub max_connections_per_worker: usize,
+}
+
+/// Downstream timeouts; all finite.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timeouts {
+    /// Time allowed to receive a complete request head once its first byte arrived (or the
+    /// connection opened); expiry -> 408 and close.
+    pub header_read: Duration,
+    /// How long an idle keep-alive connection is kept open between requests.
+    pub idle: Duration,
+    /// Longest wait for the client to send the next piece of a request body, or to accept the
+    /// next piece of a response; expiry closes the connection.
+    pub body_io: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listener {
+    /// Unique name.
+    pub name: String,
+    pub address: SocketAddr,
+    /// Listen backlog passed to `listen(2)`.
+    pub backlog: u32,
+    /// Only plain HTTP/1.1 for now; TLS and HTTP/2 are added here later.
+    pub protocol: ListenerProtocol,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListenerProtocol {
+    Http1,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Route {
+    /// Unique name.
+    pub name: String,
+    pub matcher: RouteMatch,
+    pub action: Action,
+}
+
+/// All present conditions must hold. An empty match matches every request.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RouteMatch {
+    pub host: Option<HostMatch>,
+    pub path: Option<PathMatch>,
+    /// Upper-case method tokens; empty means any method.
+    pub methods: Vec<String>,
+    pub headers: Vec<HeaderMatch>,
+}
+
+/// Host match, compared case-insensitively against the request host without its port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostMatch {
+    /// Lower-case host name, e.g. `shop.example.com`.
+    Exact(String),
+    /// `*.example.com` is stored as `.example.com` (lower case): it matches `a.example.com`
+    /// and `a.b.example.com`, never `example.com` itself.
+    Suffix(String),
+}
+
+/// Path match against the request path (the target without its query string).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathMatch {
+    Exact(String),
+    /// Plain byte prefix: `/api` matches `/api`, `/api/x` and `/apix`.
+    Prefix(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderMatch {
+    /// Lower-case field name.
+    pub name: String,
+    /// `None`: the header must be present. `Some(v)`: one of its values must equal `v` exactly.
+    pub value: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    Proxy(ProxyAction),
+    Direct(DirectResponse),
+    Redirect(Redirect),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProxyAction {
+    /// Index into `Config::clusters`.
+    pub cluster: usize,
+    /// Time from the start of the request until the upstream response head arrives (-> 504),
+    /// and the longest pause between two reads of the upstream response body.
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DirectResponse {
+    pub status: u16,
+    /// Field names are valid tokens, values contain no control characters.
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+/// A redirect: each unset part keeps the request's own.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Redirect {
+    /// 301, 302, 303, 307 or 308.
+    pub status: u16,
+    /// `http` or `https`.
+    pub scheme: Option<String>,
+    pub host: Option<String>,
+    pub port: Option<u16>,
+    /// Replaces the whole path (and drops the query unless `keep_query`).
+    pub path: Option<String>,
+    pub keep_query: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cluster {
+    /// Unique name.
+    pub name: String,
+    /// At least one endpoint.
+    pub endpoints: Vec<Endpoint>,
+    pub balancer: Balancer,
+    pub pool: PoolSettings,
+    pub connect_timeout: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Endpoint {
+    /// As written in the file (`host:port`), for logs and stats.
+    pub name: String,
+    /// Resolved once at load time.
+    pub address: SocketAddr,
+    /// At least 1.
+    pub weight: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Balancer {
+    /// Power of two random choices on least outstanding requests (the default).
+    P2c,
+    /// Smooth weighted round robin.
+    RoundRobin,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolSettings {
+    /// Idle keep-alive connections kept per endpoint per worker.
+    pub max_idle_per_endpoint: usize,
+    /// An idle pooled connection older than this is closed instead of reused.
+    pub idle_timeout: Duration,
+}

@@ -1,6 +1,92 @@
 //! Configuration of the edge gateway: one TOML file, parsed into raw serde structs, then
 //! converted once into the validated [`model::Config`].
+//!
+//! ```no_run
+//! let config = gateway_config::load(std::path::Path::new("/etc/gateway/gateway.toml"))
+//!     .unwrap_or_else(|errors| {
+//!         eprintln!("{errors}");
+//!         std::process::exit(2)
+//!     });
+//! println!("{}", config.summary());
+//! ```
+//!
+//! Loading reports every problem of the file at once, each with its key path and line
+//! ([`ConfigErrors`]). The keys and their defaults are documented in
+//! `packaging/examples/full.toml` and in [`defaults`].
 
+pub mod defaults;
+mod error;
+mod locate;
 pub mod model;
+mod problems;
+mod raw;
+mod sections;
+mod units;
+mod validate;
 
+pub use error::{ConfigError, ConfigErrors};
 pub use model::*;
+
+use std::path::Path;
+
+use toml_edit::ImDocument;
+
+use crate::locate::line_at;
+use crate::problems::Problems;
+
+/// Parses and validates configuration text. `source` names it in errors (a file path, or
+/// `"<string>"`).
+pub fn parse(text: &str, source: &str) -> Result<Config, ConfigErrors> {
+    let doc = ImDocument::parse(text).map_err(|e| {
+        let line = e.span().map(|span| line_at(text, span.start));
+        let message = format!("invalid TOML: {}", e.message().trim_end());
+        ConfigErrors::whole_file(source, line, message)
+    })?;
+    let mut problems = Problems::new(text, doc.as_table());
+    let raw = sections::split(&mut problems);
+    let config = validate::convert(&raw, &mut problems);
+    problems.finish(config, source)
+}
+
+/// Reads and validates the configuration file at `path`. An unreadable file is a single error.
+pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+    let source = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigErrors::whole_file(&source, None, format!("cannot read file: {e}")))?;
+    parse(&text, &source)
+}
+
+impl Config {
+    /// One line for the startup log, e.g.
+    /// `2 listeners, 5 routes, 2 clusters (4 endpoints), workers auto, io_driver auto`.
+    pub fn summary(&self) -> String {
+        let endpoints: usize = self.clusters.iter().map(|c| c.endpoints.len()).sum();
+        let workers = match self.server.workers {
+            Workers::Auto => "auto".to_owned(),
+            Workers::Fixed(n) => n.to_string(),
+        };
+        let io_driver = match self.server.io_driver {
+            IoDriver::Auto => "auto",
+            IoDriver::IoUring => "io_uring",
+            IoDriver::Epoll => "epoll",
+        };
+        format!(
+            "{}, {}, {} ({}), workers {workers}, io_driver {io_driver}",
+            count(self.listeners.len(), "listener"),
+            count(self.routes.len(), "route"),
+            count(self.clusters.len(), "cluster"),
+            count(endpoints, "endpoint"),
+        )
+    }
+}
+
+fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,179 @@
+//! The edge gateway's data plane: thread-per-core workers on io_uring (or epoll), strict
+//! HTTP/1.1, routing, upstream pools and per-worker stats.
+
+pub mod http;
+pub mod proxy;
+pub mod route;
+pub mod runtime;
+pub mod snapshot;
+pub mod stats;
+pub mod upstream;
+
+mod admin;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use arc_swap::ArcSwap;
+use gateway_config::{Config, Workers};
+
+use runtime::cpus::CpuBudget;
+use runtime::{Shared, WorkerInfo};
+use snapshot::Snapshot;
+use stats::WorkerStats;
+
+/// A running gateway: its workers, listeners and admin server.
+pub struct Gateway {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+    workers: Vec<WorkerInfo>,
+    stats: Vec<Arc<WorkerStats>>,
+    listeners: Vec<(String, SocketAddr)>,
+    admin: Option<gateway_admin::AdminServer>,
+}
+
+/// Facts about the running process, shown by the admin port.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ServerInfo {
+    pub version: &'static str,
+    pub workers: Vec<WorkerInfo>,
+    pub cpus_allowed: Vec<usize>,
+    pub cgroup_cpu_quota: Option<f64>,
+    pub workers_setting: String,
+}
+
+impl Gateway {
+    /// Binds every listener, starts the workers and the admin server. Returns once every worker
+    /// runs; on error nothing keeps running.
+    pub fn start(config: Config) -> Result<Self, String> {
+        let started = Instant::now();
+        let budget = CpuBudget::detect();
+        let n = match config.server.workers {
+            Workers::Fixed(n) => n.get(),
+            Workers::Auto => {
+                let n = budget.auto_workers();
+                if let Some(q) = budget.quota {
+                    tracing::info!(
+                        cpus_allowed = budget.allowed.len(),
+                        cgroup_quota = q,
+                        workers = n,
+                        "workers = auto: cgroup cpu.max quota rounded up"
+                    );
+                }
+                n
+            }
+        };
+        let mut per_worker: Vec<Vec<std::net::TcpListener>> = (0..n).map(|_| Vec::new()).collect();
+        let mut listeners = Vec::new();
+        for l in &config.listeners {
+            let bound = runtime::listeners::bind(&l.name, l.address, l.backlog, n)
+                .map_err(|e| format!("listener {} cannot bind {}: {e}", l.name, l.address))?;
+            tracing::info!(listener = %bound.name, address = %bound.address, "listener bound");
+            listeners.push((bound.name.clone(), bound.address));
+            for (slot, socket) in per_worker.iter_mut().zip(bound.sockets) {
+                slot.push(socket);
+            }
+        }
+        let driver = config.server.io_driver;
+        let admin_cfg = config.server.admin.clone();
+        let shared = Arc::new(Shared {
+            snapshot: Arc::new(ArcSwap::from_pointee(Snapshot::new(1, config))),
+            draining: AtomicBool::new(false),
+        });
+        let stats: Vec<Arc<WorkerStats>> = (0..n).map(|_| Arc::new(WorkerStats::default())).collect();
+        let (threads, workers) = match runtime::spawn_workers(&shared, driver, &budget.allowed, per_worker, &stats) {
+            Ok(x) => x,
+            Err(e) => {
+                shared.draining.store(true, Ordering::Release);
+                return Err(e);
+            }
+        };
+        let mut gateway = Self { shared, threads, workers, stats, listeners, admin: None };
+        if let Some(admin) = admin_cfg {
+            let info = ServerInfo {
+                version: env!("CARGO_PKG_VERSION"),
+                workers: gateway.workers.clone(),
+                cpus_allowed: budget.allowed.clone(),
+                cgroup_cpu_quota: budget.quota,
+                workers_setting: match gateway.snapshot().config.server.workers {
+                    Workers::Auto => "auto".into(),
+                    Workers::Fixed(n) => n.to_string(),
+                },
+            };
+            let handler = admin::handler(Arc::clone(&gateway.shared), gateway.stats.clone(), info, started);
+            match gateway_admin::AdminServer::start(admin.address, handler) {
+                Ok(server) => {
+                    tracing::info!(address = %server.local_addr(), "admin listening");
+                    gateway.admin = Some(server);
+                }
+                Err(e) => {
+                    gateway.begin_drain();
+                    return Err(format!("admin cannot bind {}: {e}", admin.address));
+                }
+            }
+        }
+        Ok(gateway)
+    }
+
+    /// The bound address of the named listener (port 0 resolved).
+    pub fn listener_addr(&self, name: &str) -> Option<SocketAddr> {
+        self.listeners.iter().find(|(n, _)| n == name).map(|(_, a)| *a)
+    }
+
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().map(|a| a.local_addr())
+    }
+
+    pub fn workers(&self) -> &[WorkerInfo] {
+        &self.workers
+    }
+
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.shared.snapshot.load_full()
+    }
+
+    /// Per-worker stats and totals as JSON (the admin `/stats` body).
+    pub fn stats_json(&self) -> serde_json::Value {
+        stats::to_json(&self.stats)
+    }
+
+    /// Stops accepting, lets in-flight requests finish (up to the drain timeout), closes idle
+    /// connections. Returns immediately; [`Gateway::join`] waits.
+    pub fn begin_drain(&self) {
+        self.shared.draining.store(true, Ordering::Release);
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.shared.draining.load(Ordering::Acquire)
+    }
+
+    /// Waits for every worker to finish, then stops the admin server.
+    pub fn join(mut self) {
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        if let Some(a) = self.admin.take() {
+            a.stop();
+        }
+    }
+
+    /// Drains and waits.
+    pub fn shutdown(self) {
+        self.begin_drain();
+        self.join();
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        if !self.threads.is_empty() {
+            self.begin_drain();
+            for t in self.threads.drain(..) {
+                let _ = t.join();
+            }
+        }
+    }
+}

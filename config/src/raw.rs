@@ -1,0 +1,273 @@
+//! The TOML file as written, before validation.
+//!
+//! Every struct denies unknown keys. Leaves that need range or syntax checks are kept loose
+//! here (`i64`, strings) so that validation can report them with a precise message and keep
+//! checking the rest of the section; a wrong TOML type is a serde error for the whole element.
+//! Absent keys are `None`: their defaults live in [`crate::defaults`].
+
+use std::fmt;
+
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+
+/// `[server]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a [server] table")]
+pub(crate) struct RawServer {
+    pub workers: Option<IntOrStr>,
+    pub io_driver: Option<String>,
+    pub admin: Option<RawAdmin>,
+    pub drain_timeout: Option<IntOrStr>,
+    pub log_level: Option<String>,
+    pub via: Option<String>,
+    #[serde(default)]
+    pub limits: RawLimits,
+    #[serde(default)]
+    pub timeouts: RawTimeouts,
+}
+
+/// `admin = false`, `admin = true` (the default address) or `admin = { address, token }`.
+#[derive(Debug)]
+pub(crate) enum RawAdmin {
+    Disabled,
+    Enabled(RawAdminTable),
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table with address and token")]
+pub(crate) struct RawAdminTable {
+    pub address: Option<String>,
+    pub token: Option<String>,
+}
+
+/// `[server.limits]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a [server.limits] table")]
+pub(crate) struct RawLimits {
+    pub max_request_line_bytes: Option<IntOrStr>,
+    pub max_header_bytes: Option<IntOrStr>,
+    pub max_headers: Option<i64>,
+    pub max_body_bytes: Option<IntOrStr>,
+    pub max_response_header_bytes: Option<IntOrStr>,
+    pub max_connections_per_worker: Option<i64>,
+}
+
+/// `[server.timeouts]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a [server.timeouts] table")]
+pub(crate) struct RawTimeouts {
+    pub header_read: Option<IntOrStr>,
+    pub idle: Option<IntOrStr>,
+    pub body_io: Option<IntOrStr>,
+}
+
+/// One `[[listeners]]` element. `tls` and `protocols` are reported as not supported before
+/// deserialization, so they are not fields here.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a listener table")]
+pub(crate) struct RawListener {
+    pub name: String,
+    pub address: String,
+    pub backlog: Option<i64>,
+}
+
+/// One `[[routes]]` element.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a route table")]
+pub(crate) struct RawRoute {
+    pub name: String,
+    #[serde(rename = "match", default)]
+    pub matcher: RawMatch,
+    pub cluster: Option<String>,
+    pub timeout: Option<IntOrStr>,
+    pub direct_response: Option<RawDirectResponse>,
+    pub redirect: Option<RawRedirect>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a match table")]
+pub(crate) struct RawMatch {
+    pub host: Option<String>,
+    pub path: Option<String>,
+    pub path_prefix: Option<String>,
+    #[serde(default)]
+    pub methods: Vec<String>,
+    #[serde(default)]
+    pub headers: Vec<RawHeaderMatch>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table with name and an optional value"
+)]
+pub(crate) struct RawHeaderMatch {
+    pub name: String,
+    pub value: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a direct_response table")]
+pub(crate) struct RawDirectResponse {
+    pub status: Option<i64>,
+    #[serde(default)]
+    pub body: String,
+    #[serde(default)]
+    pub headers: OrderedHeaders,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a redirect table")]
+pub(crate) struct RawRedirect {
+    pub status: Option<i64>,
+    pub scheme: Option<String>,
+    pub host: Option<String>,
+    pub port: Option<i64>,
+    pub path: Option<String>,
+    #[serde(default)]
+    pub keep_query: bool,
+}
+
+/// One `[[clusters]]` element.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a cluster table")]
+pub(crate) struct RawCluster {
+    pub name: String,
+    #[serde(default)]
+    pub endpoints: Vec<RawEndpoint>,
+    pub balancer: Option<String>,
+    pub connect_timeout: Option<IntOrStr>,
+    #[serde(default)]
+    pub pool: RawPool,
+}
+
+/// `"host:port"` or `{ address = "host:port", weight = 3 }`.
+#[derive(Debug)]
+pub(crate) struct RawEndpoint {
+    pub address: String,
+    pub weight: Option<i64>,
+    /// Written in the table form (problems then point at its `address` key).
+    pub is_table: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a pool table")]
+pub(crate) struct RawPool {
+    pub max_idle_per_endpoint: Option<i64>,
+    pub idle_timeout: Option<IntOrStr>,
+}
+
+/// A TOML integer or string, kept apart so validation can say what the string should look like
+/// (`workers = "auto"`, `max_body_bytes = "16MiB"`, `idle = "60s"`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum IntOrStr {
+    Int(i64),
+    Str(String),
+}
+
+/// Header fields in file order (a TOML table keeps its keys in the order written).
+#[derive(Debug, Default)]
+pub(crate) struct OrderedHeaders(pub Vec<(String, String)>);
+
+impl<'de> Deserialize<'de> for IntOrStr {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = IntOrStr;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an integer or a string")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<IntOrStr, E> {
+                Ok(IntOrStr::Int(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<IntOrStr, E> {
+                i64::try_from(v)
+                    .map(IntOrStr::Int)
+                    .map_err(|_| E::custom("integer out of range"))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<IntOrStr, E> {
+                Ok(IntOrStr::Str(v.to_owned()))
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawAdmin {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawAdmin;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("false, true or a table with address and token")
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<RawAdmin, E> {
+                Ok(if v {
+                    RawAdmin::Enabled(RawAdminTable::default())
+                } else {
+                    RawAdmin::Disabled
+                })
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawAdmin, A::Error> {
+                RawAdminTable::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(RawAdmin::Enabled)
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawEndpoint {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields, rename = "RawEndpoint")]
+        #[serde(expecting = "a table with address and weight")]
+        struct Table {
+            address: String,
+            weight: Option<i64>,
+        }
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawEndpoint;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("\"host:port\" or a table with address and weight")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<RawEndpoint, E> {
+                Ok(RawEndpoint {
+                    address: v.to_owned(),
+                    weight: None,
+                    is_table: false,
+                })
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawEndpoint, A::Error> {
+                let t = Table::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                Ok(RawEndpoint {
+                    address: t.address,
+                    weight: t.weight,
+                    is_table: true,
+                })
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for OrderedHeaders {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = OrderedHeaders;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a table of header names to string values")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<OrderedHeaders, A::Error> {
+                let mut fields = Vec::new();
+                while let Some((name, value)) = map.next_entry::<String, String>()? {
+                    fields.push((name, value));
+                }
+                Ok(OrderedHeaders(fields))
+            }
+        }
+        deserializer.deserialize_map(V)
+    }
+}

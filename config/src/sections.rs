@@ -1,0 +1,136 @@
+//! Splits the parsed document into its sections and deserializes each element on its own, so
+//! that a wrong key or type in one element is reported without hiding problems elsewhere.
+
+use serde::de::{DeserializeOwned, IntoDeserializer};
+use toml_edit::{Item, Table, Value};
+
+use crate::locate::KeyPath;
+use crate::problems::Problems;
+use crate::raw::{RawCluster, RawListener, RawRoute, RawServer};
+
+/// Top-level keys of the file.
+const SECTIONS: [&str; 4] = ["server", "listeners", "routes", "clusters"];
+
+/// Listener keys that belong to a later release: reported with a clear message, then ignored
+/// so the rest of the listener is still checked.
+const LISTENER_NOT_YET: [(&str, &str); 2] = [
+    ("tls", "TLS listeners are not supported yet"),
+    (
+        "protocols",
+        "listener protocols are not supported yet: listeners serve HTTP/1.1",
+    ),
+];
+
+/// The file, section by section. An array section is `None` when it is not an array at all
+/// (already reported), empty when it is absent.
+pub(crate) struct RawConfig {
+    pub server: Parsed<RawServer>,
+    pub listeners: Option<Vec<Parsed<RawListener>>>,
+    pub routes: Option<Vec<Parsed<RawRoute>>>,
+    pub clusters: Option<Vec<Parsed<RawCluster>>>,
+}
+
+/// One element: deserialized, or broken (its problem already recorded).
+pub(crate) enum Parsed<T> {
+    Ok(T),
+    /// The element's `name`, when it has a readable one: it still counts for uniqueness and
+    /// references, so a broken cluster does not also make every route to it "unknown".
+    Broken {
+        name: Option<String>,
+    },
+}
+
+impl<T> Parsed<T> {
+    pub(crate) fn ok(&self) -> Option<&T> {
+        match self {
+            Parsed::Ok(value) => Some(value),
+            Parsed::Broken { .. } => None,
+        }
+    }
+}
+
+/// Reads every section of the document; problems go to `problems`.
+pub(crate) fn split(problems: &mut Problems<'_>) -> RawConfig {
+    let root = problems.root();
+    for (key, _) in root.iter() {
+        if !SECTIONS.contains(&key) {
+            problems.at(
+                &KeyPath::root().key(key),
+                format!("unknown top-level key `{key}` (expected server, listeners, routes or clusters)"),
+            );
+        }
+    }
+    let server = match root
+        .get("server")
+        .and_then(|item| item.clone().into_value().ok())
+    {
+        None => Parsed::Ok(RawServer::default()),
+        Some(value) => deserialize(problems, value, &KeyPath::root().key("server")),
+    };
+    RawConfig {
+        server,
+        listeners: elements(problems, root, "listeners", &LISTENER_NOT_YET),
+        routes: elements(problems, root, "routes", &[]),
+        clusters: elements(problems, root, "clusters", &[]),
+    }
+}
+
+/// Deserializes each element of the array `section`.
+fn elements<T: DeserializeOwned>(
+    problems: &mut Problems<'_>,
+    root: &Table,
+    section: &str,
+    not_yet: &[(&str, &str)],
+) -> Option<Vec<Parsed<T>>> {
+    let path = KeyPath::root().key(section);
+    let values: Vec<Value> = match root.get(section) {
+        None => return Some(Vec::new()),
+        Some(Item::ArrayOfTables(tables)) => tables
+            .iter()
+            .map(|t| Value::InlineTable(t.clone().into_inline_table()))
+            .collect(),
+        Some(Item::Value(Value::Array(array))) => array.iter().cloned().collect(),
+        Some(_) => {
+            problems.at(
+                &path,
+                format!("`{section}` must be an array of tables: write [[{section}]] sections"),
+            );
+            return None;
+        }
+    };
+    let parsed = values
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut value)| {
+            let element = path.index(i);
+            if let Some(table) = value.as_inline_table_mut() {
+                for (key, message) in not_yet {
+                    if table.remove(key).is_some() {
+                        problems.at(&element.key(key), *message);
+                    }
+                }
+            }
+            deserialize(problems, value, &element)
+        })
+        .collect();
+    Some(parsed)
+}
+
+fn deserialize<T: DeserializeOwned>(
+    problems: &mut Problems<'_>,
+    value: Value,
+    path: &KeyPath,
+) -> Parsed<T> {
+    let name = value
+        .as_inline_table()
+        .and_then(|t| t.get("name"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    match T::deserialize(value.into_deserializer()) {
+        Ok(parsed) => Parsed::Ok(parsed),
+        Err(error) => {
+            problems.serde(path, &error);
+            Parsed::Broken { name }
+        }
+    }
+}

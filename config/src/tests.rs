@@ -1,0 +1,244 @@
+//! Whole-file tests: the public API, several problems at once, the shipped example configs.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::*;
+
+const MINIMAL: &str = "[[listeners]]\nname = \"l\"\naddress = \"127.0.0.1:8080\"\n";
+
+#[test]
+fn defaults_of_a_minimal_file() {
+    let config = parse(MINIMAL, "<string>").unwrap();
+    let expected = Server {
+        workers: Workers::Auto,
+        io_driver: IoDriver::Auto,
+        admin: Some(Admin {
+            address: "127.0.0.1:9901".parse().unwrap(),
+            token: None,
+        }),
+        drain_timeout: Duration::from_secs(30),
+        log_level: "info".to_owned(),
+        via: "gateway".to_owned(),
+        limits: Limits {
+            max_request_line_bytes: 8192,
+            max_header_bytes: 65536,
+            max_headers: 100,
+            max_body_bytes: 16 * 1024 * 1024,
+            max_response_header_bytes: 65536,
+            max_connections_per_worker: 4096,
+        },
+        timeouts: Timeouts {
+            header_read: Duration::from_secs(10),
+            idle: Duration::from_secs(60),
+            body_io: Duration::from_secs(30),
+        },
+    };
+    assert_eq!(config.server, expected);
+    assert_eq!(
+        config.listeners,
+        [Listener {
+            name: "l".to_owned(),
+            address: "127.0.0.1:8080".parse().unwrap(),
+            backlog: 1024,
+            protocol: ListenerProtocol::Http1,
+        }]
+    );
+    assert!(config.routes.is_empty() && config.clusters.is_empty());
+}
+
+#[test]
+fn three_mistakes_in_three_sections_are_three_errors() {
+    let text = r#"[server]
+workers = 2
+drain_timeout = "30"
+
+[[listeners]]
+name = "public"
+address = "0.0.0.0:8080"
+
+[[routes]]
+name = "api"
+match = { path_prefix = "/v1" }
+cluster = "apii"
+
+[[clusters]]
+name = "api"
+endpoints = ["127.0.0.1:9000"]
+balancer = "p2c"
+conect_timeout = "3s"
+"#;
+    let errors = parse(text, "gateway.toml").unwrap_err();
+    assert_eq!(errors.source, "gateway.toml");
+    assert_eq!(
+        errors.to_string(),
+        "gateway.toml:3: server.drain_timeout: invalid duration \"30\": expected an integer followed by ms, s, m or h (e.g. \"250ms\", \"10s\", \"2m\", \"1h\")\n\
+         gateway.toml:12: routes[0].cluster: unknown cluster \"apii\" (known: api)\n\
+         gateway.toml:18: clusters[0].conect_timeout: unknown field `conect_timeout`, expected one of `name`, `endpoints`, `balancer`, `connect_timeout`, `pool`"
+    );
+    let lines: Vec<Option<usize>> = errors.errors.iter().map(|e| e.line).collect();
+    assert_eq!(lines, [Some(3), Some(12), Some(18)]);
+}
+
+#[test]
+fn syntax_error_is_fatal_with_its_line() {
+    let text = format!("{MINIMAL}[server]\nworkers = = 2\n");
+    let errors = parse(&text, "g.toml").unwrap_err();
+    assert_eq!(errors.errors.len(), 1);
+    assert_eq!(errors.errors[0].line, Some(5));
+    assert!(
+        errors.to_string().starts_with("g.toml:5: invalid TOML: "),
+        "{errors}"
+    );
+}
+
+#[test]
+fn load_reports_unreadable_files() {
+    let missing = Path::new(env!("CARGO_MANIFEST_DIR")).join("no-such-file.toml");
+    let errors = load(&missing).unwrap_err();
+    assert_eq!(errors.source, missing.display().to_string());
+    assert_eq!(errors.errors.len(), 1);
+    let error = &errors.errors[0];
+    assert_eq!((error.path.as_str(), error.line), ("", None));
+    assert!(
+        error.message.starts_with("cannot read file: "),
+        "{}",
+        error.message
+    );
+}
+
+#[test]
+fn summary() {
+    let config = parse(MINIMAL, "<string>").unwrap();
+    assert_eq!(
+        config.summary(),
+        "1 listener, 0 routes, 0 clusters (0 endpoints), workers auto, io_driver auto"
+    );
+    let text = format!(
+        "[server]\nworkers = 4\nio_driver = \"epoll\"\n{MINIMAL}[[listeners]]\nname = \"m\"\naddress = \"127.0.0.1:8081\"\n\
+         [[routes]]\nname = \"a\"\ncluster = \"c\"\n[[clusters]]\nname = \"c\"\nendpoints = [\"127.0.0.1:1\", \"127.0.0.1:2\"]\n"
+    );
+    assert_eq!(
+        parse(&text, "<string>").unwrap().summary(),
+        "2 listeners, 1 route, 1 cluster (2 endpoints), workers 4, io_driver epoll"
+    );
+}
+
+/// The configs shipped under packaging/examples are valid, so they never rot.
+#[test]
+fn example_configs_are_valid() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/examples");
+    let mut checked = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            if let Err(errors) = load(&path) {
+                panic!("{errors}");
+            }
+            checked.push(path.file_name().unwrap().to_string_lossy().into_owned());
+        }
+    }
+    checked.sort();
+    assert!(
+        checked.contains(&"quickstart.toml".to_owned())
+            && checked.contains(&"full.toml".to_owned()),
+        "{checked:?}"
+    );
+}
+
+#[test]
+fn quickstart_is_what_the_readme_promises() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/examples");
+    let config = load(&dir.join("quickstart.toml")).unwrap();
+    assert_eq!(config.listeners[0].name, "quickstart");
+    assert_eq!(config.listeners[0].address.to_string(), "127.0.0.1:8080");
+    assert_eq!(
+        config.server.admin.as_ref().unwrap().address.to_string(),
+        "127.0.0.1:9901"
+    );
+    let home = config
+        .routes
+        .iter()
+        .find(|r| r.matcher.path == Some(PathMatch::Exact("/".to_owned())))
+        .unwrap();
+    assert!(
+        matches!(&home.action, Action::Direct(d) if d.status == 200 && d.body == "hello from gateway\n")
+    );
+    let origin = config
+        .routes
+        .iter()
+        .find(|r| r.matcher.path == Some(PathMatch::Prefix("/origin".to_owned())))
+        .unwrap();
+    let Action::Proxy(proxy) = &origin.action else {
+        panic!("{:?}", origin.action)
+    };
+    let cluster = &config.clusters[proxy.cluster];
+    assert_eq!(cluster.name, "local-origin");
+    assert_eq!(cluster.endpoints[0].address.to_string(), "127.0.0.1:9000");
+}
+
+#[test]
+fn full_example_sets_every_key() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/examples");
+    let text = std::fs::read_to_string(dir.join("full.toml")).unwrap();
+    for key in [
+        "workers",
+        "io_driver",
+        "admin",
+        "token",
+        "drain_timeout",
+        "log_level",
+        "via",
+        "max_request_line_bytes",
+        "max_header_bytes",
+        "max_headers",
+        "max_body_bytes",
+        "max_response_header_bytes",
+        "max_connections_per_worker",
+        "header_read",
+        "idle",
+        "body_io",
+        "backlog",
+        "host",
+        "path_prefix",
+        "path",
+        "methods",
+        "headers",
+        "value",
+        "cluster",
+        "timeout",
+        "direct_response",
+        "status",
+        "body",
+        "redirect",
+        "scheme",
+        "port",
+        "keep_query",
+        "endpoints",
+        "weight",
+        "balancer",
+        "connect_timeout",
+        "max_idle_per_endpoint",
+        "idle_timeout",
+    ] {
+        let set = text.lines().any(|line| {
+            let line = line.trim_start();
+            !line.starts_with('#')
+                && (line.starts_with(&format!("{key} ="))
+                    || line.contains(&format!(" {key} ="))
+                    || line.contains(&format!("{{ {key} =")))
+        });
+        assert!(set, "full.toml does not set `{key}`");
+    }
+    let config = parse(&text, "full.toml").unwrap();
+    assert!(config
+        .routes
+        .iter()
+        .any(|r| matches!(r.action, Action::Redirect(_))));
+    assert!(config
+        .clusters
+        .iter()
+        .any(|c| c.balancer == Balancer::RoundRobin));
+}

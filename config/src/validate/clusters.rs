@@ -1,0 +1,146 @@
+//! `[[clusters]]`: endpoints (resolved once, here), balancer, pool and connect timeout.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+
+use crate::defaults;
+use crate::locate::KeyPath;
+use crate::model::{Balancer, Cluster, Endpoint, PoolSettings};
+use crate::problems::Problems;
+use crate::raw::{RawCluster, RawEndpoint};
+use crate::sections::Parsed;
+
+use super::fields::{check_name, choice, duration, int_in};
+use super::{check_unique_names, names, PLACEHOLDER_ADDRESS};
+
+/// Converts every cluster, resolving each endpoint with the system resolver.
+pub(super) fn convert(raw: &[Parsed<RawCluster>], p: &mut Problems<'_>) -> Vec<Cluster> {
+    check_unique_names(&names(raw, |c| &c.name), "clusters", p);
+    let section = KeyPath::root().key("clusters");
+    let mut out = Vec::with_capacity(raw.len());
+    for (i, cluster) in raw.iter().enumerate() {
+        let Some(c) = cluster.ok() else { continue };
+        let path = section.index(i);
+        check_name(p, &path.key("name"), &c.name);
+        if c.endpoints.is_empty() {
+            p.at(
+                &path.key("endpoints"),
+                "cluster has no endpoints: add at least one \"host:port\" to `endpoints`",
+            );
+        }
+        let mut endpoints: Vec<Endpoint> = Vec::with_capacity(c.endpoints.len());
+        for (j, raw_endpoint) in c.endpoints.iter().enumerate() {
+            let at = path.key("endpoints").index(j);
+            let endpoint = endpoint(raw_endpoint, p, &at);
+            let duplicate = endpoints.iter().position(|e| e.address == endpoint.address);
+            if let (Some(k), false) = (duplicate, endpoint.address == PLACEHOLDER_ADDRESS) {
+                p.at(
+                    &at,
+                    format!(
+                        "endpoint {:?} resolves to {}, like endpoints[{k}] ({:?}): list each endpoint once and use `weight`",
+                        endpoint.name, endpoint.address, endpoints.get(k).map_or("", |e| e.name.as_str())
+                    ),
+                );
+            }
+            endpoints.push(endpoint);
+        }
+        let pool_path = path.key("pool");
+        out.push(Cluster {
+            name: c.name.clone(),
+            endpoints,
+            balancer: choice(
+                p,
+                &path.key("balancer"),
+                c.balancer.as_ref(),
+                &[
+                    ("p2c", Balancer::P2c),
+                    ("round_robin", Balancer::RoundRobin),
+                ],
+                defaults::BALANCER,
+            ),
+            pool: PoolSettings {
+                max_idle_per_endpoint: int_in(
+                    p,
+                    &pool_path.key("max_idle_per_endpoint"),
+                    c.pool.max_idle_per_endpoint,
+                    0..=i64::from(u32::MAX),
+                    defaults::POOL_MAX_IDLE_PER_ENDPOINT,
+                ),
+                idle_timeout: duration(
+                    p,
+                    &pool_path.key("idle_timeout"),
+                    c.pool.idle_timeout.as_ref(),
+                    defaults::POOL_IDLE_TIMEOUT,
+                ),
+            },
+            connect_timeout: duration(
+                p,
+                &path.key("connect_timeout"),
+                c.connect_timeout.as_ref(),
+                defaults::CONNECT_TIMEOUT,
+            ),
+        });
+    }
+    out
+}
+
+fn endpoint(raw: &RawEndpoint, p: &mut Problems<'_>, path: &KeyPath) -> Endpoint {
+    let weight = int_in(
+        p,
+        &path.key("weight"),
+        raw.weight,
+        1..=defaults::MAX_ENDPOINT_WEIGHT,
+        defaults::ENDPOINT_WEIGHT,
+    );
+    let address = resolve(&raw.address).unwrap_or_else(|message| {
+        // Point at `address` in the table form, at the string itself otherwise.
+        let at = if raw.is_table {
+            path.key("address")
+        } else {
+            path.clone()
+        };
+        p.at(&at, message);
+        PLACEHOLDER_ADDRESS
+    });
+    Endpoint {
+        name: raw.address.clone(),
+        address,
+        weight,
+    }
+}
+
+/// Resolves `host:port` once and keeps the first address.
+fn resolve(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(address) = text.parse::<SocketAddr>() {
+        return usable(text, address);
+    }
+    let Some((host, port)) = text.rsplit_once(':') else {
+        return Err(format!(
+            "invalid endpoint {text:?}: expected host:port, e.g. \"10.0.0.7:8080\" or \"origin.internal:80\""
+        ));
+    };
+    if host.is_empty() || port.parse::<u16>().is_err() {
+        return Err(format!(
+            "invalid endpoint {text:?}: expected host:port with a port from 1 to 65535"
+        ));
+    }
+    let mut addresses = text
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve endpoint {text:?}: {e}"))?;
+    let address = addresses
+        .next()
+        .ok_or_else(|| format!("endpoint {text:?} resolved to no address"))?;
+    usable(text, address)
+}
+
+fn usable(text: &str, address: SocketAddr) -> Result<SocketAddr, String> {
+    if address.port() == 0 {
+        return Err(format!("endpoint {text:?}: port 0 cannot be connected to"));
+    }
+    if address.ip().is_unspecified() || address.ip().is_multicast() {
+        return Err(format!(
+            "endpoint {text:?}: {} cannot be connected to",
+            address.ip()
+        ));
+    }
+    Ok(address)
+}

@@ -1,0 +1,342 @@
+//! Raw sections -> the validated [`Config`]: every problem is recorded, none stops the others
+//! from being checked.
+
+mod clusters;
+mod fields;
+mod routes;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::num::NonZeroUsize;
+
+use crate::defaults;
+use crate::locate::KeyPath;
+use crate::model::{Admin, Config, IoDriver, Limits, Listener, ListenerProtocol, Server};
+use crate::model::{Timeouts, Workers};
+use crate::problems::Problems;
+use crate::raw::{IntOrStr, RawAdmin, RawListener, RawServer};
+use crate::sections::{Parsed, RawConfig};
+
+use fields::{check_name, choice, duration, int_in, is_field_value, is_token, size, size_usize};
+
+/// Stands in for an address that did not parse (the config is rejected anyway).
+const PLACEHOLDER_ADDRESS: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
+
+/// Converts the raw sections. The result is meaningful only when `p` holds no problem.
+pub(crate) fn convert(raw: &RawConfig, p: &mut Problems<'_>) -> Config {
+    let server_path = KeyPath::root().key("server");
+    let server = match raw.server.ok() {
+        Some(raw_server) => convert_server(raw_server, p, &server_path),
+        None => convert_server(&RawServer::default(), p, &server_path),
+    };
+    let listeners = match &raw.listeners {
+        Some(listeners) => convert_listeners(listeners, p),
+        None => Vec::new(),
+    };
+    if let (Some(admin), Parsed::Ok(_)) = (&server.admin, &raw.server) {
+        admin_conflicts(admin, &listeners, p);
+    }
+    let raw_clusters = raw.clusters.as_deref().unwrap_or_default();
+    let clusters = clusters::convert(raw_clusters, p);
+    // When `clusters` is malformed (already reported), references to it are not checked.
+    let cluster_names = raw.clusters.as_ref().map(|c| names(c, |c| &c.name));
+    let routes = routes::convert(
+        raw.routes.as_deref().unwrap_or_default(),
+        cluster_names.as_deref(),
+        p,
+    );
+    Config {
+        server,
+        listeners,
+        routes,
+        clusters,
+    }
+}
+
+/// Names of all elements in file order (`None` for a broken element without a readable name).
+fn names<T>(elements: &[Parsed<T>], name: impl Fn(&T) -> &String) -> Vec<Option<String>> {
+    elements
+        .iter()
+        .map(|e| match e {
+            Parsed::Ok(value) => Some(name(value).clone()),
+            Parsed::Broken { name } => name.clone(),
+        })
+        .collect()
+}
+
+/// Records a problem for every name already used by an earlier element.
+fn check_unique_names(names: &[Option<String>], section: &str, p: &mut Problems<'_>) {
+    let mut first: HashMap<&str, usize> = HashMap::new();
+    for (i, name) in names.iter().enumerate() {
+        let Some(name) = name else { continue };
+        if let Some(earlier) = first.get(name.as_str()) {
+            p.at(
+                &KeyPath::root().key(section).index(i).key("name"),
+                format!("duplicate name {name:?} (already used by {section}[{earlier}])"),
+            );
+        } else {
+            first.insert(name, i);
+        }
+    }
+}
+
+fn convert_server(raw: &RawServer, p: &mut Problems<'_>, path: &KeyPath) -> Server {
+    let workers = match &raw.workers {
+        None => defaults::WORKERS,
+        Some(IntOrStr::Str(s)) if s == "auto" => Workers::Auto,
+        Some(value) => {
+            let n = match value {
+                IntOrStr::Int(n) if (1..=defaults::MAX_WORKERS).contains(n) => {
+                    usize::try_from(*n).ok().and_then(NonZeroUsize::new)
+                }
+                _ => None,
+            };
+            n.map(Workers::Fixed).unwrap_or_else(|| {
+                let max = defaults::MAX_WORKERS;
+                p.at(
+                    &path.key("workers"),
+                    format!("workers must be \"auto\" or an integer from 1 to {max}"),
+                );
+                defaults::WORKERS
+            })
+        }
+    };
+    let io_driver = choice(
+        p,
+        &path.key("io_driver"),
+        raw.io_driver.as_ref(),
+        &[
+            ("auto", IoDriver::Auto),
+            ("io_uring", IoDriver::IoUring),
+            ("epoll", IoDriver::Epoll),
+        ],
+        defaults::IO_DRIVER,
+    );
+    let log_level = raw
+        .log_level
+        .clone()
+        .unwrap_or_else(|| defaults::LOG_LEVEL.to_owned());
+    if log_level.trim().is_empty() || !is_field_value(&log_level) {
+        p.at(&path.key("log_level"), "log_level must be a non-empty tracing filter such as \"info\" or \"gateway=debug,info\"");
+    }
+    let via = raw.via.clone().unwrap_or_else(|| defaults::VIA.to_owned());
+    if !is_token(&via) {
+        p.at(&path.key("via"), format!("via {via:?} must be a token (letters, digits and !#$%&'*+-.^_`|~), e.g. \"gateway\""));
+    }
+    Server {
+        workers,
+        io_driver,
+        admin: admin(raw.admin.as_ref(), p, &path.key("admin")),
+        drain_timeout: duration(
+            p,
+            &path.key("drain_timeout"),
+            raw.drain_timeout.as_ref(),
+            defaults::DRAIN_TIMEOUT,
+        ),
+        log_level,
+        via,
+        limits: limits(raw, p, &path.key("limits")),
+        timeouts: timeouts(raw, p, &path.key("timeouts")),
+    }
+}
+
+fn admin(raw: Option<&RawAdmin>, p: &mut Problems<'_>, path: &KeyPath) -> Option<Admin> {
+    let table = match raw {
+        None => {
+            return Some(Admin {
+                address: defaults::ADMIN_ADDRESS,
+                token: None,
+            })
+        }
+        Some(RawAdmin::Disabled) => return None,
+        Some(RawAdmin::Enabled(table)) => table,
+    };
+    let address = match &table.address {
+        None => defaults::ADMIN_ADDRESS,
+        Some(text) => socket_addr(text, p, &path.key("address")).unwrap_or(defaults::ADMIN_ADDRESS),
+    };
+    if let Some(token) = &table.token {
+        if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
+            p.at(
+                &path.key("token"),
+                "token must be non-empty printable ASCII without spaces",
+            );
+        }
+    }
+    if !address.ip().is_loopback() && table.token.is_none() {
+        p.at(
+            &path.key("address"),
+            format!("admin address {address} is not loopback: set server.admin.token"),
+        );
+    }
+    Some(Admin {
+        address,
+        token: table.token.clone(),
+    })
+}
+
+fn limits(raw: &RawServer, p: &mut Problems<'_>, path: &KeyPath) -> Limits {
+    let l = &raw.limits;
+    let limits = Limits {
+        max_request_line_bytes: size_usize(
+            p,
+            &path.key("max_request_line_bytes"),
+            l.max_request_line_bytes.as_ref(),
+            defaults::MAX_REQUEST_LINE_BYTES,
+        ),
+        max_header_bytes: size_usize(
+            p,
+            &path.key("max_header_bytes"),
+            l.max_header_bytes.as_ref(),
+            defaults::MAX_HEADER_BYTES,
+        ),
+        max_headers: int_in(
+            p,
+            &path.key("max_headers"),
+            l.max_headers,
+            1..=defaults::MAX_HEADERS_LIMIT,
+            defaults::MAX_HEADERS,
+        ),
+        max_body_bytes: size(
+            p,
+            &path.key("max_body_bytes"),
+            l.max_body_bytes.as_ref(),
+            defaults::MAX_BODY_BYTES,
+        ),
+        max_response_header_bytes: size_usize(
+            p,
+            &path.key("max_response_header_bytes"),
+            l.max_response_header_bytes.as_ref(),
+            defaults::MAX_RESPONSE_HEADER_BYTES,
+        ),
+        max_connections_per_worker: int_in(
+            p,
+            &path.key("max_connections_per_worker"),
+            l.max_connections_per_worker,
+            1..=i64::from(u32::MAX),
+            defaults::MAX_CONNECTIONS_PER_WORKER,
+        ),
+    };
+    if limits.max_request_line_bytes > limits.max_header_bytes {
+        // Point at whichever of the two the operator wrote.
+        let key = if l.max_request_line_bytes.is_some() {
+            "max_request_line_bytes"
+        } else {
+            "max_header_bytes"
+        };
+        p.at(&path.key(key), format!(
+            "max_request_line_bytes ({}) must not exceed max_header_bytes ({}): the request line is part of the head",
+            limits.max_request_line_bytes, limits.max_header_bytes
+        ));
+    }
+    limits
+}
+
+fn timeouts(raw: &RawServer, p: &mut Problems<'_>, path: &KeyPath) -> Timeouts {
+    let t = &raw.timeouts;
+    Timeouts {
+        header_read: duration(
+            p,
+            &path.key("header_read"),
+            t.header_read.as_ref(),
+            defaults::HEADER_READ_TIMEOUT,
+        ),
+        idle: duration(
+            p,
+            &path.key("idle"),
+            t.idle.as_ref(),
+            defaults::IDLE_TIMEOUT,
+        ),
+        body_io: duration(
+            p,
+            &path.key("body_io"),
+            t.body_io.as_ref(),
+            defaults::BODY_IO_TIMEOUT,
+        ),
+    }
+}
+
+fn convert_listeners(raw: &[Parsed<RawListener>], p: &mut Problems<'_>) -> Vec<Listener> {
+    let section = KeyPath::root().key("listeners");
+    if raw.is_empty() {
+        p.at(
+            &section,
+            "no listeners: add at least one [[listeners]] section with a name and an address",
+        );
+    }
+    check_unique_names(&names(raw, |l| &l.name), "listeners", p);
+    let mut seen: Vec<(SocketAddr, usize)> = Vec::new();
+    let mut out = Vec::with_capacity(raw.len());
+    for (i, listener) in raw.iter().enumerate() {
+        let Some(l) = listener.ok() else { continue };
+        let path = section.index(i);
+        check_name(p, &path.key("name"), &l.name);
+        let backlog = int_in(
+            p,
+            &path.key("backlog"),
+            l.backlog,
+            1..=65535,
+            defaults::LISTENER_BACKLOG,
+        );
+        let address = socket_addr(&l.address, p, &path.key("address"));
+        if let Some(address) = address {
+            // Port 0 (any free port, used by tests) never conflicts.
+            let clash = seen
+                .iter()
+                .find(|(other, _)| address.port() != 0 && overlaps(*other, address));
+            if let Some((other, j)) = clash {
+                p.at(
+                    &path.key("address"),
+                    format!("address {address} overlaps listeners[{j}] ({other})"),
+                );
+            }
+            seen.push((address, i));
+        }
+        out.push(Listener {
+            name: l.name.clone(),
+            address: address.unwrap_or(PLACEHOLDER_ADDRESS),
+            backlog,
+            protocol: ListenerProtocol::Http1,
+        });
+    }
+    out
+}
+
+/// The admin listener must not bind an address a data-plane listener binds.
+fn admin_conflicts(admin: &Admin, listeners: &[Listener], p: &mut Problems<'_>) {
+    if admin.address.port() == 0 {
+        return;
+    }
+    if let Some(l) = listeners
+        .iter()
+        .find(|l| overlaps(l.address, admin.address))
+    {
+        p.at(
+            &KeyPath::root().key("server").key("admin").key("address"),
+            format!(
+                "admin address {} overlaps listener {:?} ({})",
+                admin.address, l.name, l.address
+            ),
+        );
+    }
+}
+
+/// Two bind addresses clash: same port, same family, and equal or one of them unspecified.
+fn overlaps(a: SocketAddr, b: SocketAddr) -> bool {
+    a.port() == b.port()
+        && a.is_ipv4() == b.is_ipv4()
+        && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
+}
+
+/// An `ip:port` literal (`127.0.0.1:8080`, `[::1]:8080`); host names are not accepted here.
+fn socket_addr(text: &str, p: &mut Problems<'_>, path: &KeyPath) -> Option<SocketAddr> {
+    match text.parse() {
+        Ok(address) => Some(address),
+        Err(_) => {
+            p.at(path, format!("invalid address {text:?}: expected ip:port, e.g. \"0.0.0.0:8080\" or \"[::]:8080\""));
+            None
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! Streaming a message body from one connection to another with bounded buffers.
+//!
+//! The body is never held whole: bytes are read into the source buffer, framed for the
+//! destination (passed through, or re-encoded as canonical chunks) and written out before more
+//! is read. Chunked input is decoded strictly, so nothing ambiguous reaches the other side.
+
+use std::io;
+use std::time::Duration;
+
+use monoio::buf::IoBuf;
+use monoio::io::AsyncWriteRentExt;
+use monoio::net::TcpStream;
+
+use super::chunked::{encode_chunk, ChunkedDecoder, LAST_CHUNK};
+use crate::runtime::io::{make_room, read_append_timeout, write_from};
+
+/// How the source delimits the body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Length(u64),
+    Chunked,
+    UntilClose,
+}
+
+/// A readable side: its socket and the buffer holding bytes already read from it
+/// (`buf[pos..]` not yet consumed).
+pub struct Side<'a> {
+    pub stream: &'a mut TcpStream,
+    pub buf: &'a mut Vec<u8>,
+    pub pos: &'a mut usize,
+}
+
+pub struct Limits {
+    /// Most body bytes (decoded) accepted.
+    pub max_bytes: u64,
+    /// Longest wait for the next bytes from the source.
+    pub read_timeout: Duration,
+    /// Longest wait for the destination to accept a write.
+    pub write_timeout: Duration,
+}
+
+#[derive(Debug)]
+pub enum TransferError {
+    /// The source ended before the body was complete.
+    Truncated,
+    /// The source's chunked framing was invalid.
+    Framing,
+    /// The body exceeded `Limits::max_bytes`.
+    TooLarge,
+    ReadTimeout,
+    Read(io::Error),
+    /// The destination failed or timed out; nothing more can be sent to it.
+    Write(io::Error),
+}
+
+/// Moves one body from `src` to `dst`. `out` holds bytes to send first (typically the head);
+/// it is used as the write buffer and returned empty. When `chunk_out` the destination gets the
+/// body as canonical chunks ending with the last chunk; otherwise raw bytes. Returns the number
+/// of body bytes moved.
+pub async fn transfer(
+    src: Side<'_>,
+    mut dst: Option<&mut TcpStream>,
+    out: &mut Vec<u8>,
+    source: Source,
+    chunk_out: bool,
+    limits: &Limits,
+    scratch: &mut Vec<u8>,
+) -> Result<u64, TransferError> {
+    let Side { stream, buf, pos } = src;
+    let mut moved: u64 = 0;
+    let mut remaining = match source {
+        Source::Length(n) => n,
+        _ => u64::MAX,
+    };
+    let mut decoder = ChunkedDecoder::new();
+    loop {
+        // 1. Frame what is buffered.
+        let avail = buf.get(*pos..).unwrap_or_default();
+        let done = match source {
+            Source::Length(_) => {
+                let take = avail.len().min(usize::try_from(remaining).unwrap_or(usize::MAX));
+                let data = avail.get(..take).unwrap_or_default();
+                frame(out, data, chunk_out);
+                *pos += take;
+                remaining -= take as u64;
+                moved += take as u64;
+                remaining == 0
+            }
+            Source::UntilClose => {
+                frame(out, avail, chunk_out);
+                moved += avail.len() as u64;
+                *pos += avail.len();
+                false
+            }
+            Source::Chunked => {
+                scratch.clear();
+                let progress = decoder.decode(avail, scratch).map_err(|_| TransferError::Framing)?;
+                *pos += progress.consumed;
+                moved += scratch.len() as u64;
+                frame(out, scratch, chunk_out);
+                progress.done
+            }
+        };
+        if moved > limits.max_bytes {
+            return Err(TransferError::TooLarge);
+        }
+        if done && chunk_out {
+            out.extend_from_slice(LAST_CHUNK);
+        }
+        // 2. Flush (or drop, when discarding).
+        if let (false, Some(dst)) = (out.is_empty(), dst.as_deref_mut()) {
+            let (res, b) = write_from(dst, std::mem::take(out), 0, limits.write_timeout).await;
+            *out = b;
+            res.map_err(TransferError::Write)?;
+        }
+        out.clear();
+        if done {
+            return Ok(moved);
+        }
+        // 3. Read more. A large Length body is streamed without copying through `out`.
+        if *pos == buf.len() {
+            buf.clear();
+            *pos = 0;
+        }
+        if !make_room(buf, pos, 1024, buf.capacity().max(crate::runtime::buffers::BUF_SIZE)) {
+            return Err(TransferError::Read(io::Error::other("no buffer space")));
+        }
+        let (res, b) = read_append_timeout(stream, std::mem::take(buf), limits.read_timeout).await;
+        *buf = b;
+        match res {
+            Ok(0) if source == Source::UntilClose => {
+                if let (true, Some(dst)) = (chunk_out, dst.as_deref_mut()) {
+                    out.extend_from_slice(LAST_CHUNK);
+                    let (res, b) = write_from(dst, std::mem::take(out), 0, limits.write_timeout).await;
+                    *out = b;
+                    out.clear();
+                    res.map_err(TransferError::Write)?;
+                }
+                return Ok(moved);
+            }
+            Ok(0) => return Err(TransferError::Truncated),
+            Ok(_) => {
+                if let (Source::Length(_), false, Some(dst)) = (source, chunk_out, dst.as_deref_mut()) {
+                    moved += pass_through(dst, buf, pos, &mut remaining, limits).await?;
+                    if moved > limits.max_bytes {
+                        return Err(TransferError::TooLarge);
+                    }
+                    if remaining == 0 {
+                        return Ok(moved);
+                    }
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(TransferError::ReadTimeout),
+            Err(e) => return Err(TransferError::Read(e)),
+        }
+    }
+}
+
+/// Writes the buffered part of a Length body straight from the read buffer (no copy).
+async fn pass_through(
+    dst: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    pos: &mut usize,
+    remaining: &mut u64,
+    limits: &Limits,
+) -> Result<u64, TransferError> {
+    let avail = buf.len() - *pos;
+    let take = avail.min(usize::try_from(*remaining).unwrap_or(usize::MAX));
+    if take == 0 {
+        return Ok(0);
+    }
+    let start = *pos;
+    let owned = std::mem::take(buf);
+    let fut = dst.write_all(owned.slice(start..start + take));
+    let (res, slice) = match monoio::time::timeout(limits.write_timeout, fut).await {
+        Ok(r) => r,
+        Err(_) => return Err(TransferError::Write(io::ErrorKind::TimedOut.into())),
+    };
+    *buf = slice.into_inner();
+    res.map_err(TransferError::Write)?;
+    *pos += take;
+    *remaining -= take as u64;
+    Ok(take as u64)
+}
+
+/// Reads one body from `src` and drops it (bounded by `limits.max_bytes`).
+pub async fn discard(
+    src: Side<'_>,
+    source: Source,
+    limits: &Limits,
+    scratch: &mut Vec<u8>,
+) -> Result<u64, TransferError> {
+    let mut out = Vec::new();
+    transfer(src, None, &mut out, source, false, limits, scratch).await
+}
+
+fn frame(out: &mut Vec<u8>, data: &[u8], chunk_out: bool) {
+    if chunk_out {
+        encode_chunk(data, out);
+    } else {
+        out.extend_from_slice(data);
+    }
+}

@@ -1,0 +1,332 @@
+//! One downstream HTTP/1.1 connection: read requests in order, route each, answer each.
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use gateway_config::Action;
+use monoio::net::TcpStream;
+
+use super::body::{self, Side, Source, TransferError};
+use super::h1::{self, BodyFraming, RequestHead, RequestLimits};
+use super::response;
+use crate::route::RequestFacts;
+use crate::runtime::io::{make_room, read_append_timeout, write_from};
+use crate::runtime::worker::{Local, Worker};
+
+/// Largest request body a gateway-answered request (404, direct response, redirect) may carry
+/// and still keep the connection: it is read and discarded. Larger ones close the connection.
+const DISCARD_LIMIT: u64 = 64 * 1024;
+
+/// The downstream side of a connection.
+pub struct Downstream {
+    pub stream: TcpStream,
+    pub peer: SocketAddr,
+    /// The client's IP address as text, for X-Forwarded-For.
+    pub peer_ip: Vec<u8>,
+    /// Bytes read from the client; `rbuf[rpos..]` are not consumed yet.
+    pub rbuf: Vec<u8>,
+    pub rpos: usize,
+    /// Requests answered so far.
+    pub served: u64,
+}
+
+/// What happens to the connection after a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    KeepAlive,
+    Close,
+}
+
+/// Serves a connection until the client leaves, an error closes it, or the worker drains.
+pub async fn serve(worker: Rc<Worker>, stream: TcpStream, peer: SocketAddr) {
+    worker.stats.connections_active.inc();
+    let peer_ip = peer.ip().to_string().into_bytes();
+    let mut conn = Downstream { stream, peer, peer_ip, rbuf: Vec::new(), rpos: 0, served: 0 };
+    serve_requests(&worker, &mut conn).await;
+    worker.buffers.give(std::mem::take(&mut conn.rbuf));
+    worker.stats.connections_active.sub(1);
+}
+
+async fn serve_requests(worker: &Rc<Worker>, conn: &mut Downstream) {
+    loop {
+        if conn.rpos >= conn.rbuf.len() && !wait_for_request(worker, conn).await {
+            return;
+        }
+        let local = worker.local();
+        let head = match read_head(worker, conn, &local).await {
+            Ok(h) => h,
+            Err(HeadEnd::Close) => return,
+            Err(HeadEnd::Reply(status)) => {
+                worker.stats.requests_rejected.inc();
+                reply_and_close(worker, conn, status, &local).await;
+                return;
+            }
+        };
+        worker.stats.requests_total.inc();
+        worker.stats.requests_active.inc();
+        let next = Box::pin(handle(worker, conn, &local, &head)).await;
+        worker.stats.requests_active.sub(1);
+        conn.served += 1;
+        if next == Next::Close || worker.drain.is_triggered() {
+            return;
+        }
+    }
+}
+
+/// Waits, without holding a buffer, until the client sends the first byte of a request.
+/// False when the connection should close (idle timeout, drain, client gone).
+async fn wait_for_request(worker: &Rc<Worker>, conn: &mut Downstream) -> bool {
+    let buf = std::mem::take(&mut conn.rbuf);
+    worker.buffers.give(buf);
+    conn.rpos = 0;
+    let timeouts = &worker.local().snap.config.server.timeouts;
+    let limit = if conn.served == 0 { timeouts.header_read } else { timeouts.idle };
+    // On epoll, relaxed readiness can be stale; io_uring polls for real either way.
+    let relaxed = !monoio::utils::is_legacy();
+    let ready = monoio::select! {
+        r = conn.stream.readable(relaxed) => r.is_ok(),
+        _ = monoio::time::sleep(limit) => false,
+        _ = worker.drain.wait() => false,
+    };
+    if ready {
+        conn.rbuf = worker.buffers.take();
+    }
+    ready
+}
+
+enum HeadEnd {
+    Close,
+    Reply(u16),
+}
+
+/// Reads until a complete, valid request head is buffered at `conn.rbuf[conn.rpos..]`.
+async fn read_head(worker: &Rc<Worker>, conn: &mut Downstream, local: &Local) -> Result<RequestHead, HeadEnd> {
+    let server = &local.snap.config.server;
+    let limits = RequestLimits {
+        max_request_line: server.limits.max_request_line_bytes,
+        max_header_bytes: server.limits.max_header_bytes,
+        max_headers: server.limits.max_headers,
+    };
+    let deadline = monoio::time::Instant::now() + server.timeouts.header_read;
+    loop {
+        let parsed = {
+            let mut scratch = worker.scratch(server.limits.max_headers);
+            h1::parse_request(conn.rbuf.get(conn.rpos..).unwrap_or_default(), &limits, &mut scratch)
+        };
+        match parsed {
+            Ok(Some(head)) => return Ok(head),
+            Err(e) => return Err(HeadEnd::Reply(e.status())),
+            Ok(None) => {}
+        }
+        if !make_room(&mut conn.rbuf, &mut conn.rpos, 1024, limits.max_header_bytes + 1) {
+            return Err(HeadEnd::Reply(431));
+        }
+        let left = deadline.saturating_duration_since(monoio::time::Instant::now());
+        let had_bytes = conn.rbuf.len() > conn.rpos;
+        let (res, buf) = read_append_timeout(&mut conn.stream, std::mem::take(&mut conn.rbuf), left).await;
+        conn.rbuf = buf;
+        match res {
+            Ok(0) => return Err(HeadEnd::Close),
+            Ok(n) => worker.stats.downstream_bytes_in.add(n as u64),
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                worker.stats.header_read_timeouts.inc();
+                return Err(if had_bytes || conn.served == 0 { HeadEnd::Reply(408) } else { HeadEnd::Close });
+            }
+            Err(_) => return Err(HeadEnd::Close),
+        }
+    }
+}
+
+/// Routes and answers one request whose head is at `conn.rbuf[conn.rpos..]`.
+async fn handle(worker: &Rc<Worker>, conn: &mut Downstream, local: &Rc<Local>, head: &RequestHead) -> Next {
+    let server = &local.snap.config.server;
+    if let BodyFraming::Length(n) = head.body {
+        if n > server.limits.max_body_bytes {
+            worker.stats.requests_rejected.inc();
+            reply_and_close(worker, conn, 413, local).await;
+            return Next::Close;
+        }
+    }
+    if head.body == BodyFraming::Chunked {
+        if let Some(status) = precheck_chunked(worker, conn, head, server.limits.max_body_bytes) {
+            worker.stats.requests_rejected.inc();
+            reply_and_close(worker, conn, status, local).await;
+            return Next::Close;
+        }
+    }
+    let base = conn.rpos;
+    let route = {
+        let scratch = worker.scratch(server.limits.max_headers);
+        let buf = conn.rbuf.get(base..).unwrap_or_default();
+        let facts = RequestFacts {
+            method: buf.get(head.method_range.clone()).unwrap_or_default(),
+            authority: head.authority.clone().and_then(|r| buf.get(r)),
+            path: buf.get(head.path.clone()).unwrap_or_default(),
+            headers: |name: &[u8], value: Option<&[u8]>| {
+                scratch
+                    .headers()
+                    .iter()
+                    .any(|h| h.name(buf).eq_ignore_ascii_case(name) && value.is_none_or(|v| h.value(buf) == v))
+            },
+        };
+        local.snap.routes.find(&facts)
+    };
+    let Some(index) = route else {
+        return answer_locally(worker, conn, local, head, Local404).await;
+    };
+    match local.snap.config.routes.get(index).map(|r| &r.action) {
+        Some(Action::Proxy(p)) => crate::proxy::forward(worker, conn, local, head, p).await,
+        Some(Action::Direct(_)) => answer_locally(worker, conn, local, head, LocalDirect(index)).await,
+        Some(Action::Redirect(_)) => answer_locally(worker, conn, local, head, LocalRedirect(index)).await,
+        None => answer_locally(worker, conn, local, head, Local404).await,
+    }
+}
+
+use LocalAnswer::{Direct as LocalDirect, NotFound as Local404, Redirect as LocalRedirect};
+
+enum LocalAnswer {
+    NotFound,
+    Direct(usize),
+    Redirect(usize),
+}
+
+/// Answers without an upstream: 404, a direct response or a redirect. A small request body is
+/// read and discarded to keep the connection; a large one closes it.
+async fn answer_locally(
+    worker: &Rc<Worker>,
+    conn: &mut Downstream,
+    local: &Rc<Local>,
+    head: &RequestHead,
+    answer: LocalAnswer,
+) -> Next {
+    let snap = &local.snap;
+    let server = &snap.config.server;
+    let base = conn.rpos;
+    let body_small = match head.body {
+        BodyFraming::None => true,
+        BodyFraming::Length(n) => n <= DISCARD_LIMIT,
+        BodyFraming::Chunked => true,
+    };
+    let mut close = !head.keep_alive || !body_small || worker.drain.is_triggered();
+    let ka10 = head.version_minor == 0 && !close;
+    let is_head = head.method == h1::Method::Head;
+    let mut out = worker.buffers.take();
+    let buf = conn.rbuf.get(base..).unwrap_or_default();
+    let status = match answer {
+        LocalAnswer::NotFound => {
+            response::write_error(&mut out, 404, close, is_head);
+            404
+        }
+        LocalAnswer::Direct(i) => match snap.routes.direct(i) {
+            Some(p) => {
+                p.write(&mut out, close, ka10, is_head);
+                p.status
+            }
+            None => {
+                response::write_error(&mut out, 500, true, is_head);
+                close = true;
+                500
+            }
+        },
+        LocalAnswer::Redirect(i) => match snap.config.routes.get(i).map(|r| &r.action) {
+            Some(Action::Redirect(r)) => {
+                let authority = head.authority.clone().and_then(|a| buf.get(a)).unwrap_or_default();
+                let path = buf.get(head.path.clone()).unwrap_or_default();
+                let query = head.query.clone().and_then(|q| buf.get(q));
+                response::write_redirect(&mut out, r, "http", authority, path, query, close, ka10);
+                r.status
+            }
+            _ => {
+                response::write_error(&mut out, 500, true, is_head);
+                close = true;
+                500
+            }
+        },
+    };
+    conn.rpos = base + head.head_len;
+    // Discard the request body (bounded) so the next request on this connection is in sync.
+    if !close && head.body != BodyFraming::None && !discard_body(worker, conn, head.body, server).await {
+        worker.buffers.give(out);
+        return Next::Close;
+    }
+    worker.stats.count_status(status);
+    let n = out.len() as u64;
+    let (res, out) = write_from(&mut conn.stream, out, 0, server.timeouts.body_io).await;
+    worker.buffers.give(out);
+    worker.stats.downstream_bytes_out.add(n);
+    if res.is_err() || close {
+        Next::Close
+    } else {
+        Next::KeepAlive
+    }
+}
+
+/// Reads and drops a request body of at most [`DISCARD_LIMIT`] bytes. False if the connection
+/// must close (too large, malformed, timeout).
+async fn discard_body(
+    worker: &Rc<Worker>,
+    conn: &mut Downstream,
+    framing: BodyFraming,
+    server: &gateway_config::Server,
+) -> bool {
+    let source = match framing {
+        BodyFraming::None => return true,
+        BodyFraming::Length(n) => Source::Length(n),
+        BodyFraming::Chunked => Source::Chunked,
+    };
+    let limits =
+        body::Limits { max_bytes: DISCARD_LIMIT, read_timeout: server.timeouts.body_io, write_timeout: Duration::ZERO };
+    let mut scratch = worker.buffers.take();
+    let result = body::discard(
+        Side { stream: &mut conn.stream, buf: &mut conn.rbuf, pos: &mut conn.rpos },
+        source,
+        &limits,
+        &mut scratch,
+    )
+    .await;
+    worker.buffers.give(scratch);
+    result.is_ok()
+}
+
+/// Validates the part of a chunked body that arrived with the head, so that a malformed or
+/// oversized body in a single write is refused before any upstream sees the request.
+fn precheck_chunked(worker: &Worker, conn: &Downstream, head: &RequestHead, max_body: u64) -> Option<u16> {
+    let start = conn.rpos + head.head_len;
+    let buffered = conn.rbuf.get(start..).unwrap_or_default();
+    if buffered.is_empty() {
+        return None;
+    }
+    let mut decoder = super::chunked::ChunkedDecoder::new();
+    let mut out = worker.buffers.take();
+    let result = decoder.decode(buffered, &mut out);
+    let size = out.len() as u64;
+    worker.buffers.give(out);
+    match result {
+        Err(_) => Some(400),
+        Ok(_) if size > max_body => Some(413),
+        Ok(_) => None,
+    }
+}
+
+/// Writes a gateway error response with `connection: close`.
+pub async fn reply_and_close(worker: &Rc<Worker>, conn: &mut Downstream, status: u16, local: &Local) {
+    let mut out = worker.buffers.take();
+    response::write_error(&mut out, status, true, false);
+    worker.stats.count_status(status);
+    let n = out.len() as u64;
+    let (_, out) = write_from(&mut conn.stream, out, 0, local.snap.config.server.timeouts.body_io).await;
+    worker.buffers.give(out);
+    worker.stats.downstream_bytes_out.add(n);
+}
+
+/// Maps a failed request-body transfer to the status to answer, if an answer is still possible.
+pub fn request_body_status(e: &TransferError) -> Option<u16> {
+    match e {
+        TransferError::TooLarge => Some(413),
+        TransferError::Framing => Some(400),
+        TransferError::ReadTimeout => Some(408),
+        TransferError::Truncated | TransferError::Read(_) => None,
+        TransferError::Write(_) => Some(502),
+    }
+}

@@ -1,0 +1,7 @@
+//! HTTP/1.1: the wire codec, body streaming, generated responses and the connection loop.
+
+pub mod body;
+pub mod chunked;
+pub mod conn;
+pub mod h1;
+pub mod response;

@@ -1,0 +1,502 @@
+//! Forwarding one request to an upstream cluster and streaming the response back.
+//!
+//! Failure mapping: no endpoint -> 503; connect failure -> 502; no response head before the
+//! route timeout -> 504; a malformed or hostile response head -> 502. Once the response head has
+//! been sent downstream, a failure can only close the client connection: the client then sees a
+//! truncated body rather than a desynchronised stream. A request sent on a reused keep-alive
+//! connection that fails before any response byte (the upstream closed it while idle) is retried
+//! once on a fresh connection when the request has no body and an idempotent method.
+
+use std::io;
+use std::rc::Rc;
+use std::time::Duration;
+
+use gateway_config::ProxyAction;
+use monoio::net::TcpStream;
+use monoio::time::Instant;
+
+use crate::http::body::{self, Side, Source, TransferError};
+use crate::http::conn::{reply_and_close, request_body_status, Downstream, Next};
+use crate::http::h1::{self, BodyFraming, HeadScratch, RequestHead, ResponseFraming, ResponseHead};
+use crate::http::response::{self, push_num};
+use crate::runtime::io::{make_room, read_append_timeout, write_from};
+use crate::runtime::worker::{Local, Worker};
+use crate::upstream::EndpointState;
+
+/// Why an upstream exchange failed before a response head was forwarded.
+#[derive(Debug)]
+enum UpstreamError {
+    Connect(io::Error),
+    /// The route timeout expired before the response head arrived.
+    Timeout,
+    /// Sending the request failed; `retryable` if nothing had been sent from the client body.
+    Send(io::Error),
+    /// The upstream closed or reset before sending any response byte.
+    ClosedEarly,
+    /// Malformed, oversized or otherwise unacceptable response.
+    Protocol(&'static str),
+    /// The client's request body failed (too large, malformed, slow, gone).
+    ClientBody(TransferError),
+}
+
+impl std::fmt::Display for UpstreamError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Connect(e) => write!(f, "connect failed: {e}"),
+            Self::Timeout => f.write_str("route timeout before the response head"),
+            Self::Send(e) => write!(f, "sending the request failed: {e}"),
+            Self::ClosedEarly => f.write_str("upstream closed before responding"),
+            Self::Protocol(why) => write!(f, "invalid response: {why}"),
+            Self::ClientBody(e) => write!(f, "client request body: {e:?}"),
+        }
+    }
+}
+
+pub async fn forward(
+    worker: &Rc<Worker>,
+    conn: &mut Downstream,
+    local: &Rc<Local>,
+    head: &RequestHead,
+    action: &ProxyAction,
+) -> Next {
+    let server = &local.snap.config.server;
+    let deadline = Instant::now() + action.timeout;
+    let base = conn.rpos;
+    let mut wbuf = worker.buffers.take();
+    {
+        let scratch = worker.scratch(server.limits.max_headers);
+        let buf = conn.rbuf.get(base..).unwrap_or_default();
+        build_request_head(&mut wbuf, buf, head, &scratch, &conn.peer_ip, &server.via);
+    }
+    conn.rpos = base + head.head_len;
+
+    let Some(cluster) = local.clusters.get(action.cluster) else {
+        worker.buffers.give(wbuf);
+        return fail(worker, conn, local, 503).await;
+    };
+    let Some(inflight) = cluster.pick(&worker.rng) else {
+        worker.buffers.give(wbuf);
+        return fail(worker, conn, local, 503).await;
+    };
+    let Some(endpoint) = inflight.endpoint() else {
+        worker.buffers.give(wbuf);
+        return fail(worker, conn, local, 503).await;
+    };
+    worker.stats.upstream_requests_active.inc();
+    let result = exchange(worker, conn, local, head, action, endpoint, &mut wbuf, deadline).await;
+    worker.stats.upstream_requests_active.sub(1);
+    let next = match result {
+        Ok((up, ubuf, upos, resp)) => {
+            relay_response(worker, conn, local, head, action, endpoint, up, ubuf, upos, resp, wbuf).await
+        }
+        Err(e) => {
+            worker.buffers.give(wbuf);
+            let status = match &e {
+                UpstreamError::Connect(_) | UpstreamError::Send(_) | UpstreamError::ClosedEarly => Some(502),
+                UpstreamError::Protocol(_) => {
+                    worker.stats.upstream_protocol_errors.inc();
+                    Some(502)
+                }
+                UpstreamError::Timeout => {
+                    worker.stats.upstream_timeouts.inc();
+                    Some(504)
+                }
+                UpstreamError::ClientBody(t) => request_body_status(t),
+            };
+            tracing::debug!(upstream = %endpoint.address, error = %e, "upstream exchange failed");
+            // Without a request body the connection is still in sync: answer and keep it.
+            let keep = head.body == BodyFraming::None && head.keep_alive && !worker.drain.is_triggered();
+            match status {
+                Some(s) if keep => reply_keep_alive(worker, conn, local, head, s).await,
+                Some(s) => fail(worker, conn, local, s).await,
+                None => Next::Close,
+            }
+        }
+    };
+    drop(inflight);
+    next
+}
+
+/// Sends the request (head in `wbuf`, body from the client) and reads the response head.
+/// Returns the upstream connection, its read buffer, the offset of the body in it, and the head.
+#[allow(clippy::too_many_arguments)]
+async fn exchange(
+    worker: &Rc<Worker>,
+    conn: &mut Downstream,
+    local: &Local,
+    head: &RequestHead,
+    action: &ProxyAction,
+    endpoint: &EndpointState,
+    wbuf: &mut Vec<u8>,
+    deadline: Instant,
+) -> Result<(TcpStream, Vec<u8>, usize, ResponseHead), UpstreamError> {
+    let server = &local.snap.config.server;
+    let cluster = &local.clusters.get(action.cluster).map(|c| c.settings.connect_timeout);
+    let connect_timeout = cluster.unwrap_or(Duration::from_secs(3));
+    let replayable = head.body == BodyFraming::None && is_idempotent(head.method);
+    let is_head = head.method == h1::Method::Head;
+    let mut retried = false;
+    loop {
+        let (mut up, reused) = match endpoint.pool.take() {
+            Some(s) => {
+                worker.stats.upstream_reuses.inc();
+                (s, true)
+            }
+            None => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                let up = connect(endpoint, connect_timeout.min(left)).await.map_err(|e| {
+                    worker.stats.upstream_connect_errors.inc();
+                    if Instant::now() >= deadline {
+                        UpstreamError::Timeout
+                    } else {
+                        UpstreamError::Connect(e)
+                    }
+                })?;
+                worker.stats.upstream_connects.inc();
+                (up, false)
+            }
+        };
+        let sent = send_request(worker, conn, server, head, &mut up, wbuf, deadline).await;
+        let err = match sent {
+            Ok(()) => {
+                let mut ubuf = worker.buffers.take();
+                match read_response_head(worker, &mut up, &mut ubuf, server, is_head, deadline).await {
+                    Ok((upos, resp)) => return Ok((up, ubuf, upos, resp)),
+                    Err(e) => {
+                        worker.buffers.give(ubuf);
+                        e
+                    }
+                }
+            }
+            Err(e) => e,
+        };
+        match err {
+            UpstreamError::ClosedEarly | UpstreamError::Send(_) if reused && replayable && !retried => {
+                worker.stats.upstream_stale_retries.inc();
+                retried = true;
+            }
+            e => return Err(e),
+        }
+    }
+}
+
+/// RFC 9110 §9.2.2 idempotent methods (safe to replay on a fresh connection).
+fn is_idempotent(m: h1::Method) -> bool {
+    use h1::Method::*;
+    matches!(m, Get | Head | Options | Trace | Put | Delete)
+}
+
+async fn connect(endpoint: &EndpointState, limit: Duration) -> io::Result<TcpStream> {
+    let stream = monoio::time::timeout(limit, TcpStream::connect_addr(endpoint.address))
+        .await
+        .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
+    stream.set_nodelay(true)?;
+    Ok(stream)
+}
+
+/// Writes the request head (kept in `wbuf` for a possible retry when there is no body) and
+/// streams the body from the client.
+async fn send_request(
+    worker: &Rc<Worker>,
+    conn: &mut Downstream,
+    server: &gateway_config::Server,
+    head: &RequestHead,
+    up: &mut TcpStream,
+    wbuf: &mut Vec<u8>,
+    deadline: Instant,
+) -> Result<(), UpstreamError> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    let source = match head.body {
+        BodyFraming::None => {
+            let (res, b) = write_from(up, std::mem::take(wbuf), 0, left).await;
+            *wbuf = b;
+            return res.map_err(UpstreamError::Send);
+        }
+        BodyFraming::Length(n) => Source::Length(n),
+        BodyFraming::Chunked => Source::Chunked,
+    };
+    if head.expect_continue && conn.rbuf.len() == conn.rpos {
+        let (res, _) =
+            write_from(&mut conn.stream, b"HTTP/1.1 100 Continue\r\n\r\n".to_vec(), 0, server.timeouts.body_io).await;
+        res.map_err(|e| UpstreamError::ClientBody(TransferError::Write(e)))?;
+    }
+    let limits = body::Limits {
+        max_bytes: server.limits.max_body_bytes,
+        read_timeout: server.timeouts.body_io,
+        write_timeout: left,
+    };
+    let mut scratch = worker.buffers.take();
+    let side = Side { stream: &mut conn.stream, buf: &mut conn.rbuf, pos: &mut conn.rpos };
+    let chunked = source == Source::Chunked;
+    let result = body::transfer(side, Some(up), wbuf, source, chunked, &limits, &mut scratch).await;
+    worker.buffers.give(scratch);
+    match result {
+        Ok(n) => {
+            worker.stats.downstream_bytes_in.add(n);
+            Ok(())
+        }
+        Err(TransferError::Write(e)) => Err(UpstreamError::Send(e)),
+        Err(e) => Err(UpstreamError::ClientBody(e)),
+    }
+}
+
+/// Reads until a final (non-1xx) response head is buffered; interim 1xx responses are dropped.
+async fn read_response_head(
+    worker: &Rc<Worker>,
+    up: &mut TcpStream,
+    ubuf: &mut Vec<u8>,
+    server: &gateway_config::Server,
+    is_head: bool,
+    deadline: Instant,
+) -> Result<(usize, ResponseHead), UpstreamError> {
+    let max = server.limits.max_response_header_bytes;
+    let mut upos = 0;
+    let mut received_any = false;
+    loop {
+        let parsed = {
+            let mut scratch = worker.resp_scratch(server.limits.max_headers);
+            h1::parse_response(ubuf.get(upos..).unwrap_or_default(), max, is_head, &mut scratch)
+        };
+        match parsed {
+            Ok(Some(resp)) if resp.status == 101 => return Err(UpstreamError::Protocol("unrequested upgrade")),
+            Ok(Some(resp)) if resp.status < 200 => {
+                upos += resp.head_len;
+                continue;
+            }
+            Ok(Some(resp)) => return Ok((upos, resp)),
+            Ok(None) => {}
+            Err(_) => return Err(UpstreamError::Protocol("malformed response head")),
+        }
+        if !make_room(ubuf, &mut upos, 1024, max + 1) {
+            return Err(UpstreamError::Protocol("response head too large"));
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        let (res, b) = read_append_timeout(up, std::mem::take(ubuf), left).await;
+        *ubuf = b;
+        match res {
+            Ok(0) if !received_any => return Err(UpstreamError::ClosedEarly),
+            Ok(0) => return Err(UpstreamError::Protocol("closed inside the response head")),
+            Ok(_) => received_any = true,
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(UpstreamError::Timeout),
+            Err(_) if !received_any => return Err(UpstreamError::ClosedEarly),
+            Err(_) => return Err(UpstreamError::Protocol("read error inside the response head")),
+        }
+    }
+}
+
+/// Sends the response head downstream and streams the body; pools the upstream connection
+/// when the exchange ended cleanly.
+#[allow(clippy::too_many_arguments)]
+async fn relay_response(
+    worker: &Rc<Worker>,
+    conn: &mut Downstream,
+    local: &Local,
+    head: &RequestHead,
+    action: &ProxyAction,
+    endpoint: &EndpointState,
+    mut up: TcpStream,
+    mut ubuf: Vec<u8>,
+    mut upos: usize,
+    resp: ResponseHead,
+    mut wbuf: Vec<u8>,
+) -> Next {
+    let server = &local.snap.config.server;
+    let client_11 = head.version_minor == 1;
+    // How the body reaches the client, and whether the client connection must close after it.
+    let (source, chunk_out, must_close) = match resp.framing {
+        ResponseFraming::None => (None, false, false),
+        ResponseFraming::Length(n) => (Some(Source::Length(n)), false, false),
+        ResponseFraming::Chunked => (Some(Source::Chunked), client_11, !client_11),
+        ResponseFraming::UntilClose => (Some(Source::UntilClose), client_11, !client_11),
+    };
+    let close = !head.keep_alive || must_close || worker.drain.is_triggered();
+    wbuf.clear();
+    {
+        let scratch = worker.resp_scratch(server.limits.max_headers);
+        let buf = ubuf.get(upos..).unwrap_or_default();
+        build_response_head(&mut wbuf, buf, &resp, &scratch, chunk_out, close, client_11);
+    }
+    upos += resp.head_len;
+    worker.stats.count_status(resp.status);
+    let ok = match source {
+        None => {
+            let n = wbuf.len() as u64;
+            let (res, b) = write_from(&mut conn.stream, std::mem::take(&mut wbuf), 0, server.timeouts.body_io).await;
+            wbuf = b;
+            worker.stats.downstream_bytes_out.add(n);
+            res.is_ok()
+        }
+        Some(source) => {
+            let head_bytes = wbuf.len() as u64;
+            let limits = body::Limits {
+                max_bytes: u64::MAX,
+                read_timeout: action.timeout,
+                write_timeout: server.timeouts.body_io,
+            };
+            let mut scratch = worker.buffers.take();
+            let side = Side { stream: &mut up, buf: &mut ubuf, pos: &mut upos };
+            let result =
+                body::transfer(side, Some(&mut conn.stream), &mut wbuf, source, chunk_out, &limits, &mut scratch).await;
+            worker.buffers.give(scratch);
+            match result {
+                Ok(n) => {
+                    worker.stats.downstream_bytes_out.add(head_bytes + n);
+                    true
+                }
+                Err(e) => {
+                    if matches!(e, TransferError::Framing | TransferError::Truncated) {
+                        worker.stats.upstream_protocol_errors.inc();
+                    }
+                    tracing::debug!(upstream = %endpoint.address, error = ?e, "response body relay failed");
+                    false
+                }
+            }
+        }
+    };
+    let reusable = ok && resp.keep_alive && upos == ubuf.len() && source != Some(Source::UntilClose);
+    worker.buffers.give(ubuf);
+    worker.buffers.give(wbuf);
+    if reusable {
+        endpoint.pool.put(up);
+    }
+    if ok && !close {
+        Next::KeepAlive
+    } else {
+        Next::Close
+    }
+}
+
+async fn reply_keep_alive(
+    worker: &Rc<Worker>,
+    conn: &mut Downstream,
+    local: &Local,
+    head: &RequestHead,
+    status: u16,
+) -> Next {
+    let mut out = worker.buffers.take();
+    response::write_error(&mut out, status, false, head.method == h1::Method::Head);
+    worker.stats.count_status(status);
+    let n = out.len() as u64;
+    let (res, out) = write_from(&mut conn.stream, out, 0, local.snap.config.server.timeouts.body_io).await;
+    worker.buffers.give(out);
+    worker.stats.downstream_bytes_out.add(n);
+    if res.is_ok() {
+        Next::KeepAlive
+    } else {
+        Next::Close
+    }
+}
+
+async fn fail(worker: &Rc<Worker>, conn: &mut Downstream, local: &Local, status: u16) -> Next {
+    reply_and_close(worker, conn, status, local).await;
+    Next::Close
+}
+
+/// Writes the request head the upstream sees: origin-form target, Host, the client's
+/// end-to-end headers, X-Forwarded-For/-Proto, Via and canonical framing. Hop-by-hop headers
+/// (and every header named in Connection), Expect and client-sent X-Forwarded-Proto are dropped.
+pub fn build_request_head(
+    out: &mut Vec<u8>,
+    buf: &[u8],
+    head: &RequestHead,
+    scratch: &HeadScratch,
+    peer: &[u8],
+    via: &str,
+) {
+    out.extend_from_slice(buf.get(head.method_range.clone()).unwrap_or_default());
+    out.push(b' ');
+    out.extend_from_slice(buf.get(head.path.clone()).unwrap_or(b"/"));
+    if let Some(q) = head.query.clone().and_then(|q| buf.get(q)) {
+        out.push(b'?');
+        out.extend_from_slice(q);
+    }
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    if let Some(authority) = head.authority.clone().and_then(|a| buf.get(a)) {
+        out.extend_from_slice(b"host: ");
+        out.extend_from_slice(authority);
+        out.extend_from_slice(b"\r\n");
+    }
+    let is_xff = |name: &[u8]| name.eq_ignore_ascii_case(b"x-forwarded-for");
+    for h in scratch.headers() {
+        let name = h.name(buf);
+        if h1::is_hop_by_hop(name, buf, scratch)
+            || name.eq_ignore_ascii_case(b"host")
+            || name.eq_ignore_ascii_case(b"content-length")
+            || name.eq_ignore_ascii_case(b"expect")
+            || name.eq_ignore_ascii_case(b"x-forwarded-proto")
+            || is_xff(name)
+        {
+            continue;
+        }
+        out.extend_from_slice(name);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(h.value(buf));
+        out.extend_from_slice(b"\r\n");
+    }
+    // All X-Forwarded-For fields form one list; the client's address is appended to it.
+    out.extend_from_slice(b"x-forwarded-for: ");
+    for h in scratch.headers().iter().filter(|h| is_xff(h.name(buf))) {
+        let v = h.value(buf);
+        if !v.is_empty() {
+            out.extend_from_slice(v);
+            out.extend_from_slice(b", ");
+        }
+    }
+    out.extend_from_slice(peer);
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(b"x-forwarded-proto: http\r\nvia: 1.1 ");
+    out.extend_from_slice(via.as_bytes());
+    out.extend_from_slice(b"\r\n");
+    match head.body {
+        BodyFraming::None => {}
+        BodyFraming::Length(n) => {
+            out.extend_from_slice(b"content-length: ");
+            push_num(out, n);
+            out.extend_from_slice(b"\r\n");
+        }
+        BodyFraming::Chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Writes the response head the client sees: the upstream's status and end-to-end headers,
+/// framing chosen by the gateway and its own Connection header.
+pub fn build_response_head(
+    out: &mut Vec<u8>,
+    buf: &[u8],
+    resp: &ResponseHead,
+    scratch: &HeadScratch,
+    chunk_out: bool,
+    close: bool,
+    client_11: bool,
+) {
+    out.extend_from_slice(b"HTTP/1.1 ");
+    push_num(out, u64::from(resp.status));
+    out.push(b' ');
+    out.extend_from_slice(buf.get(resp.reason.clone()).unwrap_or_default());
+    out.extend_from_slice(b"\r\n");
+    let pass_length = resp.framing == ResponseFraming::None;
+    for h in scratch.headers() {
+        let name = h.name(buf);
+        if h1::is_hop_by_hop(name, buf, scratch) || (!pass_length && name.eq_ignore_ascii_case(b"content-length")) {
+            continue;
+        }
+        out.extend_from_slice(name);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(h.value(buf));
+        out.extend_from_slice(b"\r\n");
+    }
+    match resp.framing {
+        ResponseFraming::Length(n) => {
+            out.extend_from_slice(b"content-length: ");
+            push_num(out, n);
+            out.extend_from_slice(b"\r\n");
+        }
+        ResponseFraming::Chunked | ResponseFraming::UntilClose if chunk_out => {
+            out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+        }
+        _ => {}
+    }
+    response::connection_header(out, close, !client_11);
+    out.extend_from_slice(b"\r\n");
+}

@@ -1,0 +1,99 @@
+//! Upstream clusters as one worker sees them: endpoints, their in-flight counts, balancers and
+//! keep-alive connection pools. Everything here is worker-local (`Rc`, `Cell`, `RefCell`).
+
+pub mod balancer;
+pub mod pool;
+
+use std::cell::Cell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+
+use gateway_config::{Balancer, Cluster};
+
+use balancer::{Candidate, Rng, RoundRobin};
+pub use pool::IdlePool;
+
+/// One cluster, per worker.
+pub struct ClusterState {
+    pub settings: Cluster,
+    pub endpoints: Vec<EndpointState>,
+    rr: RoundRobin,
+}
+
+pub struct EndpointState {
+    pub address: SocketAddr,
+    pub weight: u32,
+    outstanding: Cell<u32>,
+    pub pool: IdlePool,
+}
+
+impl Candidate for EndpointState {
+    fn weight(&self) -> u32 {
+        self.weight
+    }
+    fn outstanding(&self) -> u32 {
+        self.outstanding.get()
+    }
+    fn eligible(&self) -> bool {
+        true
+    }
+}
+
+impl ClusterState {
+    pub fn new(settings: &Cluster) -> Self {
+        let endpoints = settings
+            .endpoints
+            .iter()
+            .map(|e| EndpointState {
+                address: e.address,
+                weight: e.weight,
+                outstanding: Cell::new(0),
+                pool: IdlePool::new(settings.pool.max_idle_per_endpoint, settings.pool.idle_timeout),
+            })
+            .collect::<Vec<_>>();
+        Self { rr: RoundRobin::new(endpoints.len()), endpoints, settings: settings.clone() }
+    }
+
+    /// Picks an endpoint with the cluster's balancer and counts a request in flight to it
+    /// until the returned guard is dropped.
+    pub fn pick(self: &Rc<Self>, rng: &Rng) -> Option<InFlight> {
+        let index = match self.settings.balancer {
+            Balancer::P2c => balancer::p2c(&self.endpoints, rng),
+            Balancer::RoundRobin => self.rr.pick(&self.endpoints),
+        }?;
+        let ep = self.endpoints.get(index)?;
+        ep.outstanding.set(ep.outstanding.get() + 1);
+        Some(InFlight { cluster: Rc::clone(self), index })
+    }
+
+    /// Closes pooled connections that have been idle too long.
+    pub fn evict_idle(&self) {
+        for e in &self.endpoints {
+            e.pool.evict_expired();
+        }
+    }
+}
+
+/// A request in flight to one endpoint; decrements the endpoint's count when dropped.
+pub struct InFlight {
+    cluster: Rc<ClusterState>,
+    index: usize,
+}
+
+impl InFlight {
+    pub fn endpoint(&self) -> Option<&EndpointState> {
+        self.cluster.endpoints.get(self.index)
+    }
+
+    pub fn cluster(&self) -> &ClusterState {
+        &self.cluster
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Some(ep) = self.cluster.endpoints.get(self.index) {
+            ep.outstanding.set(ep.outstanding.get().saturating_sub(1));
+        }
+    }
+}

@@ -1,0 +1,68 @@
+//! A per-endpoint pool of idle keep-alive upstream connections, per worker.
+//!
+//! Connections are reused most-recently-used first (the warmest, least likely to have been
+//! closed by the upstream) and expire after the idle timeout. A connection only enters the pool
+//! after its previous response was read completely, so a reused connection is always in sync.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use monoio::net::TcpStream;
+
+pub struct IdlePool {
+    idle: RefCell<VecDeque<(TcpStream, Instant)>>,
+    max_idle: usize,
+    idle_timeout: Duration,
+}
+
+impl IdlePool {
+    pub fn new(max_idle: usize, idle_timeout: Duration) -> Self {
+        Self { idle: RefCell::new(VecDeque::new()), max_idle, idle_timeout }
+    }
+
+    /// The most recently returned connection that has not expired.
+    pub fn take(&self) -> Option<TcpStream> {
+        let mut idle = self.idle.borrow_mut();
+        let now = Instant::now();
+        while let Some((conn, since)) = idle.pop_back() {
+            if now.duration_since(since) < self.idle_timeout {
+                return Some(conn);
+            }
+            // Everything older is expired too.
+            drop(conn);
+            idle.clear();
+        }
+        None
+    }
+
+    /// Returns a connection whose last exchange completed cleanly. The oldest one is closed when
+    /// the pool is full.
+    pub fn put(&self, conn: TcpStream) {
+        if self.max_idle == 0 {
+            return;
+        }
+        let mut idle = self.idle.borrow_mut();
+        if idle.len() >= self.max_idle {
+            idle.pop_front();
+        }
+        idle.push_back((conn, Instant::now()));
+    }
+
+    /// Closes expired connections (oldest first).
+    pub fn evict_expired(&self) {
+        let mut idle = self.idle.borrow_mut();
+        let now = Instant::now();
+        while idle.front().is_some_and(|(_, since)| now.duration_since(*since) >= self.idle_timeout) {
+            idle.pop_front();
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.idle.borrow().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

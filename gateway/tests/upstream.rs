@@ -1,0 +1,158 @@
+//! End-to-end: upstreams that are down, slow or hostile.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+mod common;
+
+use std::io::{BufReader, Write};
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+#[test]
+fn upstream_down_is_502_and_the_connection_stays_usable() {
+    each_driver(|d| {
+        // A port with nothing listening.
+        let dead = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let gw = TestGateway::start(&config(
+            d,
+            dead,
+            "",
+            r#"
+[[routes]]
+name = "home"
+match = { path = "/" }
+direct_response = { status = 200, body = "up" }
+"#,
+        ));
+        let mut s = connect(gw.addr);
+        s.write_all(b"GET /x HTTP/1.1\r\nhost: a\r\n\r\nGET / HTTP/1.1\r\nhost: a\r\n\r\n").unwrap();
+        let mut r = BufReader::new(s);
+        let resp = read_response(&mut r, false).unwrap();
+        assert_eq!(resp.status, 502, "{d}");
+        assert_eq!(resp.text(), "Bad Gateway\n", "no internal details");
+        assert_eq!(read_response(&mut r, false).unwrap().text(), "up", "{d}: same connection still in sync");
+        assert_eq!(gw.total("upstream_connect_errors"), 1);
+    });
+}
+
+#[test]
+fn slow_upstream_is_504_at_the_route_timeout() {
+    each_driver(|d| {
+        let o = origin();
+        let gw = TestGateway::start(&config(
+            d,
+            o.addr(),
+            "",
+            r#"
+[[routes]]
+name = "slow"
+match = { path_prefix = "/delay" }
+cluster = "origin"
+timeout = "300ms"
+"#,
+        ));
+        let started = Instant::now();
+        let mut s = connect(gw.addr);
+        s.write_all(b"GET /delay/3000 HTTP/1.1\r\nhost: a\r\n\r\nGET /bytes/4 HTTP/1.1\r\nhost: a\r\n\r\n").unwrap();
+        let mut r = BufReader::new(s);
+        let resp = read_response(&mut r, false).unwrap();
+        let took = started.elapsed();
+        assert_eq!(resp.status, 504, "{d}");
+        assert!(took >= Duration::from_millis(250) && took < Duration::from_secs(2), "{d}: {took:?}");
+        assert_eq!(read_response(&mut r, false).unwrap().body, b"abcd", "{d}: next request served");
+        assert_eq!(gw.total("upstream_timeouts"), 1);
+    });
+}
+
+#[test]
+fn hostile_response_heads_are_502_never_passed_on() {
+    each_driver(|d| {
+        let o = origin();
+        let gw = TestGateway::start(&config(d, o.addr(), "", ""));
+        for path in ["/bad/cl-and-te", "/bad/dup-cl", "/bad/garbage", "/bad/huge-head", "/bad/no-response"] {
+            let mut s = connect(gw.addr);
+            s.write_all(
+                format!("GET {path} HTTP/1.1\r\nhost: a\r\n\r\nGET /bytes/5 HTTP/1.1\r\nhost: a\r\n\r\n").as_bytes(),
+            )
+            .unwrap();
+            let mut r = BufReader::new(s);
+            let resp = read_response(&mut r, false).unwrap();
+            assert_eq!(resp.status, 502, "{d}: {path}");
+            assert_eq!(resp.text(), "Bad Gateway\n", "{d}: {path}");
+            let next = read_response(&mut r, false).unwrap();
+            assert_eq!(next.body, b"abcde", "{d}: {path}: client connection still in sync");
+        }
+    });
+}
+
+#[test]
+fn broken_response_bodies_close_the_client_connection() {
+    each_driver(|d| {
+        let o = origin();
+        let gw = TestGateway::start(&config(d, o.addr(), "", ""));
+        for path in ["/bad/close-mid-body", "/bad/chunked"] {
+            let mut s = connect(gw.addr);
+            s.write_all(format!("GET {path} HTTP/1.1\r\nhost: a\r\n\r\n").as_bytes()).unwrap();
+            let mut r = BufReader::new(s);
+            // Either the head arrived and the body is cut short (the client sees an incomplete
+            // message), or a 502; never a complete-looking response followed by more data.
+            match read_response(&mut r, false) {
+                Ok(resp) => assert_eq!(resp.status, 502, "{d}: {path}: got a complete response"),
+                Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof, "{d}: {path}: {e}"),
+            }
+            assert!(is_closed(&mut r), "{d}: {path}");
+        }
+        // Close-delimited upstream bodies are re-framed as chunked for HTTP/1.1 clients.
+        let r = get(gw.addr, "/bad/until-close");
+        assert_eq!(r.status, 200, "{d}");
+        assert_eq!(r.header("transfer-encoding"), Some("chunked"));
+        assert!(!r.body.is_empty());
+    });
+}
+
+/// An origin that answers exactly one request per connection with a keep-alive response and
+/// then closes the connection: every pooled connection is stale by the next request.
+fn one_shot_origin() -> (std::net::SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::Read;
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let conns = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = conns.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut buf = [0u8; 4096];
+            let mut got = Vec::new();
+            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
+            std::thread::sleep(Duration::from_millis(20));
+            drop(s);
+        }
+    });
+    (addr, conns)
+}
+
+#[test]
+fn a_stale_pooled_connection_is_retried_once_on_a_fresh_one() {
+    each_driver(|d| {
+        let (addr, conns) = one_shot_origin();
+        let gw = TestGateway::start(&config(d, addr, "", ""));
+        for i in 0..5 {
+            let r = get(gw.addr, "/x");
+            assert_eq!((r.status, r.text().as_str()), (200, "ok"), "{d}: request {i}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(conns.load(std::sync::atomic::Ordering::SeqCst), 5);
+        assert_eq!(gw.total("upstream_stale_retries"), 4, "{d}");
+        // A POST with a body is not replayed: it gets 502 instead.
+        let r = exchange(gw.addr, b"POST /x HTTP/1.1\r\nhost: a\r\ncontent-length: 1\r\n\r\nz");
+        assert_eq!(r.status, 502, "{d}");
+    });
+}

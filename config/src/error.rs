@@ -25,14 +25,7 @@ pub struct ConfigErrors {
 impl ConfigErrors {
     /// A single error with the file as a whole (unreadable, invalid TOML).
     pub(crate) fn whole_file(source: &str, line: Option<usize>, message: String) -> Self {
-        Self {
-            source: source.to_owned(),
-            errors: vec![ConfigError {
-                path: String::new(),
-                line,
-                message,
-            }],
-        }
+        Self { source: source.to_owned(), errors: vec![ConfigError { path: String::new(), line, message }] }
     }
 }
 
@@ -79,11 +72,7 @@ mod tests {
     use super::*;
 
     fn error(path: &str, line: Option<usize>, message: &str) -> ConfigError {
-        ConfigError {
-            path: path.to_owned(),
-            line,
-            message: message.to_owned(),
-        }
+        ConfigError { path: path.to_owned(), line, message: message.to_owned() }
     }
 
     #[test]
@@ -91,11 +80,7 @@ mod tests {
         let errors = ConfigErrors {
             source: "gateway.toml".to_owned(),
             errors: vec![
-                error(
-                    "routes[2].cluster",
-                    Some(23),
-                    "unknown cluster \"apii\" (known: api, web)",
-                ),
+                error("routes[2].cluster", Some(23), "unknown cluster \"apii\" (known: api, web)"),
                 error("listeners", None, "no listeners"),
                 error("", Some(4), "invalid TOML"),
             ],
@@ -110,10 +95,7 @@ mod tests {
 
     #[test]
     fn single_error_display() {
-        assert_eq!(
-            error("server.via", Some(3), "bad").to_string(),
-            "line 3: server.via: bad"
-        );
+        assert_eq!(error("server.via", Some(3), "bad").to_string(), "line 3: server.via: bad");
         assert_eq!(error("", None, "bad").to_string(), "bad");
     }
 }

@@ -53,10 +53,8 @@ impl fmt::Display for KeyPath {
                     if i > 0 {
                         f.write_str(".")?;
                     }
-                    let bare = !key.is_empty()
-                        && key
-                            .bytes()
-                            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+                    let bare =
+                        !key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
                     if bare {
                         f.write_str(key)?;
                     } else {
@@ -173,12 +171,7 @@ fn children(node: Node<'_>) -> Vec<Child<'_>> {
         Node::Array(a) => a
             .iter()
             .enumerate()
-            .map(|(i, value)| Child {
-                seg: Seg::Index(i),
-                key_span: None,
-                span: value.span(),
-                node: value_node(value),
-            })
+            .map(|(i, value)| Child { seg: Seg::Index(i), key_span: None, span: value.span(), node: value_node(value) })
             .collect(),
         Node::Tables(a) => a
             .iter()
@@ -251,10 +244,7 @@ name = "b"
         };
         assert_eq!(at("workers").as_deref(), Some("server.workers"));
         assert_eq!(at("10").as_deref(), Some("server.limits.max_headers"));
-        assert_eq!(
-            at("\"POST\"").as_deref(),
-            Some("routes[0].match.methods[1]")
-        );
+        assert_eq!(at("\"POST\"").as_deref(), Some("routes[0].match.methods[1]"));
         assert_eq!(at("host").as_deref(), Some("routes[0].match.host"));
         assert_eq!(at("\"b\"").as_deref(), Some("routes[1].name"));
         assert_eq!(at("# comment"), None);
@@ -262,16 +252,8 @@ name = "b"
 
     #[test]
     fn display_quotes_non_bare_keys() {
-        let p = KeyPath::root()
-            .key("routes")
-            .index(1)
-            .key("direct_response")
-            .key("headers")
-            .key("content type");
-        assert_eq!(
-            p.to_string(),
-            "routes[1].direct_response.headers.\"content type\""
-        );
+        let p = KeyPath::root().key("routes").index(1).key("direct_response").key("headers").key("content type");
+        assert_eq!(p.to_string(), "routes[1].direct_response.headers.\"content type\"");
         assert_eq!(line_at("a\nb\nc", 2), 2);
         assert_eq!(line_at("a", 99), 1);
     }

@@ -14,11 +14,7 @@ pub(crate) struct Problems<'a> {
 
 impl<'a> Problems<'a> {
     pub(crate) fn new(text: &'a str, root: &'a Table) -> Self {
-        Self {
-            text,
-            root,
-            errors: Vec::new(),
-        }
+        Self { text, root, errors: Vec::new() }
     }
 
     /// The parsed document, for reading sections.
@@ -44,11 +40,7 @@ impl<'a> Problems<'a> {
             return;
         };
         let path = path_at(self.root, offset).unwrap_or_else(|| element.clone());
-        self.errors.push(ConfigError {
-            path: path.to_string(),
-            line: Some(line_at(self.text, offset)),
-            message,
-        });
+        self.errors.push(ConfigError { path: path.to_string(), line: Some(line_at(self.text, offset)), message });
     }
 
     /// `value` when no problem was recorded, else every problem in line order (problems without
@@ -59,9 +51,6 @@ impl<'a> Problems<'a> {
         }
         let mut errors = self.errors;
         errors.sort_by_key(|e| e.line.unwrap_or(usize::MAX));
-        Err(ConfigErrors {
-            source: source.to_owned(),
-            errors,
-        })
+        Err(ConfigErrors { source: source.to_owned(), errors })
     }
 }

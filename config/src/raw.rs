@@ -97,10 +97,7 @@ pub(crate) struct RawMatch {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(
-    deny_unknown_fields,
-    expecting = "a table with name and an optional value"
-)]
+#[serde(deny_unknown_fields, expecting = "a table with name and an optional value")]
 pub(crate) struct RawHeaderMatch {
     pub name: String,
     pub value: Option<String>,
@@ -181,9 +178,7 @@ impl<'de> Deserialize<'de> for IntOrStr {
                 Ok(IntOrStr::Int(v))
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<IntOrStr, E> {
-                i64::try_from(v)
-                    .map(IntOrStr::Int)
-                    .map_err(|_| E::custom("integer out of range"))
+                i64::try_from(v).map(IntOrStr::Int).map_err(|_| E::custom("integer out of range"))
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<IntOrStr, E> {
                 Ok(IntOrStr::Str(v.to_owned()))
@@ -202,15 +197,10 @@ impl<'de> Deserialize<'de> for RawAdmin {
                 f.write_str("false, true or a table with address and token")
             }
             fn visit_bool<E: de::Error>(self, v: bool) -> Result<RawAdmin, E> {
-                Ok(if v {
-                    RawAdmin::Enabled(RawAdminTable::default())
-                } else {
-                    RawAdmin::Disabled
-                })
+                Ok(if v { RawAdmin::Enabled(RawAdminTable::default()) } else { RawAdmin::Disabled })
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawAdmin, A::Error> {
-                RawAdminTable::deserialize(de::value::MapAccessDeserializer::new(map))
-                    .map(RawAdmin::Enabled)
+                RawAdminTable::deserialize(de::value::MapAccessDeserializer::new(map)).map(RawAdmin::Enabled)
             }
         }
         deserializer.deserialize_any(V)
@@ -233,19 +223,11 @@ impl<'de> Deserialize<'de> for RawEndpoint {
                 f.write_str("\"host:port\" or a table with address and weight")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<RawEndpoint, E> {
-                Ok(RawEndpoint {
-                    address: v.to_owned(),
-                    weight: None,
-                    is_table: false,
-                })
+                Ok(RawEndpoint { address: v.to_owned(), weight: None, is_table: false })
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawEndpoint, A::Error> {
                 let t = Table::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                Ok(RawEndpoint {
-                    address: t.address,
-                    weight: t.weight,
-                    is_table: true,
-                })
+                Ok(RawEndpoint { address: t.address, weight: t.weight, is_table: true })
             }
         }
         deserializer.deserialize_any(V)

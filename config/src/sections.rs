@@ -15,10 +15,7 @@ const SECTIONS: [&str; 4] = ["server", "listeners", "routes", "clusters"];
 /// so the rest of the listener is still checked.
 const LISTENER_NOT_YET: [(&str, &str); 2] = [
     ("tls", "TLS listeners are not supported yet"),
-    (
-        "protocols",
-        "listener protocols are not supported yet: listeners serve HTTP/1.1",
-    ),
+    ("protocols", "listener protocols are not supported yet: listeners serve HTTP/1.1"),
 ];
 
 /// The file, section by section. An array section is `None` when it is not an array at all
@@ -60,10 +57,7 @@ pub(crate) fn split(problems: &mut Problems<'_>) -> RawConfig {
             );
         }
     }
-    let server = match root
-        .get("server")
-        .and_then(|item| item.clone().into_value().ok())
-    {
+    let server = match root.get("server").and_then(|item| item.clone().into_value().ok()) {
         None => Parsed::Ok(RawServer::default()),
         Some(value) => deserialize(problems, value, &KeyPath::root().key("server")),
     };
@@ -85,16 +79,12 @@ fn elements<T: DeserializeOwned>(
     let path = KeyPath::root().key(section);
     let values: Vec<Value> = match root.get(section) {
         None => return Some(Vec::new()),
-        Some(Item::ArrayOfTables(tables)) => tables
-            .iter()
-            .map(|t| Value::InlineTable(t.clone().into_inline_table()))
-            .collect(),
+        Some(Item::ArrayOfTables(tables)) => {
+            tables.iter().map(|t| Value::InlineTable(t.clone().into_inline_table())).collect()
+        }
         Some(Item::Value(Value::Array(array))) => array.iter().cloned().collect(),
         Some(_) => {
-            problems.at(
-                &path,
-                format!("`{section}` must be an array of tables: write [[{section}]] sections"),
-            );
+            problems.at(&path, format!("`{section}` must be an array of tables: write [[{section}]] sections"));
             return None;
         }
     };
@@ -116,16 +106,8 @@ fn elements<T: DeserializeOwned>(
     Some(parsed)
 }
 
-fn deserialize<T: DeserializeOwned>(
-    problems: &mut Problems<'_>,
-    value: Value,
-    path: &KeyPath,
-) -> Parsed<T> {
-    let name = value
-        .as_inline_table()
-        .and_then(|t| t.get("name"))
-        .and_then(Value::as_str)
-        .map(str::to_owned);
+fn deserialize<T: DeserializeOwned>(problems: &mut Problems<'_>, value: Value, path: &KeyPath) -> Parsed<T> {
+    let name = value.as_inline_table().and_then(|t| t.get("name")).and_then(Value::as_str).map(str::to_owned);
     match T::deserialize(value.into_deserializer()) {
         Ok(parsed) => Parsed::Ok(parsed),
         Err(error) => {

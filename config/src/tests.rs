@@ -15,10 +15,7 @@ fn defaults_of_a_minimal_file() {
     let expected = Server {
         workers: Workers::Auto,
         io_driver: IoDriver::Auto,
-        admin: Some(Admin {
-            address: "127.0.0.1:9901".parse().unwrap(),
-            token: None,
-        }),
+        admin: Some(Admin { address: "127.0.0.1:9901".parse().unwrap(), token: None }),
         drain_timeout: Duration::from_secs(30),
         log_level: "info".to_owned(),
         via: "gateway".to_owned(),
@@ -88,10 +85,7 @@ fn syntax_error_is_fatal_with_its_line() {
     let errors = parse(&text, "g.toml").unwrap_err();
     assert_eq!(errors.errors.len(), 1);
     assert_eq!(errors.errors[0].line, Some(5));
-    assert!(
-        errors.to_string().starts_with("g.toml:5: invalid TOML: "),
-        "{errors}"
-    );
+    assert!(errors.to_string().starts_with("g.toml:5: invalid TOML: "), "{errors}");
 }
 
 #[test]
@@ -102,20 +96,13 @@ fn load_reports_unreadable_files() {
     assert_eq!(errors.errors.len(), 1);
     let error = &errors.errors[0];
     assert_eq!((error.path.as_str(), error.line), ("", None));
-    assert!(
-        error.message.starts_with("cannot read file: "),
-        "{}",
-        error.message
-    );
+    assert!(error.message.starts_with("cannot read file: "), "{}", error.message);
 }
 
 #[test]
 fn summary() {
     let config = parse(MINIMAL, "<string>").unwrap();
-    assert_eq!(
-        config.summary(),
-        "1 listener, 0 routes, 0 clusters (0 endpoints), workers auto, io_driver auto"
-    );
+    assert_eq!(config.summary(), "1 listener, 0 routes, 0 clusters (0 endpoints), workers auto, io_driver auto");
     let text = format!(
         "[server]\nworkers = 4\nio_driver = \"epoll\"\n{MINIMAL}[[listeners]]\nname = \"m\"\naddress = \"127.0.0.1:8081\"\n\
          [[routes]]\nname = \"a\"\ncluster = \"c\"\n[[clusters]]\nname = \"c\"\nendpoints = [\"127.0.0.1:1\", \"127.0.0.1:2\"]\n"
@@ -142,8 +129,7 @@ fn example_configs_are_valid() {
     }
     checked.sort();
     assert!(
-        checked.contains(&"quickstart.toml".to_owned())
-            && checked.contains(&"full.toml".to_owned()),
+        checked.contains(&"quickstart.toml".to_owned()) && checked.contains(&"full.toml".to_owned()),
         "{checked:?}"
     );
 }
@@ -154,26 +140,12 @@ fn quickstart_is_what_the_readme_promises() {
     let config = load(&dir.join("quickstart.toml")).unwrap();
     assert_eq!(config.listeners[0].name, "quickstart");
     assert_eq!(config.listeners[0].address.to_string(), "127.0.0.1:8080");
-    assert_eq!(
-        config.server.admin.as_ref().unwrap().address.to_string(),
-        "127.0.0.1:9901"
-    );
-    let home = config
-        .routes
-        .iter()
-        .find(|r| r.matcher.path == Some(PathMatch::Exact("/".to_owned())))
-        .unwrap();
-    assert!(
-        matches!(&home.action, Action::Direct(d) if d.status == 200 && d.body == "hello from gateway\n")
-    );
-    let origin = config
-        .routes
-        .iter()
-        .find(|r| r.matcher.path == Some(PathMatch::Prefix("/origin".to_owned())))
-        .unwrap();
-    let Action::Proxy(proxy) = &origin.action else {
-        panic!("{:?}", origin.action)
-    };
+    assert_eq!(config.server.admin.as_ref().unwrap().address.to_string(), "127.0.0.1:9901");
+    let home = config.routes.iter().find(|r| r.matcher.path == Some(PathMatch::Exact("/".to_owned()))).unwrap();
+    assert!(matches!(&home.action, Action::Direct(d) if d.status == 200 && d.body == "hello from gateway\n"));
+    let origin =
+        config.routes.iter().find(|r| r.matcher.path == Some(PathMatch::Prefix("/origin".to_owned()))).unwrap();
+    let Action::Proxy(proxy) = &origin.action else { panic!("{:?}", origin.action) };
     let cluster = &config.clusters[proxy.cluster];
     assert_eq!(cluster.name, "local-origin");
     assert_eq!(cluster.endpoints[0].address.to_string(), "127.0.0.1:9000");
@@ -233,12 +205,6 @@ fn full_example_sets_every_key() {
         assert!(set, "full.toml does not set `{key}`");
     }
     let config = parse(&text, "full.toml").unwrap();
-    assert!(config
-        .routes
-        .iter()
-        .any(|r| matches!(r.action, Action::Redirect(_))));
-    assert!(config
-        .clusters
-        .iter()
-        .any(|c| c.balancer == Balancer::RoundRobin));
+    assert!(config.routes.iter().any(|r| matches!(r.action, Action::Redirect(_))));
+    assert!(config.clusters.iter().any(|c| c.balancer == Balancer::RoundRobin));
 }

@@ -10,28 +10,20 @@ use crate::defaults::MAX_DURATION;
 
 const SIZE_HELP: &str = "expected an integer followed by B, KiB, MiB or GiB (e.g. \"512B\", \
                          \"64KiB\", \"16MiB\"), or a bare integer without quotes";
-const DURATION_HELP: &str =
-    "expected an integer followed by ms, s, m or h (e.g. \"250ms\", \"10s\", \"2m\", \"1h\")";
+const DURATION_HELP: &str = "expected an integer followed by ms, s, m or h (e.g. \"250ms\", \"10s\", \"2m\", \"1h\")";
 
 /// Parses a size with a binary unit into bytes: `"512B"`, `"8KiB"`, `"16MiB"`, `"1GiB"`.
 /// The result is at least 1.
 pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
-    let (number, unit) =
-        split_number(text).ok_or_else(|| format!("invalid size {text:?}: {SIZE_HELP}"))?;
+    let (number, unit) = split_number(text).ok_or_else(|| format!("invalid size {text:?}: {SIZE_HELP}"))?;
     let multiplier: u64 = match unit {
         "B" => 1,
         "KiB" => 1 << 10,
         "MiB" => 1 << 20,
         "GiB" => 1 << 30,
-        "" => {
-            return Err(format!(
-                "invalid size {text:?}: a quoted size needs a unit; {SIZE_HELP}"
-            ))
-        }
+        "" => return Err(format!("invalid size {text:?}: a quoted size needs a unit; {SIZE_HELP}")),
         "K" | "KB" | "kB" | "kb" | "M" | "MB" | "mb" | "G" | "GB" | "gb" | "k" | "m" | "g" => {
-            return Err(format!(
-                "invalid size {text:?}: use binary units (KiB = 1024 bytes, MiB, GiB)"
-            ))
+            return Err(format!("invalid size {text:?}: use binary units (KiB = 1024 bytes, MiB, GiB)"))
         }
         _ => return Err(format!("invalid size {text:?}: {SIZE_HELP}")),
     };
@@ -49,8 +41,7 @@ pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
 /// Parses a duration: `"250ms"`, `"10s"`, `"2m"`, `"1h"`. The result is greater than zero and
 /// at most [`MAX_DURATION`] (24h).
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
-    let (number, unit) =
-        split_number(text).ok_or_else(|| format!("invalid duration {text:?}: {DURATION_HELP}"))?;
+    let (number, unit) = split_number(text).ok_or_else(|| format!("invalid duration {text:?}: {DURATION_HELP}"))?;
     let millis_per_unit: u64 = match unit {
         "ms" => 1,
         "s" => 1_000,
@@ -101,8 +92,8 @@ mod tests {
     #[test]
     fn bad_sizes() {
         for bad in [
-            "", "0B", "0KiB", "KiB", "10", "10 KiB", " 10KiB", "10KiB ", "-1KiB", "+1KiB",
-            "1.5KiB", "10kib", "10TiB", "10KiBs", "1e3B",
+            "", "0B", "0KiB", "KiB", "10", "10 KiB", " 10KiB", "10KiB ", "-1KiB", "+1KiB", "1.5KiB", "10kib", "10TiB",
+            "10KiBs", "1e3B",
         ] {
             assert!(parse_size(bad).is_err(), "{bad:?} accepted");
         }
@@ -134,8 +125,8 @@ mod tests {
     #[test]
     fn bad_durations() {
         for bad in [
-            "", "0s", "0ms", "10", "10 s", " 10s", "10s ", "-1s", "+1s", "1.5s", "s", "10S",
-            "10sec", "1h30m", "10us", "1d", "1e3ms",
+            "", "0s", "0ms", "10", "10 s", " 10s", "10s ", "-1s", "+1s", "1.5s", "s", "10S", "10sec", "1h30m", "10us",
+            "1d", "1e3ms",
         ] {
             assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
         }
@@ -147,12 +138,7 @@ mod tests {
 
     #[test]
     fn duration_bounds_and_overflow() {
-        for bad in [
-            "25h",
-            "86400001ms",
-            "18446744073709551615h",
-            "99999999999999999999999s",
-        ] {
+        for bad in ["25h", "86400001ms", "18446744073709551615h", "99999999999999999999999s"] {
             let err = parse_duration(bad).unwrap_err();
             assert!(err.contains("too large"), "{bad:?}: {err}");
         }

@@ -279,3 +279,24 @@ fn stats_count_requests_and_statuses() {
         assert!(wait_until(Duration::from_secs(2), || gw.total("connections_active") == 0));
     });
 }
+
+#[test]
+fn admin_listener_serves_stats_health_and_server_info() {
+    each_driver(|d| {
+        let o = origin();
+        let toml = config(d, o.addr(), "", "").replace("admin = false", "admin = { address = \"127.0.0.1:0\" }");
+        let gw = TestGateway::start(&toml);
+        let admin = gw.gw.as_ref().unwrap().admin_addr().expect("admin bound");
+        assert_eq!(get(gw.addr, "/bytes/1").status, 200);
+        let health = get(admin, "/healthz");
+        assert_eq!((health.status, health.text().as_str()), (200, "ok\n"));
+        assert_eq!(get(admin, "/ready").status, 200);
+        let stats: serde_json::Value = serde_json::from_slice(&get(admin, "/stats").body).unwrap();
+        assert_eq!(stats["totals"]["requests_total"], 1, "{d}");
+        assert_eq!(stats["workers"].as_array().unwrap().len(), 1);
+        let info: serde_json::Value = serde_json::from_slice(&get(admin, "/server_info").body).unwrap();
+        let driver = info["workers"][0]["driver"].as_str().unwrap();
+        assert!(driver.starts_with(if d == "epoll" { "epoll" } else { "io_uring" }), "{d}: {driver}");
+        assert_eq!(get(admin, "/nope").status, 404);
+    });
+}

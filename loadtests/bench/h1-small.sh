@@ -578,11 +578,12 @@ EOF
 
 markdown() {
     jq -r '
-    def r(n): if . == null then null else (. * pow(10; n) | round) / pow(10; n) end;
+    def fixed(n): if n == 0 then round | tostring
+      else pow(10; n) as $m | (. * $m | round) as $c | ($c % $m | tostring) as $f
+        | "\($c / $m | floor).\([range(n - ($f | length))] | map("0") | join(""))\($f)" end;
     def cell(n): if . == null then "–"
-      else "\(.median | r(n)) (\(.min | r(n))–\(.max | r(n)))" end;
-    def ratio: if . == null then "–"
-      else (. * 100 | round) as $c | "\($c / 100 | floor).\($c % 100 | tostring | if length < 2 then "0" + . else . end)" end;
+      else "\(.median | fixed(n)) (\(.min | fixed(n))–\(.max | fixed(n)))" end;
+    def ratio: if . == null then "–" else fixed(2) end;
     "## h1-small \(.timestamp)",
     "",
     "Small keep-alive GETs of `/` (2-byte body): wrk -t1 -c\(.params.connections), \(.params.duration_s) s per run after \(.params.warmup_s) s warm-up, \(.params.rounds) interleaved round(s), median (min–max) over rounds. Proxies pinned to CPU \(.params.proxy_cpu), one worker each, kept running across rounds; origin (nginx, 1 worker) and wrk pinned to CPU \(.params.load_cpu). CPU/req: utime+stime of all the proxy'"'"'s processes per completed request.",

@@ -44,12 +44,7 @@ pub struct OriginConfig {
 
 impl Default for OriginConfig {
     fn default() -> Self {
-        OriginConfig {
-            status: 200,
-            body_size: 2,
-            latency: Duration::ZERO,
-            keep_alive: true,
-        }
+        OriginConfig { status: 200, body_size: 2, latency: Duration::ZERO, keep_alive: true }
     }
 }
 
@@ -81,18 +76,12 @@ pub struct ReceivedRequest {
 impl ReceivedRequest {
     /// The value of the first header field with this name (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 
     /// The number of header fields with this name (case-insensitive).
     pub fn header_count(&self, name: &str) -> usize {
-        self.headers
-            .iter()
-            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-            .count()
+        self.headers.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name)).count()
     }
 }
 
@@ -103,10 +92,7 @@ pub fn pattern(len: usize) -> Vec<u8> {
 }
 
 fn pattern_byte(i: u64) -> u8 {
-    b"abcdefghijklmnopqrstuvwxyz"
-        .get((i % 26) as usize)
-        .copied()
-        .unwrap_or(b'a')
+    b"abcdefghijklmnopqrstuvwxyz".get((i % 26) as usize).copied().unwrap_or(b'a')
 }
 
 /// A running origin. It stops accepting and closes every connection on [`Origin::shutdown`] or
@@ -134,11 +120,7 @@ impl Origin {
             let shared = Arc::clone(&shared);
             move || accept_loop(&listener, &shared)
         })?;
-        Ok(Origin {
-            addr,
-            shared,
-            acceptor: Some(acceptor),
-        })
+        Ok(Origin { addr, shared, acceptor: Some(acceptor) })
     }
 
     /// The bound address (with the port the kernel chose for port 0).
@@ -176,10 +158,7 @@ impl Origin {
         let (streams, threads) = {
             let mut state = lock(&self.shared.state);
             state.closed = true;
-            (
-                std::mem::take(&mut state.streams),
-                std::mem::take(&mut state.threads),
-            )
+            (std::mem::take(&mut state.streams), std::mem::take(&mut state.threads))
         };
         self.shared.changed.notify_all();
         for stream in streams.values() {
@@ -244,16 +223,8 @@ impl Shared {
             default_body,
             connections: AtomicU64::new(0),
             requests: AtomicU64::new(0),
-            log: Mutex::new(Log {
-                requests: Vec::new(),
-                body_bytes: 0,
-                full: false,
-            }),
-            state: Mutex::new(State {
-                closed: false,
-                streams: HashMap::new(),
-                threads: Vec::new(),
-            }),
+            log: Mutex::new(Log { requests: Vec::new(), body_bytes: 0, full: false }),
+            state: Mutex::new(State { closed: false, streams: HashMap::new(), threads: Vec::new() }),
             changed: Condvar::new(),
         }
     }
@@ -279,10 +250,8 @@ impl Shared {
     /// Waits for `delay`; returns false, early, if the origin is shutting down.
     fn wait(&self, delay: Duration) -> bool {
         let state = lock(&self.state);
-        let (state, _) = self
-            .changed
-            .wait_timeout_while(state, delay, |s| !s.closed)
-            .unwrap_or_else(PoisonError::into_inner);
+        let (state, _) =
+            self.changed.wait_timeout_while(state, delay, |s| !s.closed).unwrap_or_else(PoisonError::into_inner);
         !state.closed
     }
 
@@ -320,16 +289,13 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
             continue;
         };
         state.streams.insert(id, handle);
-        let spawned = thread::Builder::new()
-            .name(format!("origin-conn-{id}"))
-            .stack_size(256 * 1024)
-            .spawn({
-                let shared = Arc::clone(shared);
-                move || {
-                    conn::serve(&shared, id, &stream);
-                    shared.forget(id);
-                }
-            });
+        let spawned = thread::Builder::new().name(format!("origin-conn-{id}")).stack_size(256 * 1024).spawn({
+            let shared = Arc::clone(shared);
+            move || {
+                conn::serve(&shared, id, &stream);
+                shared.forget(id);
+            }
+        });
         match spawned {
             Ok(thread) => {
                 state.threads.retain(|t| !t.is_finished());

@@ -22,10 +22,7 @@ pub(super) fn convert(raw: &[Parsed<RawCluster>], p: &mut Problems<'_>) -> Vec<C
         let path = section.index(i);
         check_name(p, &path.key("name"), &c.name);
         if c.endpoints.is_empty() {
-            p.at(
-                &path.key("endpoints"),
-                "cluster has no endpoints: add at least one \"host:port\" to `endpoints`",
-            );
+            p.at(&path.key("endpoints"), "cluster has no endpoints: add at least one \"host:port\" to `endpoints`");
         }
         let mut endpoints: Vec<Endpoint> = Vec::with_capacity(c.endpoints.len());
         for (j, raw_endpoint) in c.endpoints.iter().enumerate() {
@@ -51,10 +48,7 @@ pub(super) fn convert(raw: &[Parsed<RawCluster>], p: &mut Problems<'_>) -> Vec<C
                 p,
                 &path.key("balancer"),
                 c.balancer.as_ref(),
-                &[
-                    ("p2c", Balancer::P2c),
-                    ("round_robin", Balancer::RoundRobin),
-                ],
+                &[("p2c", Balancer::P2c), ("round_robin", Balancer::RoundRobin)],
                 defaults::BALANCER,
             ),
             pool: PoolSettings {
@@ -84,28 +78,15 @@ pub(super) fn convert(raw: &[Parsed<RawCluster>], p: &mut Problems<'_>) -> Vec<C
 }
 
 fn endpoint(raw: &RawEndpoint, p: &mut Problems<'_>, path: &KeyPath) -> Endpoint {
-    let weight = int_in(
-        p,
-        &path.key("weight"),
-        raw.weight,
-        1..=defaults::MAX_ENDPOINT_WEIGHT,
-        defaults::ENDPOINT_WEIGHT,
-    );
+    let weight =
+        int_in(p, &path.key("weight"), raw.weight, 1..=defaults::MAX_ENDPOINT_WEIGHT, defaults::ENDPOINT_WEIGHT);
     let address = resolve(&raw.address).unwrap_or_else(|message| {
         // Point at `address` in the table form, at the string itself otherwise.
-        let at = if raw.is_table {
-            path.key("address")
-        } else {
-            path.clone()
-        };
+        let at = if raw.is_table { path.key("address") } else { path.clone() };
         p.at(&at, message);
         PLACEHOLDER_ADDRESS
     });
-    Endpoint {
-        name: raw.address.clone(),
-        address,
-        weight,
-    }
+    Endpoint { name: raw.address.clone(), address, weight }
 }
 
 /// Resolves `host:port` once and keeps the first address.
@@ -119,16 +100,10 @@ fn resolve(text: &str) -> Result<SocketAddr, String> {
         ));
     };
     if host.is_empty() || port.parse::<u16>().is_err() {
-        return Err(format!(
-            "invalid endpoint {text:?}: expected host:port with a port from 1 to 65535"
-        ));
+        return Err(format!("invalid endpoint {text:?}: expected host:port with a port from 1 to 65535"));
     }
-    let mut addresses = text
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve endpoint {text:?}: {e}"))?;
-    let address = addresses
-        .next()
-        .ok_or_else(|| format!("endpoint {text:?} resolved to no address"))?;
+    let mut addresses = text.to_socket_addrs().map_err(|e| format!("cannot resolve endpoint {text:?}: {e}"))?;
+    let address = addresses.next().ok_or_else(|| format!("endpoint {text:?} resolved to no address"))?;
     usable(text, address)
 }
 
@@ -137,10 +112,7 @@ fn usable(text: &str, address: SocketAddr) -> Result<SocketAddr, String> {
         return Err(format!("endpoint {text:?}: port 0 cannot be connected to"));
     }
     if address.ip().is_unspecified() || address.ip().is_multicast() {
-        return Err(format!(
-            "endpoint {text:?}: {} cannot be connected to",
-            address.ip()
-        ));
+        return Err(format!("endpoint {text:?}: {} cannot be connected to", address.ip()));
     }
     Ok(address)
 }

@@ -16,12 +16,7 @@ use crate::units::{parse_duration, parse_size};
 const MAX_NAME_LEN: usize = 64;
 
 /// A size in bytes: a positive integer, or a string with a unit (`"64KiB"`).
-pub(super) fn size(
-    p: &mut Problems<'_>,
-    path: &KeyPath,
-    raw: Option<&IntOrStr>,
-    default: u64,
-) -> u64 {
+pub(super) fn size(p: &mut Problems<'_>, path: &KeyPath, raw: Option<&IntOrStr>, default: u64) -> u64 {
     let parsed = match raw {
         None => return default,
         Some(IntOrStr::Int(n)) if *n > 0 => Ok(n.unsigned_abs()),
@@ -35,12 +30,7 @@ pub(super) fn size(
 }
 
 /// A size that must fit in `usize` (always true on 64-bit targets).
-pub(super) fn size_usize(
-    p: &mut Problems<'_>,
-    path: &KeyPath,
-    raw: Option<&IntOrStr>,
-    default: usize,
-) -> usize {
+pub(super) fn size_usize(p: &mut Problems<'_>, path: &KeyPath, raw: Option<&IntOrStr>, default: usize) -> usize {
     let bytes = size(p, path, raw, default as u64);
     usize::try_from(bytes).unwrap_or_else(|_| {
         p.at(path, format!("size {bytes} is too large for this platform"));
@@ -49,17 +39,12 @@ pub(super) fn size_usize(
 }
 
 /// A duration string with a unit (`"10s"`): positive and at most 24h.
-pub(super) fn duration(
-    p: &mut Problems<'_>,
-    path: &KeyPath,
-    raw: Option<&IntOrStr>,
-    default: Duration,
-) -> Duration {
+pub(super) fn duration(p: &mut Problems<'_>, path: &KeyPath, raw: Option<&IntOrStr>, default: Duration) -> Duration {
     let parsed = match raw {
         None => return default,
-        Some(IntOrStr::Int(n)) => Err(format!(
-            "a duration needs a unit: write it as a string such as \"{n}s\" or \"{n}ms\""
-        )),
+        Some(IntOrStr::Int(n)) => {
+            Err(format!("a duration needs a unit: write it as a string such as \"{n}s\" or \"{n}ms\""))
+        }
         Some(IntOrStr::Str(s)) => parse_duration(s),
     };
     parsed.unwrap_or_else(|message| {
@@ -99,17 +84,8 @@ pub(super) fn choice<T: Copy>(
     if let Some((_, value)) = options.iter().find(|(name, _)| name == word) {
         return *value;
     }
-    let names: Vec<String> = options
-        .iter()
-        .map(|(name, _)| format!("{name:?}"))
-        .collect();
-    p.at(
-        path,
-        format!(
-            "unknown value {word:?} (expected one of {})",
-            names.join(", ")
-        ),
-    );
+    let names: Vec<String> = options.iter().map(|(name, _)| format!("{name:?}")).collect();
+    p.at(path, format!("unknown value {word:?} (expected one of {})", names.join(", ")));
     default
 }
 
@@ -118,14 +94,9 @@ pub(super) fn choice<T: Copy>(
 pub(super) fn check_name(p: &mut Problems<'_>, path: &KeyPath, name: &str) {
     let valid = !name.is_empty()
         && name.len() <= MAX_NAME_LEN
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
     if !valid {
-        p.at(
-            path,
-            format!("invalid name {name:?}: use 1 to {MAX_NAME_LEN} ASCII letters, digits, '-', '_' or '.'"),
-        );
+        p.at(path, format!("invalid name {name:?}: use 1 to {MAX_NAME_LEN} ASCII letters, digits, '-', '_' or '.'"));
     }
 }
 
@@ -181,24 +152,16 @@ pub(super) fn host_name(text: &str) -> Result<String, String> {
         ));
     }
     if host.contains(':') {
-        return Err(format!(
-            "invalid host {text:?}: give the host without a port (IPv6 literals are not supported)"
-        ));
+        return Err(format!("invalid host {text:?}: give the host without a port (IPv6 literals are not supported)"));
     }
     if host.len() > 253 {
         return Err(format!("invalid host {text:?}: longer than 253 characters"));
     }
     let labels_ok = host.split('.').all(|label| {
-        !label.is_empty()
-            && label.len() <= 63
-            && label
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        !label.is_empty() && label.len() <= 63 && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
     });
     if !labels_ok {
-        return Err(format!(
-            "invalid host {text:?}: expected dot-separated labels of letters, digits and '-'"
-        ));
+        return Err(format!("invalid host {text:?}: expected dot-separated labels of letters, digits and '-'"));
     }
     Ok(host)
 }
@@ -208,10 +171,7 @@ pub(super) fn check_path(text: &str) -> Result<(), String> {
     if !text.starts_with('/') {
         return Err(format!("path {text:?} must start with '/'"));
     }
-    if let Some(c) = text
-        .chars()
-        .find(|c| !c.is_ascii_graphic() || matches!(c, '?' | '#'))
-    {
+    if let Some(c) = text.chars().find(|c| !c.is_ascii_graphic() || matches!(c, '?' | '#')) {
         return Err(format!(
             "path {text:?} contains {c:?}: only printable ASCII without spaces, '?' or '#' \
              (percent-encode other bytes)"
@@ -246,22 +206,10 @@ mod tests {
 
     #[test]
     fn host_match_normalisation() {
-        assert_eq!(
-            host_match("API.Example.com"),
-            Ok(HostMatch::Exact("api.example.com".to_owned()))
-        );
-        assert_eq!(
-            host_match("*.Example.COM"),
-            Ok(HostMatch::Suffix(".example.com".to_owned()))
-        );
-        assert_eq!(
-            host_match("10.0.0.1"),
-            Ok(HostMatch::Exact("10.0.0.1".to_owned()))
-        );
-        assert_eq!(
-            host_match("*.com"),
-            Ok(HostMatch::Suffix(".com".to_owned()))
-        );
+        assert_eq!(host_match("API.Example.com"), Ok(HostMatch::Exact("api.example.com".to_owned())));
+        assert_eq!(host_match("*.Example.COM"), Ok(HostMatch::Suffix(".example.com".to_owned())));
+        assert_eq!(host_match("10.0.0.1"), Ok(HostMatch::Exact("10.0.0.1".to_owned())));
+        assert_eq!(host_match("*.com"), Ok(HostMatch::Suffix(".com".to_owned())));
     }
 
     #[test]

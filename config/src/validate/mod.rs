@@ -42,17 +42,8 @@ pub(crate) fn convert(raw: &RawConfig, p: &mut Problems<'_>) -> Config {
     let clusters = clusters::convert(raw_clusters, p);
     // When `clusters` is malformed (already reported), references to it are not checked.
     let cluster_names = raw.clusters.as_ref().map(|c| names(c, |c| &c.name));
-    let routes = routes::convert(
-        raw.routes.as_deref().unwrap_or_default(),
-        cluster_names.as_deref(),
-        p,
-    );
-    Config {
-        server,
-        listeners,
-        routes,
-        clusters,
-    }
+    let routes = routes::convert(raw.routes.as_deref().unwrap_or_default(), cluster_names.as_deref(), p);
+    Config { server, listeners, routes, clusters }
 }
 
 /// Names of all elements in file order (`None` for a broken element without a readable name).
@@ -95,10 +86,7 @@ fn convert_server(raw: &RawServer, p: &mut Problems<'_>, path: &KeyPath) -> Serv
             };
             n.map(Workers::Fixed).unwrap_or_else(|| {
                 let max = defaults::MAX_WORKERS;
-                p.at(
-                    &path.key("workers"),
-                    format!("workers must be \"auto\" or an integer from 1 to {max}"),
-                );
+                p.at(&path.key("workers"), format!("workers must be \"auto\" or an integer from 1 to {max}"));
                 defaults::WORKERS
             })
         }
@@ -107,34 +95,28 @@ fn convert_server(raw: &RawServer, p: &mut Problems<'_>, path: &KeyPath) -> Serv
         p,
         &path.key("io_driver"),
         raw.io_driver.as_ref(),
-        &[
-            ("auto", IoDriver::Auto),
-            ("io_uring", IoDriver::IoUring),
-            ("epoll", IoDriver::Epoll),
-        ],
+        &[("auto", IoDriver::Auto), ("io_uring", IoDriver::IoUring), ("epoll", IoDriver::Epoll)],
         defaults::IO_DRIVER,
     );
-    let log_level = raw
-        .log_level
-        .clone()
-        .unwrap_or_else(|| defaults::LOG_LEVEL.to_owned());
+    let log_level = raw.log_level.clone().unwrap_or_else(|| defaults::LOG_LEVEL.to_owned());
     if log_level.trim().is_empty() || !is_field_value(&log_level) {
-        p.at(&path.key("log_level"), "log_level must be a non-empty tracing filter such as \"info\" or \"gateway=debug,info\"");
+        p.at(
+            &path.key("log_level"),
+            "log_level must be a non-empty tracing filter such as \"info\" or \"gateway=debug,info\"",
+        );
     }
     let via = raw.via.clone().unwrap_or_else(|| defaults::VIA.to_owned());
     if !is_token(&via) {
-        p.at(&path.key("via"), format!("via {via:?} must be a token (letters, digits and !#$%&'*+-.^_`|~), e.g. \"gateway\""));
+        p.at(
+            &path.key("via"),
+            format!("via {via:?} must be a token (letters, digits and !#$%&'*+-.^_`|~), e.g. \"gateway\""),
+        );
     }
     Server {
         workers,
         io_driver,
         admin: admin(raw.admin.as_ref(), p, &path.key("admin")),
-        drain_timeout: duration(
-            p,
-            &path.key("drain_timeout"),
-            raw.drain_timeout.as_ref(),
-            defaults::DRAIN_TIMEOUT,
-        ),
+        drain_timeout: duration(p, &path.key("drain_timeout"), raw.drain_timeout.as_ref(), defaults::DRAIN_TIMEOUT),
         log_level,
         via,
         limits: limits(raw, p, &path.key("limits")),
@@ -144,12 +126,7 @@ fn convert_server(raw: &RawServer, p: &mut Problems<'_>, path: &KeyPath) -> Serv
 
 fn admin(raw: Option<&RawAdmin>, p: &mut Problems<'_>, path: &KeyPath) -> Option<Admin> {
     let table = match raw {
-        None => {
-            return Some(Admin {
-                address: defaults::ADMIN_ADDRESS,
-                token: None,
-            })
-        }
+        None => return Some(Admin { address: defaults::ADMIN_ADDRESS, token: None }),
         Some(RawAdmin::Disabled) => return None,
         Some(RawAdmin::Enabled(table)) => table,
     };
@@ -159,22 +136,13 @@ fn admin(raw: Option<&RawAdmin>, p: &mut Problems<'_>, path: &KeyPath) -> Option
     };
     if let Some(token) = &table.token {
         if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
-            p.at(
-                &path.key("token"),
-                "token must be non-empty printable ASCII without spaces",
-            );
+            p.at(&path.key("token"), "token must be non-empty printable ASCII without spaces");
         }
     }
     if !address.ip().is_loopback() && table.token.is_none() {
-        p.at(
-            &path.key("address"),
-            format!("admin address {address} is not loopback: set server.admin.token"),
-        );
+        p.at(&path.key("address"), format!("admin address {address} is not loopback: set server.admin.token"));
     }
-    Some(Admin {
-        address,
-        token: table.token.clone(),
-    })
+    Some(Admin { address, token: table.token.clone() })
 }
 
 fn limits(raw: &RawServer, p: &mut Problems<'_>, path: &KeyPath) -> Limits {
@@ -199,12 +167,7 @@ fn limits(raw: &RawServer, p: &mut Problems<'_>, path: &KeyPath) -> Limits {
             1..=defaults::MAX_HEADERS_LIMIT,
             defaults::MAX_HEADERS,
         ),
-        max_body_bytes: size(
-            p,
-            &path.key("max_body_bytes"),
-            l.max_body_bytes.as_ref(),
-            defaults::MAX_BODY_BYTES,
-        ),
+        max_body_bytes: size(p, &path.key("max_body_bytes"), l.max_body_bytes.as_ref(), defaults::MAX_BODY_BYTES),
         max_response_header_bytes: size_usize(
             p,
             &path.key("max_response_header_bytes"),
@@ -221,15 +184,14 @@ fn limits(raw: &RawServer, p: &mut Problems<'_>, path: &KeyPath) -> Limits {
     };
     if limits.max_request_line_bytes > limits.max_header_bytes {
         // Point at whichever of the two the operator wrote.
-        let key = if l.max_request_line_bytes.is_some() {
-            "max_request_line_bytes"
-        } else {
-            "max_header_bytes"
-        };
-        p.at(&path.key(key), format!(
+        let key = if l.max_request_line_bytes.is_some() { "max_request_line_bytes" } else { "max_header_bytes" };
+        p.at(
+            &path.key(key),
+            format!(
             "max_request_line_bytes ({}) must not exceed max_header_bytes ({}): the request line is part of the head",
             limits.max_request_line_bytes, limits.max_header_bytes
-        ));
+        ),
+        );
     }
     limits
 }
@@ -237,34 +199,16 @@ fn limits(raw: &RawServer, p: &mut Problems<'_>, path: &KeyPath) -> Limits {
 fn timeouts(raw: &RawServer, p: &mut Problems<'_>, path: &KeyPath) -> Timeouts {
     let t = &raw.timeouts;
     Timeouts {
-        header_read: duration(
-            p,
-            &path.key("header_read"),
-            t.header_read.as_ref(),
-            defaults::HEADER_READ_TIMEOUT,
-        ),
-        idle: duration(
-            p,
-            &path.key("idle"),
-            t.idle.as_ref(),
-            defaults::IDLE_TIMEOUT,
-        ),
-        body_io: duration(
-            p,
-            &path.key("body_io"),
-            t.body_io.as_ref(),
-            defaults::BODY_IO_TIMEOUT,
-        ),
+        header_read: duration(p, &path.key("header_read"), t.header_read.as_ref(), defaults::HEADER_READ_TIMEOUT),
+        idle: duration(p, &path.key("idle"), t.idle.as_ref(), defaults::IDLE_TIMEOUT),
+        body_io: duration(p, &path.key("body_io"), t.body_io.as_ref(), defaults::BODY_IO_TIMEOUT),
     }
 }
 
 fn convert_listeners(raw: &[Parsed<RawListener>], p: &mut Problems<'_>) -> Vec<Listener> {
     let section = KeyPath::root().key("listeners");
     if raw.is_empty() {
-        p.at(
-            &section,
-            "no listeners: add at least one [[listeners]] section with a name and an address",
-        );
+        p.at(&section, "no listeners: add at least one [[listeners]] section with a name and an address");
     }
     check_unique_names(&names(raw, |l| &l.name), "listeners", p);
     let mut seen: Vec<(SocketAddr, usize)> = Vec::new();
@@ -273,24 +217,13 @@ fn convert_listeners(raw: &[Parsed<RawListener>], p: &mut Problems<'_>) -> Vec<L
         let Some(l) = listener.ok() else { continue };
         let path = section.index(i);
         check_name(p, &path.key("name"), &l.name);
-        let backlog = int_in(
-            p,
-            &path.key("backlog"),
-            l.backlog,
-            1..=65535,
-            defaults::LISTENER_BACKLOG,
-        );
+        let backlog = int_in(p, &path.key("backlog"), l.backlog, 1..=65535, defaults::LISTENER_BACKLOG);
         let address = socket_addr(&l.address, p, &path.key("address"));
         if let Some(address) = address {
             // Port 0 (any free port, used by tests) never conflicts.
-            let clash = seen
-                .iter()
-                .find(|(other, _)| address.port() != 0 && overlaps(*other, address));
+            let clash = seen.iter().find(|(other, _)| address.port() != 0 && overlaps(*other, address));
             if let Some((other, j)) = clash {
-                p.at(
-                    &path.key("address"),
-                    format!("address {address} overlaps listeners[{j}] ({other})"),
-                );
+                p.at(&path.key("address"), format!("address {address} overlaps listeners[{j}] ({other})"));
             }
             seen.push((address, i));
         }
@@ -309,16 +242,10 @@ fn admin_conflicts(admin: &Admin, listeners: &[Listener], p: &mut Problems<'_>) 
     if admin.address.port() == 0 {
         return;
     }
-    if let Some(l) = listeners
-        .iter()
-        .find(|l| overlaps(l.address, admin.address))
-    {
+    if let Some(l) = listeners.iter().find(|l| overlaps(l.address, admin.address)) {
         p.at(
             &KeyPath::root().key("server").key("admin").key("address"),
-            format!(
-                "admin address {} overlaps listener {:?} ({})",
-                admin.address, l.name, l.address
-            ),
+            format!("admin address {} overlaps listener {:?} ({})", admin.address, l.name, l.address),
         );
     }
 }

@@ -14,9 +14,7 @@ use super::{check_unique_names, names};
 
 /// Methods defined by RFC 9110 and RFC 5789; a lower-case spelling of one is a mistake, since
 /// methods are case-sensitive and would never match.
-const STANDARD_METHODS: [&str; 9] = [
-    "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
-];
+const STANDARD_METHODS: [&str; 9] = ["GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"];
 
 /// Headers the gateway writes itself on a direct response.
 const GATEWAY_OWNED_HEADERS: [&str; 3] = ["content-length", "transfer-encoding", "connection"];
@@ -47,11 +45,8 @@ pub(super) fn convert(
 }
 
 fn matcher(raw: &RawMatch, p: &mut Problems<'_>, path: &KeyPath) -> RouteMatch {
-    let host = raw.host.as_ref().and_then(|text| {
-        host_match(text)
-            .map_err(|message| p.at(&path.key("host"), message))
-            .ok()
-    });
+    let host =
+        raw.host.as_ref().and_then(|text| host_match(text).map_err(|message| p.at(&path.key("host"), message)).ok());
     let mut check = |key: &str, text: &String| match check_path(text) {
         Ok(()) => true,
         Err(message) => {
@@ -60,15 +55,9 @@ fn matcher(raw: &RawMatch, p: &mut Problems<'_>, path: &KeyPath) -> RouteMatch {
         }
     };
     let exact = raw.path.as_ref().filter(|text| check("path", text));
-    let prefix = raw
-        .path_prefix
-        .as_ref()
-        .filter(|text| check("path_prefix", text));
+    let prefix = raw.path_prefix.as_ref().filter(|text| check("path_prefix", text));
     if raw.path.is_some() && raw.path_prefix.is_some() {
-        p.at(
-            &path.key("path_prefix"),
-            "set at most one of `path` (exact) and `path_prefix`",
-        );
+        p.at(&path.key("path_prefix"), "set at most one of `path` (exact) and `path_prefix`");
     }
     let path_match = match (exact, prefix) {
         (Some(exact), _) => Some(PathMatch::Exact(exact.clone())),
@@ -83,46 +72,24 @@ fn matcher(raw: &RawMatch, p: &mut Problems<'_>, path: &KeyPath) -> RouteMatch {
                 format!("invalid method {method:?}: methods are tokens such as \"GET\""),
             );
         } else if upper != *method && STANDARD_METHODS.contains(&upper.as_str()) {
-            p.at(
-                &path.key("methods").index(i),
-                format!("methods are case-sensitive: write {upper:?}, not {method:?}"),
-            );
+            p.at(&path.key("methods").index(i), format!("methods are case-sensitive: write {upper:?}, not {method:?}"));
         }
     }
     let mut headers = Vec::with_capacity(raw.headers.len());
     for (i, header) in raw.headers.iter().enumerate() {
         let at = path.key("headers").index(i);
         if !is_token(&header.name) {
-            p.at(
-                &at.key("name"),
-                format!("invalid header name {:?}", header.name),
-            );
+            p.at(&at.key("name"), format!("invalid header name {:?}", header.name));
         }
         if let Some(value) = header.value.as_ref().filter(|v| !is_field_value(v)) {
-            p.at(
-                &at.key("value"),
-                format!("header value {value:?} contains control characters"),
-            );
+            p.at(&at.key("value"), format!("header value {value:?} contains control characters"));
         }
-        headers.push(HeaderMatch {
-            name: header.name.to_ascii_lowercase(),
-            value: header.value.clone(),
-        });
+        headers.push(HeaderMatch { name: header.name.to_ascii_lowercase(), value: header.value.clone() });
     }
-    RouteMatch {
-        host,
-        path: path_match,
-        methods: raw.methods.clone(),
-        headers,
-    }
+    RouteMatch { host, path: path_match, methods: raw.methods.clone(), headers }
 }
 
-fn action(
-    route: &RawRoute,
-    clusters: Option<&[Option<String>]>,
-    p: &mut Problems<'_>,
-    path: &KeyPath,
-) -> Action {
+fn action(route: &RawRoute, clusters: Option<&[Option<String>]>, p: &mut Problems<'_>, path: &KeyPath) -> Action {
     let set: Vec<&str> = [
         ("cluster", route.cluster.is_some()),
         ("direct_response", route.direct_response.is_some()),
@@ -132,33 +99,19 @@ fn action(
     .filter_map(|(key, present)| present.then_some(key))
     .collect();
     match set.as_slice() {
-        [] => p.at(
-            path,
-            "route has no action: set exactly one of `cluster`, `direct_response` or `redirect`",
-        ),
+        [] => p.at(path, "route has no action: set exactly one of `cluster`, `direct_response` or `redirect`"),
         [_] => {}
         [first, second, ..] => p.at(
             &path.key(second),
-            format!(
-                "a route has exactly one action, but this one sets both `{first}` and `{second}`"
-            ),
+            format!("a route has exactly one action, but this one sets both `{first}` and `{second}`"),
         ),
     }
     if route.timeout.is_some() && route.cluster.is_none() {
-        p.at(
-            &path.key("timeout"),
-            "`timeout` only applies to routes with a `cluster`",
-        );
+        p.at(&path.key("timeout"), "`timeout` only applies to routes with a `cluster`");
     }
     if let Some(name) = &route.cluster {
-        let timeout = duration(
-            p,
-            &path.key("timeout"),
-            route.timeout.as_ref(),
-            defaults::ROUTE_TIMEOUT,
-        );
-        let index =
-            clusters.and_then(|c| c.iter().position(|c| c.as_deref() == Some(name.as_str())));
+        let timeout = duration(p, &path.key("timeout"), route.timeout.as_ref(), defaults::ROUTE_TIMEOUT);
+        let index = clusters.and_then(|c| c.iter().position(|c| c.as_deref() == Some(name.as_str())));
         if let (None, Some(clusters)) = (index, clusters) {
             let known: Vec<&str> = clusters.iter().flatten().map(String::as_str).collect();
             let known = if known.is_empty() {
@@ -166,23 +119,14 @@ fn action(
             } else {
                 format!("known: {}", known.join(", "))
             };
-            p.at(
-                &path.key("cluster"),
-                format!("unknown cluster {name:?} ({known})"),
-            );
+            p.at(&path.key("cluster"), format!("unknown cluster {name:?} ({known})"));
         }
-        return Action::Proxy(ProxyAction {
-            cluster: index.unwrap_or(0),
-            timeout,
-        });
+        return Action::Proxy(ProxyAction { cluster: index.unwrap_or(0), timeout });
     }
     if let Some(direct) = &route.direct_response {
         return Action::Direct(direct_response(direct, p, &path.key("direct_response")));
     }
-    let redirect = route
-        .redirect
-        .as_ref()
-        .map(|r| self::redirect(r, p, &path.key("redirect")));
+    let redirect = route.redirect.as_ref().map(|r| self::redirect(r, p, &path.key("redirect")));
     Action::Redirect(redirect.unwrap_or(Redirect {
         status: defaults::REDIRECT_STATUS,
         scheme: None,
@@ -193,86 +137,41 @@ fn action(
     }))
 }
 
-fn direct_response(
-    raw: &RawDirectResponse,
-    p: &mut Problems<'_>,
-    path: &KeyPath,
-) -> DirectResponse {
-    let status = int_in(
-        p,
-        &path.key("status"),
-        raw.status,
-        200..=599,
-        defaults::DIRECT_RESPONSE_STATUS,
-    );
+fn direct_response(raw: &RawDirectResponse, p: &mut Problems<'_>, path: &KeyPath) -> DirectResponse {
+    let status = int_in(p, &path.key("status"), raw.status, 200..=599, defaults::DIRECT_RESPONSE_STATUS);
     if matches!(status, 204 | 304) && !raw.body.is_empty() {
-        p.at(
-            &path.key("body"),
-            format!("a {status} response has no body: remove `body`"),
-        );
+        p.at(&path.key("body"), format!("a {status} response has no body: remove `body`"));
     }
     for (name, value) in &raw.headers.0 {
         let at = path.key("headers").key(name);
         if !is_token(name) {
             p.at(&at, format!("invalid header name {name:?}"));
         } else if GATEWAY_OWNED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
-            p.at(
-                &at,
-                format!("{name} is set by the gateway and cannot be configured"),
-            );
+            p.at(&at, format!("{name} is set by the gateway and cannot be configured"));
         }
         if !is_field_value(value) {
-            p.at(
-                &at,
-                format!("header value {value:?} contains control characters"),
-            );
+            p.at(&at, format!("header value {value:?} contains control characters"));
         }
     }
-    DirectResponse {
-        status,
-        headers: raw.headers.0.clone(),
-        body: raw.body.clone(),
-    }
+    DirectResponse { status, headers: raw.headers.0.clone(), body: raw.body.clone() }
 }
 
 fn redirect(raw: &RawRedirect, p: &mut Problems<'_>, path: &KeyPath) -> Redirect {
-    let status = int_in(
-        p,
-        &path.key("status"),
-        raw.status,
-        0..=i64::from(u16::MAX),
-        defaults::REDIRECT_STATUS,
-    );
+    let status = int_in(p, &path.key("status"), raw.status, 0..=i64::from(u16::MAX), defaults::REDIRECT_STATUS);
     if !REDIRECT_STATUSES.contains(&status) {
-        p.at(
-            &path.key("status"),
-            format!("redirect status must be 301, 302, 303, 307 or 308, got {status}"),
-        );
+        p.at(&path.key("status"), format!("redirect status must be 301, 302, 303, 307 or 308, got {status}"));
     }
-    if let Some(scheme) = raw
-        .scheme
-        .as_deref()
-        .filter(|s| !matches!(*s, "http" | "https"))
-    {
-        p.at(
-            &path.key("scheme"),
-            format!("scheme must be \"http\" or \"https\", got {scheme:?}"),
-        );
+    if let Some(scheme) = raw.scheme.as_deref().filter(|s| !matches!(*s, "http" | "https")) {
+        p.at(&path.key("scheme"), format!("scheme must be \"http\" or \"https\", got {scheme:?}"));
     }
-    let host = raw.host.as_ref().and_then(|text| {
-        host_name(text)
-            .map_err(|message| p.at(&path.key("host"), message))
-            .ok()
-    });
+    let host =
+        raw.host.as_ref().and_then(|text| host_name(text).map_err(|message| p.at(&path.key("host"), message)).ok());
     let port = int_in(p, &path.key("port"), raw.port, 1..=i64::from(u16::MAX), 0);
     if let Some(Err(message)) = raw.path.as_deref().map(check_path) {
         p.at(&path.key("path"), message);
     }
     if raw.scheme.is_none() && raw.host.is_none() && raw.port.is_none() && raw.path.is_none() {
-        p.at(
-            path,
-            "redirect changes nothing and would loop: set at least one of scheme, host, port or path",
-        );
+        p.at(path, "redirect changes nothing and would loop: set at least one of scheme, host, port or path");
     }
     Redirect {
         status,

@@ -110,13 +110,13 @@ impl ChunkedDecoder {
     /// message). Only `out` may allocate, and only when the caller's buffer must grow.
     pub fn decode(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<Progress, ChunkedError> {
         let mut pos = 0;
-        while let Some(rest) = input.get(pos..).filter(|r| !r.is_empty()) {
+        while let Some(&b) = input.get(pos) {
             match self.state {
                 State::Done => break,
                 State::Failed(e) => return Err(e),
-                State::Data => pos += self.data(rest, out),
+                State::Data => pos += self.data(input.get(pos..).unwrap_or_default(), out),
                 _ => {
-                    if let Err(e) = rest.first().map_or(Ok(()), |&b| self.step(b)) {
+                    if let Err(e) = self.step(b) {
                         self.state = State::Failed(e);
                         return Err(e);
                     }
@@ -212,13 +212,8 @@ impl ChunkedDecoder {
             (ExtName | ExtToken | ExtAfterQuoted, b'\r') => SizeLf,
             (ExtBeforeSemi | ExtName | ExtAfterName | ExtToken | ExtAfterQuoted, b';') => ExtNameStart,
             (ExtBeforeSemi | ExtNameStart | ExtAfterName | ExtValueStart, _) if bws => state,
-            (ExtName | ExtToken | ExtAfterQuoted, _) if bws => {
-                if state == ExtName {
-                    ExtAfterName
-                } else {
-                    ExtBeforeSemi
-                }
-            }
+            (ExtName, _) if bws => ExtAfterName,
+            (ExtToken | ExtAfterQuoted, _) if bws => ExtBeforeSemi,
             (ExtNameStart | ExtName, _) if is_tchar(b) => ExtName,
             (ExtName | ExtAfterName, b'=') => ExtValueStart,
             (ExtValueStart, b'"') => ExtQuoted,
@@ -285,11 +280,7 @@ fn hex_value(b: u8) -> Option<u8> {
 
 /// `tchar` (RFC 9110 §5.6.2).
 fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric()
-        || matches!(
-            b,
-            b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~'
-        )
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 /// HTAB / SP / VCHAR / obs-text: a field-value byte, also what a quoted-pair may escape.

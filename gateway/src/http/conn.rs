@@ -234,7 +234,8 @@ async fn answer_locally(
                 let authority = head.authority.clone().and_then(|a| buf.get(a)).unwrap_or_default();
                 let path = buf.get(head.path.clone()).unwrap_or_default();
                 let query = head.query.clone().and_then(|q| buf.get(q));
-                response::write_redirect(&mut out, r, "http", authority, path, query, close, ka10);
+                let url = response::RequestUrl { scheme: "http", authority, path, query };
+                response::write_redirect(&mut out, r, &url, close, ka10);
                 r.status
             }
             _ => {

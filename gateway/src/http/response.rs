@@ -101,17 +101,18 @@ impl Prerendered {
     }
 }
 
-/// Appends a redirect for a request with the given scheme, authority, path and query.
-pub fn write_redirect(
-    out: &mut Vec<u8>,
-    r: &Redirect,
-    req_scheme: &str,
-    req_authority: &[u8],
-    req_path: &[u8],
-    req_query: Option<&[u8]>,
-    close: bool,
-    keep_alive_1_0: bool,
-) {
+/// The parts of the request URL a redirect may keep.
+#[derive(Clone, Copy)]
+pub struct RequestUrl<'a> {
+    pub scheme: &'a str,
+    pub authority: &'a [u8],
+    pub path: &'a [u8],
+    pub query: Option<&'a [u8]>,
+}
+
+/// Appends a redirect for the request at `url`.
+pub fn write_redirect(out: &mut Vec<u8>, r: &Redirect, url: &RequestUrl<'_>, close: bool, keep_alive_1_0: bool) {
+    let RequestUrl { scheme: req_scheme, authority: req_authority, path: req_path, query: req_query } = *url;
     status_line(out, r.status, reason(r.status));
     out.extend_from_slice(b"location: ");
     out.extend_from_slice(r.scheme.as_deref().unwrap_or(req_scheme).as_bytes());
@@ -231,6 +232,10 @@ mod tests {
         );
     }
 
+    fn url(authority: &[u8]) -> RequestUrl<'_> {
+        RequestUrl { scheme: "http", authority, path: b"/x", query: Some(b"q=1") }
+    }
+
     #[test]
     fn redirects_keep_what_is_not_configured() {
         let r = Redirect {
@@ -242,7 +247,7 @@ mod tests {
             keep_query: false,
         };
         let mut out = Vec::new();
-        write_redirect(&mut out, &r, "http", b"a.example:8080", b"/x", Some(b"q=1"), false, false);
+        write_redirect(&mut out, &r, &url(b"a.example:8080"), false, false);
         assert!(s(&out).starts_with("HTTP/1.1 308 Permanent Redirect\r\nlocation: https://a.example:8080/x?q=1\r\n"));
         let r = Redirect {
             status: 301,
@@ -253,7 +258,7 @@ mod tests {
             keep_query: false,
         };
         out.clear();
-        write_redirect(&mut out, &r, "http", b"a.example", b"/x", Some(b"q=1"), false, false);
+        write_redirect(&mut out, &r, &url(b"a.example"), false, false);
         assert!(s(&out).contains("location: http://b.example:8443/new\r\n"));
         let r = Redirect {
             status: 302,
@@ -264,7 +269,7 @@ mod tests {
             keep_query: true,
         };
         out.clear();
-        write_redirect(&mut out, &r, "http", b"a.example:80", b"/x", Some(b"q=1"), true, false);
+        write_redirect(&mut out, &r, &url(b"a.example:80"), true, false);
         assert!(s(&out).contains("location: http://a.example:8443/new?q=1\r\n"));
         assert!(s(&out).ends_with("connection: close\r\n\r\n"));
     }

@@ -131,14 +131,14 @@ mod tests {
         drain.trigger();
         assert_eq!(counter.0.load(Ordering::SeqCst), 2);
         assert!(a.as_mut().poll(&mut cx).is_ready());
-        assert!(drain.wait().as_mut_pinned_ready(&mut cx));
+        assert!(drain.wait().poll_once(&mut cx));
     }
 
     trait ReadyExt {
-        fn as_mut_pinned_ready(self, cx: &mut Context<'_>) -> bool;
+        fn poll_once(self, cx: &mut Context<'_>) -> bool;
     }
     impl ReadyExt for DrainWait<'_> {
-        fn as_mut_pinned_ready(mut self, cx: &mut Context<'_>) -> bool {
+        fn poll_once(mut self, cx: &mut Context<'_>) -> bool {
             Pin::new(&mut self).poll(cx).is_ready()
         }
     }

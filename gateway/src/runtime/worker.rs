@@ -15,7 +15,7 @@ use super::Shared;
 use crate::http::h1::HeadScratch;
 use crate::snapshot::Snapshot;
 use crate::stats::WorkerStats;
-use crate::upstream::balancer::Rng;
+use crate::upstream::balancer::XorShift;
 use crate::upstream::ClusterState;
 
 /// How often a worker looks at process-wide signals (drain) and sweeps idle pools.
@@ -27,7 +27,7 @@ pub struct Worker {
     pub stats: Arc<WorkerStats>,
     pub drain: Drain,
     pub buffers: BufferPool,
-    pub rng: Rng,
+    pub rng: XorShift,
     shared: Arc<Shared>,
     scratch: RefCell<HeadScratch>,
     resp_scratch: RefCell<HeadScratch>,
@@ -58,7 +58,7 @@ impl Worker {
             stats,
             drain: Drain::default(),
             buffers: BufferPool::new(1024),
-            rng: Rng::new(seed),
+            rng: XorShift::new(seed),
             shared,
             scratch: RefCell::new(HeadScratch::new(max_headers)),
             resp_scratch: RefCell::new(HeadScratch::new(max_headers)),
@@ -135,7 +135,7 @@ pub async fn run(worker: Rc<Worker>, listeners: Vec<std::net::TcpListener>) {
         if worker.shared.draining.load(Ordering::Acquire) {
             worker.drain.trigger();
         }
-        if ticks % 10 == 0 {
+        if ticks.is_multiple_of(10) {
             for c in &worker.local().clusters {
                 c.evict_idle();
             }

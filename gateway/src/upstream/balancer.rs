@@ -15,9 +15,9 @@ pub trait Candidate {
 
 /// A small, fast, worker-local PRNG (xorshift64*). Not for cryptography.
 #[derive(Debug)]
-pub struct Rng(Cell<u64>);
+pub struct XorShift(Cell<u64>);
 
-impl Rng {
+impl XorShift {
     pub fn new(seed: u64) -> Self {
         Self(Cell::new(seed | 1))
     }
@@ -42,7 +42,7 @@ impl Rng {
 /// Power of two random choices on least outstanding requests, normalised by weight:
 /// picks two distinct eligible endpoints at random and takes the one with the lower
 /// `outstanding / weight`. Returns `None` when no endpoint is eligible.
-pub fn p2c<C: Candidate>(endpoints: &[C], rng: &Rng) -> Option<usize> {
+pub fn p2c<C: Candidate>(endpoints: &[C], rng: &XorShift) -> Option<usize> {
     let n = endpoints.len();
     let eligible = |i: usize| endpoints.get(i).is_some_and(|e| e.eligible());
     match n {
@@ -171,7 +171,7 @@ mod tests {
     #[test]
     fn p2c_prefers_the_less_loaded() {
         let eps = vec![ep(1, 10), ep(1, 0)];
-        let rng = Rng::new(7);
+        let rng = XorShift::new(7);
         assert!((0..100).all(|_| p2c(&eps, &rng) == Some(1)));
     }
 
@@ -179,14 +179,14 @@ mod tests {
     fn p2c_weights_the_load() {
         // 4 in flight on weight 4 is lighter than 2 in flight on weight 1.
         let eps = vec![ep(4, 4), ep(1, 2)];
-        let rng = Rng::new(3);
+        let rng = XorShift::new(3);
         assert!((0..100).all(|_| p2c(&eps, &rng) == Some(0)));
     }
 
     #[test]
     fn p2c_spreads_evenly_when_idle() {
         let eps = vec![ep(1, 0), ep(1, 0), ep(1, 0), ep(1, 0)];
-        let rng = Rng::new(99);
+        let rng = XorShift::new(99);
         let mut counts = [0u32; 4];
         for _ in 0..40_000 {
             if let Some(i) = p2c(&eps, &rng) {
@@ -205,7 +205,7 @@ mod tests {
             seed in any::<u64>(),
         ) {
             let eps: Vec<Ep> = spec.iter().map(|&(w, o, e)| Ep { weight: w, outstanding: o, eligible: e }).collect();
-            let rng = Rng::new(seed);
+            let rng = XorShift::new(seed);
             let any_eligible = eps.iter().any(|e| e.eligible);
             for _ in 0..20 {
                 match p2c(&eps, &rng) {
@@ -231,7 +231,7 @@ mod tests {
 
         #[test]
         fn rng_below_stays_in_range(seed in any::<u64>(), n in 1usize..1000) {
-            let rng = Rng::new(seed);
+            let rng = XorShift::new(seed);
             for _ in 0..50 {
                 prop_assert!(rng.below(n) < n);
             }

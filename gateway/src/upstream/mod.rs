@@ -10,7 +10,7 @@ use std::rc::Rc;
 
 use gateway_config::{Balancer, Cluster};
 
-use balancer::{Candidate, Rng, RoundRobin};
+use balancer::{Candidate, RoundRobin, XorShift};
 pub use pool::IdlePool;
 
 /// One cluster, per worker.
@@ -56,7 +56,7 @@ impl ClusterState {
 
     /// Picks an endpoint with the cluster's balancer and counts a request in flight to it
     /// until the returned guard is dropped.
-    pub fn pick(self: &Rc<Self>, rng: &Rng) -> Option<InFlight> {
+    pub fn pick(self: &Rc<Self>, rng: &XorShift) -> Option<InFlight> {
         let index = match self.settings.balancer {
             Balancer::P2c => balancer::p2c(&self.endpoints, rng),
             Balancer::RoundRobin => self.rr.pick(&self.endpoints),

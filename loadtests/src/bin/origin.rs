@@ -46,10 +46,7 @@ fn main() -> ExitCode {
         }
     };
     let mut stdout = std::io::stdout();
-    if writeln!(stdout, "{}", origin.addr())
-        .and_then(|()| stdout.flush())
-        .is_err()
-    {
+    if writeln!(stdout, "{}", origin.addr()).and_then(|()| stdout.flush()).is_err() {
         return ExitCode::FAILURE;
     }
     // The default SIGINT/SIGTERM dispositions end the process; until then, serve.

@@ -22,12 +22,10 @@ pub(crate) fn misbehave(bad: Bad, stream: &TcpStream, shared: &Shared) -> io::Re
             b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\ntransfer-encoding: chunked\r\n\r\n\
               5\r\nhello\r\n0\r\n\r\n",
         ),
-        Bad::DupCl => {
-            stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\nok")
+        Bad::DupCl => stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\nok"),
+        Bad::Chunked => {
+            stream.write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n")
         }
-        Bad::Chunked => stream.write_all(
-            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n",
-        ),
         Bad::Garbage => stream.write_all(b"\x00\x01\x02 this is not HTTP \xff\xfe\r\n\r\n"),
         Bad::NoResponse => Ok(()),
         Bad::HugeHead => {

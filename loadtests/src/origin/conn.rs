@@ -21,11 +21,7 @@ pub(super) fn serve(shared: &Shared, id: u64, stream: &TcpStream) {
         let request = match reader.next_request() {
             Ok(Some(request)) => request,
             Ok(None) | Err(ReadError::Closed) => break,
-            Err(ReadError::Bad {
-                status,
-                reason,
-                head,
-            }) => {
+            Err(ReadError::Bad { status, reason, head }) => {
                 if let Some(head) = head {
                     shared.record(0, false, || ReceivedRequest {
                         connection: id,
@@ -39,14 +35,8 @@ pub(super) fn serve(shared: &Shared, id: u64, stream: &TcpStream) {
                         error: Some(reason.to_string()),
                     });
                 }
-                let reply = Reply {
-                    status,
-                    close: true,
-                    keep_alive_1_0: false,
-                    connection: id,
-                    extra: &[],
-                    head_only: false,
-                };
+                let reply =
+                    Reply { status, close: true, keep_alive_1_0: false, connection: id, extra: &[], head_only: false };
                 let _ = reply::send(stream, &mut out, &reply, Body::Bytes(reason.as_bytes()));
                 break;
             }
@@ -75,13 +65,7 @@ enum Next {
     Close,
 }
 
-fn answer(
-    shared: &Shared,
-    id: u64,
-    stream: &TcpStream,
-    out: &mut Vec<u8>,
-    request: &Request,
-) -> std::io::Result<Next> {
+fn answer(shared: &Shared, id: u64, stream: &TcpStream, out: &mut Vec<u8>, request: &Request) -> std::io::Result<Next> {
     let close = request.close || !shared.cfg.keep_alive;
     let mut reply = Reply {
         status: shared.cfg.status,
@@ -95,20 +79,11 @@ fn answer(
         Ok(plan) => plan,
         Err(rejection) => {
             reply.status = rejection.status;
-            reply::send(
-                stream,
-                out,
-                &reply,
-                Body::Bytes(rejection.message.as_bytes()),
-            )?;
+            reply::send(stream, out, &reply, Body::Bytes(rejection.message.as_bytes()))?;
             return Ok(next(reply.close));
         }
     };
-    let Plan {
-        mode,
-        status,
-        delay,
-    } = plan;
+    let Plan { mode, status, delay } = plan;
     let delay = shared.cfg.latency.saturating_add(delay);
     if !delay.is_zero() && !shared.wait(delay) {
         return Ok(Next::Close);

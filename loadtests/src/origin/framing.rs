@@ -43,28 +43,20 @@ pub(crate) fn framing(headers: &[(String, String)]) -> Result<Framing, &'static 
         if !last_is_chunked || codings.iter().filter(|c| chunked(c)).count() != 1 {
             return Err("transfer-encoding does not end in a single chunked");
         }
-        return Ok(Framing {
-            body: BodyFraming::Chunked,
-            must_close: !lengths.is_empty(),
-        });
+        return Ok(Framing { body: BodyFraming::Chunked, must_close: !lengths.is_empty() });
     }
     let mut length: Option<u64> = None;
     for value in lengths {
         if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
             return Err("invalid content-length");
         }
-        let value = value
-            .parse::<u64>()
-            .map_err(|_| "content-length too large")?;
+        let value = value.parse::<u64>().map_err(|_| "content-length too large")?;
         if length.is_some_and(|l| l != value) {
             return Err("conflicting content-length values");
         }
         length = Some(value);
     }
-    Ok(Framing {
-        body: BodyFraming::Length(length.unwrap_or(0)),
-        must_close: false,
-    })
+    Ok(Framing { body: BodyFraming::Length(length.unwrap_or(0)), must_close: false })
 }
 
 /// (close after the answer, HTTP/1.0 keep-alive to confirm).
@@ -85,17 +77,12 @@ pub(crate) fn connection_semantics(head: &Head) -> (bool, bool) {
 }
 
 pub(crate) fn expects_continue(headers: &[(String, String)]) -> bool {
-    headers.iter().any(|(n, v)| {
-        n.eq_ignore_ascii_case("expect") && v.trim().eq_ignore_ascii_case("100-continue")
-    })
+    headers.iter().any(|(n, v)| n.eq_ignore_ascii_case("expect") && v.trim().eq_ignore_ascii_case("100-continue"))
 }
 
 /// `1a;name=value` -> 26. Hex digits, then optional whitespace and extensions.
 pub(crate) fn chunk_size(line: &[u8]) -> Option<u64> {
-    let digits_end = line
-        .iter()
-        .position(|b| !b.is_ascii_hexdigit())
-        .unwrap_or(line.len());
+    let digits_end = line.iter().position(|b| !b.is_ascii_hexdigit()).unwrap_or(line.len());
     let (digits, rest) = line.split_at(digits_end);
     let rest = rest.trim_ascii_start();
     if digits.is_empty() || !(rest.is_empty() || rest.starts_with(b";")) {
@@ -113,10 +100,7 @@ pub(crate) fn field(line: &[u8]) -> Option<(String, String)> {
         return None;
     }
     let value = value.get(1..).unwrap_or_default().trim_ascii();
-    Some((
-        String::from_utf8_lossy(name).into_owned(),
-        String::from_utf8_lossy(value).into_owned(),
-    ))
+    Some((String::from_utf8_lossy(name).into_owned(), String::from_utf8_lossy(value).into_owned()))
 }
 
 #[cfg(test)]
@@ -124,52 +108,26 @@ mod tests {
     use super::*;
 
     fn headers(list: &[(&str, &str)]) -> Vec<(String, String)> {
-        list.iter()
-            .map(|(n, v)| (n.to_string(), v.to_string()))
-            .collect()
+        list.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect()
     }
 
     #[test]
     fn framing_follows_rfc_9112() {
-        let length = |n| {
-            Ok(Framing {
-                body: BodyFraming::Length(n),
-                must_close: false,
-            })
-        };
+        let length = |n| Ok(Framing { body: BodyFraming::Length(n), must_close: false });
         assert_eq!(framing(&headers(&[])), length(0));
         assert_eq!(framing(&headers(&[("Content-Length", "12")])), length(12));
-        assert_eq!(
-            framing(&headers(&[
-                ("content-length", "5, 5"),
-                ("Content-Length", "5")
-            ])),
-            length(5)
-        );
-        assert!(framing(&headers(&[
-            ("content-length", "5"),
-            ("content-length", "6")
-        ]))
-        .is_err());
+        assert_eq!(framing(&headers(&[("content-length", "5, 5"), ("Content-Length", "5")])), length(5));
+        assert!(framing(&headers(&[("content-length", "5"), ("content-length", "6")])).is_err());
         assert!(framing(&headers(&[("content-length", "+5")])).is_err());
         assert!(framing(&headers(&[("content-length", "")])).is_err());
         assert!(framing(&headers(&[("content-length", "99999999999999999999999")])).is_err());
         assert_eq!(
             framing(&headers(&[("Transfer-Encoding", "gzip, Chunked")])),
-            Ok(Framing {
-                body: BodyFraming::Chunked,
-                must_close: false
-            })
+            Ok(Framing { body: BodyFraming::Chunked, must_close: false })
         );
         assert_eq!(
-            framing(&headers(&[
-                ("content-length", "3"),
-                ("transfer-encoding", "chunked")
-            ])),
-            Ok(Framing {
-                body: BodyFraming::Chunked,
-                must_close: true
-            })
+            framing(&headers(&[("content-length", "3"), ("transfer-encoding", "chunked")])),
+            Ok(Framing { body: BodyFraming::Chunked, must_close: true })
         );
         assert!(framing(&headers(&[("transfer-encoding", "chunked, gzip")])).is_err());
         assert!(framing(&headers(&[("transfer-encoding", "chunked, chunked")])).is_err());
@@ -207,14 +165,8 @@ mod tests {
             headers: headers(list),
         };
         assert_eq!(connection_semantics(&head(1, &[])), (false, false));
-        assert_eq!(
-            connection_semantics(&head(1, &[("Connection", "foo, Close")])),
-            (true, false)
-        );
+        assert_eq!(connection_semantics(&head(1, &[("Connection", "foo, Close")])), (true, false));
         assert_eq!(connection_semantics(&head(0, &[])), (true, false));
-        assert_eq!(
-            connection_semantics(&head(0, &[("connection", "keep-alive")])),
-            (false, true)
-        );
+        assert_eq!(connection_semantics(&head(0, &[("connection", "keep-alive")])), (false, true));
     }
 }

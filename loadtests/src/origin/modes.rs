@@ -73,12 +73,7 @@ pub(crate) struct Rejection {
 
 pub(crate) fn plan(target: &str, headers: &[(String, String)]) -> Result<Plan, Rejection> {
     let mode = mode(path(target))?;
-    let header = |name: &str| {
-        headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.trim())
-    };
+    let header = |name: &str| headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.trim());
     let status = match header("x-origin-status") {
         Some(v) => Some(status(v).ok_or(reject(400, "x-origin-status is not 200 to 599"))?),
         None => None,
@@ -91,23 +86,15 @@ pub(crate) fn plan(target: &str, headers: &[(String, String)]) -> Result<Plan, R
         let ms = number(v).ok_or(reject(400, "x-origin-delay-ms is not a number"))?;
         delay = delay.saturating_add(Duration::from_millis(ms));
     }
-    Ok(Plan {
-        mode,
-        status,
-        delay,
-    })
+    Ok(Plan { mode, status, delay })
 }
 
 fn mode(path: &str) -> Result<Mode, Rejection> {
     if let Some(code) = path.strip_prefix("/status/") {
-        return status(code)
-            .map(Mode::Status)
-            .ok_or(reject(400, "status is not 200 to 599"));
+        return status(code).map(Mode::Status).ok_or(reject(400, "status is not 200 to 599"));
     }
     if let Some(n) = path.strip_prefix("/bytes/") {
-        return number(n)
-            .map(Mode::Bytes)
-            .ok_or(reject(400, "byte count is not a number"));
+        return number(n).map(Mode::Bytes).ok_or(reject(400, "byte count is not a number"));
     }
     if let Some(ms) = path.strip_prefix("/delay/") {
         return number(ms)
@@ -115,14 +102,10 @@ fn mode(path: &str) -> Result<Mode, Rejection> {
             .ok_or(reject(400, "delay is not a number of milliseconds"));
     }
     if let Some(n) = path.strip_prefix("/chunked/") {
-        return number(n)
-            .map(Mode::Chunked)
-            .ok_or(reject(400, "byte count is not a number"));
+        return number(n).map(Mode::Chunked).ok_or(reject(400, "byte count is not a number"));
     }
     if let Some(what) = path.strip_prefix("/bad/") {
-        return bad(what)
-            .map(Mode::Bad)
-            .ok_or(reject(404, "no such misbehaviour"));
+        return bad(what).map(Mode::Bad).ok_or(reject(404, "no such misbehaviour"));
     }
     Ok(match path {
         "/echo" => Mode::Echo,
@@ -157,9 +140,7 @@ fn path(target: &str) -> &str {
 }
 
 fn status(s: &str) -> Option<u16> {
-    number(s)
-        .and_then(|n| u16::try_from(n).ok())
-        .filter(|n| (200..=599).contains(n))
+    number(s).and_then(|n| u16::try_from(n).ok()).filter(|n| (200..=599).contains(n))
 }
 
 /// Plain decimal digits only (no sign, no spaces).
@@ -231,9 +212,6 @@ mod tests {
             })
         );
         let bad_status = vec![("x-origin-status".to_string(), "abc".to_string())];
-        assert_eq!(
-            super::plan("/", &bad_status).map_err(|r| r.status),
-            Err(400)
-        );
+        assert_eq!(super::plan("/", &bad_status).map_err(|r| r.status), Err(400));
     }
 }

@@ -37,26 +37,12 @@ pub(crate) enum Body<'a> {
 
 /// Writes `reply` and `body`, reusing `out` as the write buffer. 204 and 304 get no body and
 /// no framing headers.
-pub(crate) fn send(
-    stream: &TcpStream,
-    out: &mut Vec<u8>,
-    reply: &Reply<'_>,
-    body: Body<'_>,
-) -> io::Result<()> {
+pub(crate) fn send(stream: &TcpStream, out: &mut Vec<u8>, reply: &Reply<'_>, body: Body<'_>) -> io::Result<()> {
     let mut stream = stream;
     let bodyless = matches!(reply.status, 204 | 304);
     out.clear();
-    write!(
-        out,
-        "HTTP/1.1 {} {}\r\n",
-        reply.status,
-        reason(reply.status)
-    )?;
-    write!(
-        out,
-        "content-type: text/plain\r\nx-origin-conn: {}\r\n",
-        reply.connection
-    )?;
+    write!(out, "HTTP/1.1 {} {}\r\n", reply.status, reason(reply.status))?;
+    write!(out, "content-type: text/plain\r\nx-origin-conn: {}\r\n", reply.connection)?;
     for (name, value) in reply.extra {
         write!(out, "{name}: {value}\r\n")?;
     }
@@ -69,9 +55,7 @@ pub(crate) fn send(
         _ if bodyless => {}
         Body::Bytes(bytes) => write!(out, "content-length: {}\r\n", bytes.len())?,
         Body::Pattern(len) => write!(out, "content-length: {len}\r\n")?,
-        Body::Chunked(_) => {
-            out.extend_from_slice(b"transfer-encoding: chunked\r\ntrailer: x-origin-trailer\r\n")
-        }
+        Body::Chunked(_) => out.extend_from_slice(b"transfer-encoding: chunked\r\ntrailer: x-origin-trailer\r\n"),
     }
     out.extend_from_slice(b"\r\n");
     if bodyless || reply.head_only {

@@ -5,9 +5,7 @@
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 
-use super::framing::{
-    chunk_size, connection_semantics, expects_continue, field, framing, BodyFraming,
-};
+use super::framing::{chunk_size, connection_semantics, expects_continue, field, framing, BodyFraming};
 
 /// Most header fields in one request head; more -> 431.
 pub(crate) const MAX_HEADERS: usize = 256;
@@ -46,11 +44,7 @@ pub(crate) enum ReadError {
     /// The connection failed or the peer closed it mid-request: there is no one to answer.
     Closed,
     /// The request is malformed: answer `status` and close. `head` is set when the head parsed.
-    Bad {
-        status: u16,
-        reason: &'static str,
-        head: Option<Head>,
-    },
+    Bad { status: u16, reason: &'static str, head: Option<Head> },
 }
 
 impl From<io::Error> for ReadError {
@@ -62,15 +56,7 @@ impl From<io::Error> for ReadError {
 impl ReadError {
     fn with_head(self, head: Head) -> ReadError {
         match self {
-            ReadError::Bad {
-                status,
-                reason,
-                head: None,
-            } => ReadError::Bad {
-                status,
-                reason,
-                head: Some(head),
-            },
+            ReadError::Bad { status, reason, head: None } => ReadError::Bad { status, reason, head: Some(head) },
             other => other,
         }
     }
@@ -84,10 +70,7 @@ pub(crate) struct Reader<'s> {
 
 impl<'s> Reader<'s> {
     pub fn new(stream: &'s TcpStream) -> Self {
-        Reader {
-            stream,
-            buf: Vec::with_capacity(READ_SIZE),
-        }
+        Reader { stream, buf: Vec::with_capacity(READ_SIZE) }
     }
 
     /// The next complete request; `None` when the peer closed the connection cleanly between
@@ -146,20 +129,12 @@ impl<'s> Reader<'s> {
                 }
             }
             if self.fill()? == 0 {
-                return if self.buf.is_empty() {
-                    Ok(None)
-                } else {
-                    Err(eof())
-                };
+                return if self.buf.is_empty() { Ok(None) } else { Err(eof()) };
             }
         }
     }
 
-    fn read_chunked(
-        &mut self,
-        body: &mut Vec<u8>,
-        trailers: &mut Vec<(String, String)>,
-    ) -> Result<(), ReadError> {
+    fn read_chunked(&mut self, body: &mut Vec<u8>, trailers: &mut Vec<(String, String)>) -> Result<(), ReadError> {
         loop {
             let line = self.read_line(MAX_CHUNK_LINE)?;
             let size = chunk_size(&line).ok_or_else(|| bad(400, "invalid chunk size line"))?;
@@ -189,9 +164,7 @@ impl<'s> Reader<'s> {
     fn read_exact_into(&mut self, out: &mut Vec<u8>, len: u64) -> Result<(), ReadError> {
         let mut left = len;
         loop {
-            let take = usize::try_from(left)
-                .unwrap_or(usize::MAX)
-                .min(self.buf.len());
+            let take = usize::try_from(left).unwrap_or(usize::MAX).min(self.buf.len());
             out.extend(self.buf.drain(..take));
             left -= take as u64;
             if left == 0 {
@@ -255,23 +228,14 @@ impl Head {
             headers: parsed
                 .headers
                 .iter()
-                .map(|h| {
-                    (
-                        h.name.to_string(),
-                        String::from_utf8_lossy(h.value).into_owned(),
-                    )
-                })
+                .map(|h| (h.name.to_string(), String::from_utf8_lossy(h.value).into_owned()))
                 .collect(),
         }
     }
 }
 
 fn bad(status: u16, reason: &'static str) -> ReadError {
-    ReadError::Bad {
-        status,
-        reason,
-        head: None,
-    }
+    ReadError::Bad { status, reason, head: None }
 }
 
 fn eof() -> ReadError {

@@ -30,10 +30,7 @@ struct Response {
 
 impl Response {
     fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 }
 
@@ -46,13 +43,8 @@ struct Client {
 impl Client {
     fn connect(origin: &Origin) -> Client {
         let stream = TcpStream::connect(origin.addr()).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        Client {
-            stream,
-            buf: Vec::new(),
-        }
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        Client { stream, buf: Vec::new() }
     }
 
     fn send(&mut self, raw: &[u8]) {
@@ -78,25 +70,14 @@ impl Client {
                 let headers = parsed
                     .headers
                     .iter()
-                    .map(|h| {
-                        (
-                            h.name.to_string(),
-                            String::from_utf8(h.value.to_vec()).unwrap(),
-                        )
-                    })
+                    .map(|h| (h.name.to_string(), String::from_utf8(h.value.to_vec()).unwrap()))
                     .collect::<Vec<_>>();
                 break (parsed.code.unwrap(), headers, len);
             }
             assert!(self.fill() > 0, "connection closed inside a response head");
         };
         self.buf.drain(..len);
-        let mut response = Response {
-            status,
-            headers,
-            body: Vec::new(),
-            trailers: vec![],
-            chunks: 0,
-        };
+        let mut response = Response { status, headers, body: Vec::new(), trailers: vec![], chunks: 0 };
         let no_body = head_only || status < 200 || status == 204 || status == 304;
         if no_body {
             return response;
@@ -135,9 +116,7 @@ impl Client {
                 return;
             }
             let (name, value) = line.split_once(':').unwrap();
-            response
-                .trailers
-                .push((name.to_string(), value.trim().to_string()));
+            response.trailers.push((name.to_string(), value.trim().to_string()));
         }
     }
 
@@ -188,40 +167,22 @@ fn default_answer_keeps_the_connection_and_counts() {
     assert_eq!(received.len(), 4);
     assert_eq!(received[0].method, "GET");
     assert_eq!(received[0].target, "/");
-    assert_eq!(
-        received[0].headers,
-        vec![("Host".to_string(), "origin".to_string())]
-    );
+    assert_eq!(received[0].headers, vec![("Host".to_string(), "origin".to_string())]);
     assert_eq!(received[3].connection, 2);
     assert_eq!(received[3].target, "/x");
 }
 
 #[test]
 fn configured_status_body_and_no_keep_alive() {
-    let cfg = OriginConfig {
-        status: 503,
-        body_size: 5,
-        keep_alive: false,
-        ..Default::default()
-    };
+    let cfg = OriginConfig { status: 503, body_size: 5, keep_alive: false, ..Default::default() };
     let origin = spawn(cfg);
     let mut client = Client::connect(&origin);
     client.send(&get("/"));
     let response = client.response();
-    assert_eq!(
-        (response.status, response.body.as_slice()),
-        (503, &b"okoko"[..])
-    );
+    assert_eq!((response.status, response.body.as_slice()), (503, &b"okoko"[..]));
     assert_eq!(response.header("connection"), Some("close"));
     assert!(client.at_eof());
-    assert!(Origin::spawn(
-        "127.0.0.1:0",
-        OriginConfig {
-            status: 99,
-            ..Default::default()
-        }
-    )
-    .is_err());
+    assert!(Origin::spawn("127.0.0.1:0", OriginConfig { status: 99, ..Default::default() }).is_err());
 }
 
 #[test]
@@ -238,10 +199,7 @@ fn pipelined_requests_are_answered_in_order() {
     assert_eq!(echo.body, b"hello");
     assert_eq!(echo.header("x-origin-saw-te"), None);
     let status = client.response();
-    assert_eq!(
-        (status.status, status.body.as_slice()),
-        (404, &b"status 404\n"[..])
-    );
+    assert_eq!((status.status, status.body.as_slice()), (404, &b"status 404\n"[..]));
     let chunked_echo = client.response();
     assert_eq!(chunked_echo.body, b"abc");
     assert_eq!(chunked_echo.header("x-origin-saw-te"), Some("chunked"));
@@ -270,16 +228,10 @@ fn chunked_answer_has_several_chunks_and_a_trailer() {
     assert_eq!(response.header("content-length"), None);
     assert_eq!(response.body, pattern(30_000));
     assert!(response.chunks >= 5, "{} chunks", response.chunks);
-    assert_eq!(
-        response.trailers,
-        vec![("x-origin-trailer".to_string(), "done".to_string())]
-    );
+    assert_eq!(response.trailers, vec![("x-origin-trailer".to_string(), "done".to_string())]);
     client.send(&get("/chunked/0"));
     let empty = client.response();
-    assert_eq!(
-        (empty.body.len(), empty.chunks, empty.trailers.len()),
-        (0, 0, 1)
-    );
+    assert_eq!((empty.body.len(), empty.chunks, empty.trailers.len()), (0, 0, 1));
 }
 
 #[test]
@@ -297,10 +249,7 @@ fn chunked_request_body_is_decoded_and_recorded() {
     assert_eq!(received.len(), 1);
     assert!(received[0].chunked);
     assert_eq!(received[0].body, b"hello0123456789");
-    assert_eq!(
-        received[0].trailers,
-        vec![("X-Sum".to_string(), "15".to_string())]
-    );
+    assert_eq!(received[0].trailers, vec![("X-Sum".to_string(), "15".to_string())]);
     assert_eq!(received[0].header("transfer-encoding"), Some("chunked"));
 }
 
@@ -330,10 +279,7 @@ fn close_and_http_1_0_close_the_connection() {
     let mut client = Client::connect(&origin);
     client.send(&get("/close"));
     let response = client.response();
-    assert_eq!(
-        (response.status, response.header("connection")),
-        (200, Some("close"))
-    );
+    assert_eq!((response.status, response.header("connection")), (200, Some("close")));
     assert!(client.at_eof());
 
     let mut old = Client::connect(&origin);
@@ -355,10 +301,7 @@ fn override_headers_and_delay() {
     let mut client = Client::connect(&origin);
     client.send(b"GET /bytes/4 HTTP/1.1\r\nx-origin-status: 502\r\n\r\n");
     let response = client.response();
-    assert_eq!(
-        (response.status, response.body.as_slice()),
-        (502, &b"abcd"[..])
-    );
+    assert_eq!((response.status, response.body.as_slice()), (502, &b"abcd"[..]));
 
     let started = Instant::now();
     client.send(b"GET / HTTP/1.1\r\nX-Origin-Delay-Ms: 150\r\n\r\n");
@@ -408,9 +351,7 @@ fn malformed_requests_get_400_close_and_are_recorded_as_refused() {
     }
     let received = origin.received();
     assert_eq!(received.len(), 3, "the unparseable head is not recorded");
-    assert!(received
-        .iter()
-        .all(|r| r.error.is_some() && r.body.is_empty()));
+    assert!(received.iter().all(|r| r.error.is_some() && r.body.is_empty()));
     assert_eq!(origin.requests(), 0);
 
     let mut client = Client::connect(&origin);
@@ -502,30 +443,17 @@ fn stall_holds_the_connection_until_shutdown() {
     let addr = origin.addr();
     let mut client = Client::connect(&origin);
     client.send(&get("/bad/stall"));
-    client
-        .stream
-        .set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
+    client.stream.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
     let mut byte = [0u8; 1];
     let err = client.stream.read(&mut byte).unwrap_err();
-    assert!(matches!(
-        err.kind(),
-        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-    ));
+    assert!(matches!(err.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut));
     assert_eq!(origin.requests(), 1);
 
     let started = Instant::now();
     origin.shutdown();
     assert!(started.elapsed() < Duration::from_secs(5));
-    client
-        .stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    assert_eq!(
-        client.stream.read(&mut byte).unwrap(),
-        0,
-        "closed at shutdown"
-    );
+    client.stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert_eq!(client.stream.read(&mut byte).unwrap(), 0, "closed at shutdown");
     assert!(TcpStream::connect(addr).is_err(), "no longer accepting");
 }
 

@@ -21,11 +21,7 @@ fn with_listener(rest: &str) -> String {
 fn errors(text: &str) -> Vec<(String, Option<usize>, String)> {
     match parse(text, "<string>") {
         Ok(config) => panic!("expected errors, got {config:#?}"),
-        Err(errors) => errors
-            .errors
-            .into_iter()
-            .map(|e| (e.path, e.line, e.message))
-            .collect(),
+        Err(errors) => errors.errors.into_iter().map(|e| (e.path, e.line, e.message)).collect(),
     }
 }
 
@@ -36,15 +32,8 @@ fn assert_one(text: &str, path: &str, line: Option<usize>, needle: &str) {
     let errors = errors(text);
     assert_eq!(errors.len(), 1, "expected one error, got {errors:#?}");
     let (got_path, got_line, message) = &errors[0];
-    assert_eq!(
-        (got_path.as_str(), *got_line),
-        (path, line),
-        "message: {message}"
-    );
-    assert!(
-        message.contains(needle),
-        "message {message:?} lacks {needle:?}"
-    );
+    assert_eq!((got_path.as_str(), *got_line), (path, line), "message: {message}");
+    assert!(message.contains(needle), "message {message:?} lacks {needle:?}");
 }
 
 /// Parses a text that must be valid.

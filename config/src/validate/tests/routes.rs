@@ -7,7 +7,9 @@ use crate::model::{Action, HeaderMatch, HostMatch, PathMatch, RouteMatch};
 
 /// Listener on lines 1-3, cluster "api" on lines 4-6, then `route` from line 7 on.
 fn with_route(route: &str) -> String {
-    format!("{LISTENER}[[clusters]]\nname = \"api\"\nendpoints = [\"127.0.0.1:9000\"]\n[[routes]]\nname = \"r\"\n{route}")
+    format!(
+        "{LISTENER}[[clusters]]\nname = \"api\"\nendpoints = [\"127.0.0.1:9000\"]\n[[routes]]\nname = \"r\"\n{route}"
+    )
 }
 
 #[test]
@@ -24,20 +26,12 @@ fn full_match() {
             path: Some(PathMatch::Prefix("/v1".to_owned())),
             methods: vec!["GET".to_owned(), "PURGE".to_owned()],
             headers: vec![
-                HeaderMatch {
-                    name: "x-canary".to_owned(),
-                    value: Some("1".to_owned())
-                },
-                HeaderMatch {
-                    name: "x-present".to_owned(),
-                    value: None
-                },
+                HeaderMatch { name: "x-canary".to_owned(), value: Some("1".to_owned()) },
+                HeaderMatch { name: "x-present".to_owned(), value: None },
             ],
         }
     );
-    let Action::Proxy(proxy) = route.action else {
-        panic!("{:?}", route.action)
-    };
+    let Action::Proxy(proxy) = route.action else { panic!("{:?}", route.action) };
     assert_eq!((proxy.cluster, proxy.timeout), (0, Duration::from_secs(15)));
 }
 
@@ -47,20 +41,13 @@ fn defaults_and_variants() {
     let route = valid(&text).routes.remove(0);
     assert_eq!(route.matcher, RouteMatch::default());
     assert!(matches!(route.action, Action::Proxy(p) if p.timeout == Duration::from_secs(2)));
-    let text =
-        with_route("match = { host = \"*.Example.com\", path = \"/\" }\ncluster = \"api\"\n");
+    let text = with_route("match = { host = \"*.Example.com\", path = \"/\" }\ncluster = \"api\"\n");
     let matcher = valid(&text).routes.remove(0).matcher;
-    assert_eq!(
-        matcher.host,
-        Some(HostMatch::Suffix(".example.com".to_owned()))
-    );
+    assert_eq!(matcher.host, Some(HostMatch::Suffix(".example.com".to_owned())));
     assert_eq!(matcher.path, Some(PathMatch::Exact("/".to_owned())));
     // Dotted keys and a [routes.match] sub-table are the same match.
     let text = with_route("cluster = \"api\"\n[routes.match]\npath = \"/x\"\n");
-    assert_eq!(
-        valid(&text).routes[0].matcher.path,
-        Some(PathMatch::Exact("/x".to_owned()))
-    );
+    assert_eq!(valid(&text).routes[0].matcher.path, Some(PathMatch::Exact("/x".to_owned())));
 }
 
 #[test]
@@ -69,19 +56,9 @@ fn unknown_cluster_lists_known_ones() {
         "{}[[clusters]]\nname = \"web\"\nendpoints = [\"127.0.0.1:9001\"]\n",
         with_route("cluster = \"apii\"\n")
     );
-    assert_one(
-        &text,
-        "routes[0].cluster",
-        Some(9),
-        "unknown cluster \"apii\" (known: api, web)",
-    );
+    assert_one(&text, "routes[0].cluster", Some(9), "unknown cluster \"apii\" (known: api, web)");
     let text = format!("{LISTENER}[[routes]]\nname = \"r\"\ncluster = \"api\"\n");
-    assert_one(
-        &text,
-        "routes[0].cluster",
-        Some(6),
-        "unknown cluster \"api\" (no clusters are defined)",
-    );
+    assert_one(&text, "routes[0].cluster", Some(6), "unknown cluster \"api\" (no clusters are defined)");
 }
 
 #[test]
@@ -97,19 +74,9 @@ fn cluster_resolves_to_its_index() {
 fn exactly_one_action() {
     assert_one(&with_route(""), "routes[0]", Some(7), "route has no action");
     let text = with_route("cluster = \"api\"\nredirect = { scheme = \"https\" }\n");
-    assert_one(
-        &text,
-        "routes[0].redirect",
-        Some(10),
-        "sets both `cluster` and `redirect`",
-    );
+    assert_one(&text, "routes[0].redirect", Some(10), "sets both `cluster` and `redirect`");
     let text = with_route("direct_response = {}\ntimeout = \"1s\"\n");
-    assert_one(
-        &text,
-        "routes[0].timeout",
-        Some(10),
-        "`timeout` only applies to routes with a `cluster`",
-    );
+    assert_one(&text, "routes[0].timeout", Some(10), "`timeout` only applies to routes with a `cluster`");
     let text = with_route("cluster = \"api\"\ntimeout = 5\n");
     assert_one(&text, "routes[0].timeout", Some(10), "needs a unit");
 }
@@ -121,75 +88,33 @@ fn bad_matches() {
         ("host = \"example.com:443\"", "match.host", "without a port"),
         ("host = \"exa_mple.com\"", "match.host", "labels of letters"),
         ("path = \"v1\"", "match.path", "must start with '/'"),
-        (
-            "path_prefix = \"/a b\"",
-            "match.path_prefix",
-            "contains ' '",
-        ),
+        ("path_prefix = \"/a b\"", "match.path_prefix", "contains ' '"),
         ("path = \"/a?b=1\"", "match.path", "contains '?'"),
-        (
-            "path = \"/a\", path_prefix = \"/b\"",
-            "match.path_prefix",
-            "at most one of `path` (exact) and `path_prefix`",
-        ),
-        (
-            "methods = [\"GET\", \"get\"]",
-            "match.methods[1]",
-            "methods are case-sensitive: write \"GET\", not \"get\"",
-        ),
-        (
-            "methods = [\"G(T\"]",
-            "match.methods[0]",
-            "invalid method \"G(T\"",
-        ),
-        (
-            "headers = [{ name = \"x y\" }]",
-            "match.headers[0].name",
-            "invalid header name \"x y\"",
-        ),
-        (
-            "headers = [{ name = \"x\", value = \"a\\nb\" }]",
-            "match.headers[0].value",
-            "control characters",
-        ),
-        (
-            "headers = [{ value = \"1\" }]",
-            "match.headers[0]",
-            "missing field `name`",
-        ),
+        ("path = \"/a\", path_prefix = \"/b\"", "match.path_prefix", "at most one of `path` (exact) and `path_prefix`"),
+        ("methods = [\"GET\", \"get\"]", "match.methods[1]", "methods are case-sensitive: write \"GET\", not \"get\""),
+        ("methods = [\"G(T\"]", "match.methods[0]", "invalid method \"G(T\""),
+        ("headers = [{ name = \"x y\" }]", "match.headers[0].name", "invalid header name \"x y\""),
+        ("headers = [{ name = \"x\", value = \"a\\nb\" }]", "match.headers[0].value", "control characters"),
+        ("headers = [{ value = \"1\" }]", "match.headers[0]", "missing field `name`"),
         ("hots = \"a\"", "match.hots", "unknown field `hots`"),
-        (
-            "methods = \"GET\"",
-            "match.methods",
-            "invalid type: string \"GET\", expected a sequence",
-        ),
+        ("methods = \"GET\"", "match.methods", "invalid type: string \"GET\", expected a sequence"),
     ];
     for (inner, key, needle) in cases {
         let text = with_route(&format!("cluster = \"api\"\nmatch = {{ {inner} }}\n"));
         assert_one(&text, &format!("routes[0].{key}"), Some(10), needle);
     }
     // Lower-case custom methods are tokens like any other.
-    valid(&with_route(
-        "cluster = \"api\"\nmatch = { methods = [\"purge\"] }\n",
-    ));
+    valid(&with_route("cluster = \"api\"\nmatch = { methods = [\"purge\"] }\n"));
 }
 
 #[test]
 fn direct_response() {
     let text = with_route("direct_response = { status = 503, body = \"down\\n\", headers = { \"content-type\" = \"text/plain\", \"retry-after\" = \"5\", \"cache-control\" = \"no-store\" } }\n");
-    let Action::Direct(d) = valid(&text).routes.remove(0).action else {
-        panic!()
-    };
+    let Action::Direct(d) = valid(&text).routes.remove(0).action else { panic!() };
     assert_eq!((d.status, d.body.as_str()), (503, "down\n"));
     let names: Vec<&str> = d.headers.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["content-type", "retry-after", "cache-control"]);
-    let Action::Direct(d) = valid(&with_route("direct_response = {}\n"))
-        .routes
-        .remove(0)
-        .action
-    else {
-        panic!()
-    };
+    let Action::Direct(d) = valid(&with_route("direct_response = {}\n")).routes.remove(0).action else { panic!() };
     assert_eq!((d.status, d.body.as_str(), d.headers.len()), (200, "", 0));
 }
 
@@ -198,95 +123,39 @@ fn bad_direct_responses() {
     let cases = [
         ("status = 199", "status", "between 200 and 599, got 199"),
         ("status = 600", "status", "between 200 and 599, got 600"),
-        (
-            "status = 204, body = \"x\"",
-            "body",
-            "a 204 response has no body",
-        ),
-        (
-            "headers = { \"Content-Length\" = \"3\" }",
-            "headers.Content-Length",
-            "set by the gateway",
-        ),
-        (
-            "headers = { \"transfer-encoding\" = \"chunked\" }",
-            "headers.transfer-encoding",
-            "set by the gateway",
-        ),
-        (
-            "headers = { \"connection\" = \"close\" }",
-            "headers.connection",
-            "set by the gateway",
-        ),
-        (
-            "headers = { \"a b\" = \"x\" }",
-            "headers.\"a b\"",
-            "invalid header name",
-        ),
-        (
-            "headers = { \"x\" = \"a\\r\\nb: c\" }",
-            "headers.x",
-            "control characters",
-        ),
+        ("status = 204, body = \"x\"", "body", "a 204 response has no body"),
+        ("headers = { \"Content-Length\" = \"3\" }", "headers.Content-Length", "set by the gateway"),
+        ("headers = { \"transfer-encoding\" = \"chunked\" }", "headers.transfer-encoding", "set by the gateway"),
+        ("headers = { \"connection\" = \"close\" }", "headers.connection", "set by the gateway"),
+        ("headers = { \"a b\" = \"x\" }", "headers.\"a b\"", "invalid header name"),
+        ("headers = { \"x\" = \"a\\r\\nb: c\" }", "headers.x", "control characters"),
         ("headers = { \"x\" = 1 }", "headers.x", "expected a string"),
         ("code = 200", "code", "unknown field `code`"),
     ];
     for (inner, key, needle) in cases {
         let text = with_route(&format!("direct_response = {{ {inner} }}\n"));
-        assert_one(
-            &text,
-            &format!("routes[0].direct_response.{key}"),
-            Some(9),
-            needle,
-        );
+        assert_one(&text, &format!("routes[0].direct_response.{key}"), Some(9), needle);
     }
 }
 
 #[test]
 fn redirect() {
     let text = with_route("redirect = { status = 308, scheme = \"https\", host = \"New.example.com\", port = 443, path = \"/x\", keep_query = true }\n");
-    let Action::Redirect(r) = valid(&text).routes.remove(0).action else {
+    let Action::Redirect(r) = valid(&text).routes.remove(0).action else { panic!() };
+    assert_eq!((r.status, r.scheme.as_deref(), r.host.as_deref()), (308, Some("https"), Some("new.example.com")));
+    assert_eq!((r.port, r.path.as_deref(), r.keep_query), (Some(443), Some("/x"), true));
+    let Action::Redirect(r) = valid(&with_route("redirect = { scheme = \"https\" }\n")).routes.remove(0).action else {
         panic!()
     };
-    assert_eq!(
-        (r.status, r.scheme.as_deref(), r.host.as_deref()),
-        (308, Some("https"), Some("new.example.com"))
-    );
-    assert_eq!(
-        (r.port, r.path.as_deref(), r.keep_query),
-        (Some(443), Some("/x"), true)
-    );
-    let Action::Redirect(r) = valid(&with_route("redirect = { scheme = \"https\" }\n"))
-        .routes
-        .remove(0)
-        .action
-    else {
-        panic!()
-    };
-    assert_eq!(
-        (r.status, r.host, r.port, r.path, r.keep_query),
-        (301, None, None, None, false)
-    );
+    assert_eq!((r.status, r.host, r.port, r.path, r.keep_query), (301, None, None, None, false));
 }
 
 #[test]
 fn bad_redirects() {
     let cases = [
-        (
-            "status = 200, scheme = \"https\"",
-            "status",
-            "301, 302, 303, 307 or 308, got 200",
-        ),
-        (
-            "status = 99999, scheme = \"https\"",
-            "status",
-            "between 0 and 65535",
-        ),
-        (
-            "scheme = \"ftp\"",
-            "scheme",
-            "\"http\" or \"https\", got \"ftp\"",
-        ),
+        ("status = 200, scheme = \"https\"", "status", "301, 302, 303, 307 or 308, got 200"),
+        ("status = 99999, scheme = \"https\"", "status", "between 0 and 65535"),
+        ("scheme = \"ftp\"", "scheme", "\"http\" or \"https\", got \"ftp\""),
         ("port = 0", "port", "between 1 and 65535, got 0"),
         ("port = 65536", "port", "between 1 and 65535"),
         ("host = \"a b\"", "host", "invalid host"),
@@ -295,11 +164,7 @@ fn bad_redirects() {
         ("keep_query = \"yes\"", "keep_query", "expected a boolean"),
     ];
     for (inner, key, needle) in cases {
-        let path = if key.is_empty() {
-            "routes[0].redirect".to_owned()
-        } else {
-            format!("routes[0].redirect.{key}")
-        };
+        let path = if key.is_empty() { "routes[0].redirect".to_owned() } else { format!("routes[0].redirect.{key}") };
         let text = with_route(&format!("redirect = {{ {inner} }}\n"));
         assert_one(&text, &path, Some(9), needle);
     }
@@ -307,22 +172,11 @@ fn bad_redirects() {
 
 #[test]
 fn route_names() {
-    let text = format!(
-        "{}[[routes]]\nname = \"r\"\ncluster = \"api\"\n",
-        with_route("cluster = \"api\"\n")
-    );
-    assert_one(
-        &text,
-        "routes[1].name",
-        Some(11),
-        "duplicate name \"r\" (already used by routes[0])",
-    );
+    let text = format!("{}[[routes]]\nname = \"r\"\ncluster = \"api\"\n", with_route("cluster = \"api\"\n"));
+    assert_one(&text, "routes[1].name", Some(11), "duplicate name \"r\" (already used by routes[0])");
     let text = format!("{LISTENER}[[routes]]\nname = \"\"\ndirect_response = {{}}\n");
     assert_one(&text, "routes[0].name", Some(5), "invalid name \"\"");
-    let text = format!(
-        "{LISTENER}[[routes]]\nname = \"{}\"\ndirect_response = {{}}\n",
-        "x".repeat(65)
-    );
+    let text = format!("{LISTENER}[[routes]]\nname = \"{}\"\ndirect_response = {{}}\n", "x".repeat(65));
     assert_one(&text, "routes[0].name", Some(5), "1 to 64");
 }
 
@@ -333,15 +187,10 @@ fn broken_route_does_not_hide_others() {
         with_route("cluster = \"nope\"\n")
     );
     let errors = errors(&text);
-    let found: Vec<(&str, Option<usize>)> =
-        errors.iter().map(|(p, l, _)| (p.as_str(), *l)).collect();
+    let found: Vec<(&str, Option<usize>)> = errors.iter().map(|(p, l, _)| (p.as_str(), *l)).collect();
     assert_eq!(
         found,
-        [
-            ("routes[0].cluster", Some(9)),
-            ("routes[1].clustr", Some(12)),
-            ("routes[2]", Some(13))
-        ],
+        [("routes[0].cluster", Some(9)), ("routes[1].clustr", Some(12)), ("routes[2]", Some(13))],
         "{errors:#?}"
     );
 }

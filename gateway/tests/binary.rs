@@ -1,0 +1,174 @@
+//! End-to-end: the real `gateway` binary: `check`, `--version`, startup and graceful drain on
+//! SIGTERM with a request in flight.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const BIN: &str = env!("CARGO_BIN_EXE_gateway");
+
+fn temp_file(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("gw-test-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("gateway.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn check_accepts_a_good_file_with_a_summary() {
+    let path = temp_file("good", &config("auto", "127.0.0.1:9".parse().unwrap(), "", ""));
+    let out = Command::new(BIN).args(["check", "--config"]).arg(&path).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(": ok: 1 listener, 1 route, 1 cluster (1 endpoint)"), "{stdout}");
+    assert_eq!(stdout.lines().count(), 1);
+}
+
+#[test]
+fn check_lists_every_error_with_line_and_exits_1() {
+    let text = r#"
+[server]
+workers = 0
+drain_timeout = "soon"
+
+[[listeners]]
+name = "a"
+address = "127.0.0.1:notaport"
+
+[[routes]]
+name = "r"
+cluster = "nope"
+
+[[clusters]]
+name = "c"
+endpoints = []
+"#;
+    let path = temp_file("bad", text);
+    let out = Command::new(BIN).args(["check", "--config"]).arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for needle in [
+        "gateway.toml:3: server.workers",
+        "gateway.toml:4: server.drain_timeout",
+        "gateway.toml:8: listeners[0].address",
+        "gateway.toml:12: routes[0].cluster",
+        "gateway.toml:16: clusters[0].endpoints",
+    ] {
+        assert!(stderr.contains(needle), "missing {needle:?} in:\n{stderr}");
+    }
+    let missing = Command::new(BIN).args(["check", "--config", "/nonexistent/gw.toml"]).output().unwrap();
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("cannot read"));
+}
+
+#[test]
+fn version_is_printed() {
+    let out = Command::new(BIN).arg("--version").output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), format!("gateway {}", env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn every_example_config_passes_check() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../packaging/examples");
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let out = Command::new(BIN).args(["check", "--config"]).arg(&path).output().unwrap();
+            assert!(out.status.success(), "{}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+            n += 1;
+        }
+    }
+    assert!(n >= 2);
+}
+
+/// A running gateway process and the listener address it logged.
+struct Proc {
+    child: Child,
+    addr: SocketAddr,
+    log: std::sync::mpsc::Receiver<String>,
+}
+
+fn spawn(config: &str, name: &str) -> Proc {
+    let path = temp_file(name, config);
+    let mut child = Command::new(BIN)
+        .args(["run", "--config"])
+        .arg(&path)
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut addr = None;
+    let mut workers = 0;
+    while Instant::now() < deadline && (addr.is_none() || workers == 0) {
+        let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) else { continue };
+        if line.contains("listener bound") {
+            let a = line.split("address=").nth(1).unwrap().split_whitespace().next().unwrap();
+            addr = Some(a.parse().unwrap());
+        }
+        if line.contains("worker started") {
+            assert!(line.contains("driver=") && line.contains("core="), "{line}");
+            workers += 1;
+        }
+    }
+    Proc { child, addr: addr.expect("gateway logged its listener"), log: rx }
+}
+
+#[test]
+fn sigterm_drains_in_flight_requests_then_exits_0() {
+    let o = origin();
+    let toml = config("auto", o.addr(), "", "").replace("log_level = \"warn\"", "log_level = \"info\"");
+    let mut p = spawn(&toml, "drain");
+    // An idle keep-alive connection, and a request in flight.
+    let mut idle = connect(p.addr);
+    idle.write_all(b"GET /bytes/1 HTTP/1.1\r\nhost: a\r\n\r\n").unwrap();
+    let mut idle_r = BufReader::new(idle);
+    assert_eq!(read_response(&mut idle_r, false).unwrap().status, 200);
+    let addr = p.addr;
+    let in_flight = std::thread::spawn(move || get(addr, "/delay/1500"));
+    assert!(wait_until(Duration::from_secs(5), || o.received().iter().any(|r| r.target == "/delay/1500")
+        || o.requests() >= 1));
+    std::thread::sleep(Duration::from_millis(200));
+    let sent = Instant::now();
+    send_signal(p.child.id(), "TERM");
+    // The in-flight request completes normally.
+    let resp = in_flight.join().unwrap();
+    assert_eq!(resp.status, 200, "in-flight request completed");
+    // The idle connection is closed.
+    assert!(is_closed(&mut idle_r), "idle keep-alive connection closed on drain");
+    // The process exits 0 once drained, well before the drain timeout.
+    let status = loop {
+        if let Some(s) = p.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(sent.elapsed() < Duration::from_secs(8), "gateway did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "exit status {status:?}");
+    // New connections are refused after exit.
+    assert!(std::net::TcpStream::connect(addr).is_err());
+    let logs: Vec<String> = p.log.try_iter().collect();
+    assert!(logs.iter().any(|l| l.contains("draining")), "{logs:?}");
+}
+
+fn send_signal(pid: u32, sig: &str) {
+    let status = Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status().unwrap();
+    assert!(status.success());
+}

@@ -53,6 +53,7 @@ NGINX=""
 ORIGIN_PID=""
 ORIGIN_PORT=""
 CLK_TCK=""
+LOADAVG=""                 # /proc/loadavg when the measured rounds start
 
 main() {
     check_params
@@ -452,6 +453,8 @@ run_wrk() {
 run_rounds() {
     local round p
     : >"$WORK/runs.jsonl"
+    LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
+    log "load average before the rounds: $LOADAVG"
     for ((round = 1; round <= ROUNDS; round++)); do
         for p in "${ACTIVE[@]}"; do
             measure "$p" "$round"
@@ -525,7 +528,7 @@ report() {
     jq -n \
         --slurpfile runs "$WORK/runs.jsonl" \
         --argjson skipped "$(printf '%s\n' "${SKIPPED_JSON[@]}" | jq -s 'map(select(. != null))')" \
-        --arg stamp "$STAMP" --arg kernel "$(uname -r)" --argjson nproc "$(nproc)" \
+        --arg stamp "$STAMP" --arg kernel "$(uname -r)" --argjson nproc "$(nproc)" --arg loadavg "$LOADAVG" \
         --arg cpu "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//' || true)" \
         --arg nginx "$("$NGINX" -v 2>&1 | sed 's|^nginx version: nginx/||')" \
         --arg wrk "$(wrk -v 2>&1 | head -n 1 | cut -d' ' -f2 || true)" \
@@ -560,7 +563,8 @@ def stats(f): [.[] | f | select(. != null)] |
   benchmark: "h1-small",
   description: "small keep-alive HTTP/1.1 GETs of / (2-byte body), one wrk thread",
   timestamp: $stamp,
-  machine: {kernel: $kernel, nproc: $nproc, cpu_model: $cpu, nginx: $nginx, wrk: $wrk},
+  machine: {kernel: $kernel, nproc: $nproc, cpu_model: $cpu, nginx: $nginx, wrk: $wrk,
+            loadavg_before: $loadavg},
   git: {commit: $commit, dirty: $dirty},
   params: {duration_s: $duration, warmup_s: $warmup, rounds: $rounds, connections: $conns,
            wrk_threads: 1, proxy_cpu: $pcpu, load_cpu: $lcpu, origin: "nginx 1 worker, return 200 ok",
@@ -588,7 +592,7 @@ markdown() {
     "",
     "Small keep-alive GETs of `/` (2-byte body): wrk -t1 -c\(.params.connections), \(.params.duration_s) s per run after \(.params.warmup_s) s warm-up, \(.params.rounds) interleaved round(s), median (min–max) over rounds. Proxies pinned to CPU \(.params.proxy_cpu), one worker each, kept running across rounds; origin (nginx, 1 worker) and wrk pinned to CPU \(.params.load_cpu). CPU/req: utime+stime of all the proxy'"'"'s processes per completed request.",
     "",
-    "Machine: Linux \(.machine.kernel), \(.machine.nproc) CPUs (\(.machine.cpu_model)); nginx \(.machine.nginx); wrk \(.machine.wrk); commit \(.git.commit)\(if .git.dirty then " (dirty tree)" else "" end).",
+    "Machine: Linux \(.machine.kernel), \(.machine.nproc) CPUs (\(.machine.cpu_model)), load average \(.machine.loadavg_before) before the rounds; nginx \(.machine.nginx); wrk \(.machine.wrk); commit \(.git.commit)\(if .git.dirty then " (dirty tree)" else "" end).",
     "",
     "| proxy | req/s | µs CPU/req | p50 µs | p99 µs | errors | req/s vs nginx | CPU/req vs nginx | origin µs CPU/req |",
     "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",

@@ -97,6 +97,14 @@ struct Proc {
     log: std::sync::mpsc::Receiver<String>,
 }
 
+impl Drop for Proc {
+    fn drop(&mut self) {
+        // Never leave a gateway behind when a test fails half-way.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 fn spawn(config: &str, name: &str) -> Proc {
     let path = temp_file(name, config);
     let mut child = Command::new(BIN)

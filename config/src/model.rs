@@ -9,7 +9,7 @@ use std::num::NonZeroUsize;
 use std::time::Duration;
 
 /// A complete, valid configuration.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Config {
     pub server: Server,
     pub listeners: Vec<Listener>,
@@ -19,13 +19,14 @@ pub struct Config {
 }
 
 /// Process-wide settings.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Server {
     pub workers: Workers,
     pub io_driver: IoDriver,
     /// The admin listener; `None` only when the operator disabled it with `admin = false`.
     pub admin: Option<Admin>,
     /// How long in-flight requests may run after SIGTERM before connections are closed.
+    #[serde(serialize_with = "ser::duration")]
     pub drain_timeout: Duration,
     /// Log filter (tracing `EnvFilter` syntax); `RUST_LOG` overrides it.
     pub log_level: String,
@@ -42,7 +43,8 @@ pub enum Workers {
     Fixed(NonZeroUsize),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum IoDriver {
     /// io_uring, falling back to epoll only when io_uring cannot start.
     Auto,
@@ -50,15 +52,16 @@ pub enum IoDriver {
     Epoll,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Admin {
     pub address: SocketAddr,
-    /// Required when `address` is not loopback (validation enforces it).
+    /// Required when `address` is not loopback (validation enforces it). Never serialized.
+    #[serde(serialize_with = "ser::redacted")]
     pub token: Option<String>,
 }
 
 /// Per-request and per-connection limits; all finite.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Limits {
     /// Longest request line (method, target, version) accepted; longer -> 414.
     pub max_request_line_bytes: usize,
@@ -75,19 +78,22 @@ pub struct Limits {
 }
 
 /// Downstream timeouts; all finite.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Timeouts {
     /// Time allowed to receive a complete request head once its first byte arrived (or the
     /// connection opened); expiry -> 408 and close.
+    #[serde(serialize_with = "ser::duration")]
     pub header_read: Duration,
     /// How long an idle keep-alive connection is kept open between requests.
+    #[serde(serialize_with = "ser::duration")]
     pub idle: Duration,
     /// Longest wait for the client to send the next piece of a request body, or to accept the
     /// next piece of a response; expiry closes the connection.
+    #[serde(serialize_with = "ser::duration")]
     pub body_io: Duration,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Listener {
     /// Unique name.
     pub name: String,
@@ -98,12 +104,13 @@ pub struct Listener {
     pub protocol: ListenerProtocol,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ListenerProtocol {
     Http1,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Route {
     /// Unique name.
     pub name: String,
@@ -112,7 +119,7 @@ pub struct Route {
 }
 
 /// All present conditions must hold. An empty match matches every request.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize)]
 pub struct RouteMatch {
     pub host: Option<HostMatch>,
     pub path: Option<PathMatch>,
@@ -122,7 +129,7 @@ pub struct RouteMatch {
 }
 
 /// Host match, compared case-insensitively against the request host without its port.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub enum HostMatch {
     /// Lower-case host name, e.g. `shop.example.com`.
     Exact(String),
@@ -132,14 +139,14 @@ pub enum HostMatch {
 }
 
 /// Path match against the request path (the target without its query string).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub enum PathMatch {
     Exact(String),
     /// Plain byte prefix: `/api` matches `/api`, `/api/x` and `/apix`.
     Prefix(String),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct HeaderMatch {
     /// Lower-case field name.
     pub name: String,
@@ -147,23 +154,24 @@ pub struct HeaderMatch {
     pub value: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub enum Action {
     Proxy(ProxyAction),
     Direct(DirectResponse),
     Redirect(Redirect),
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ProxyAction {
     /// Index into `Config::clusters`.
     pub cluster: usize,
     /// Time from the start of the request until the upstream response head arrives (-> 504),
     /// and the longest pause between two reads of the upstream response body.
+    #[serde(serialize_with = "ser::duration")]
     pub timeout: Duration,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct DirectResponse {
     pub status: u16,
     /// Field names are valid tokens, values contain no control characters.
@@ -172,7 +180,7 @@ pub struct DirectResponse {
 }
 
 /// A redirect: each unset part keeps the request's own.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Redirect {
     /// 301, 302, 303, 307 or 308.
     pub status: u16,
@@ -185,7 +193,7 @@ pub struct Redirect {
     pub keep_query: bool,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Cluster {
     /// Unique name.
     pub name: String,
@@ -193,10 +201,11 @@ pub struct Cluster {
     pub endpoints: Vec<Endpoint>,
     pub balancer: Balancer,
     pub pool: PoolSettings,
+    #[serde(serialize_with = "ser::duration")]
     pub connect_timeout: Duration,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Endpoint {
     /// As written in the file (`host:port`), for logs and stats.
     pub name: String,
@@ -206,7 +215,8 @@ pub struct Endpoint {
     pub weight: u32,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Balancer {
     /// Power of two random choices on least outstanding requests (the default).
     P2c,
@@ -214,10 +224,43 @@ pub enum Balancer {
     RoundRobin,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct PoolSettings {
     /// Idle keep-alive connections kept per endpoint per worker.
     pub max_idle_per_endpoint: usize,
     /// An idle pooled connection older than this is closed instead of reused.
+    #[serde(serialize_with = "ser::duration")]
     pub idle_timeout: Duration,
+}
+
+impl serde::Serialize for Workers {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Workers::Auto => s.serialize_str("auto"),
+            Workers::Fixed(n) => s.serialize_u64(n.get() as u64),
+        }
+    }
+}
+
+/// Serialization helpers: the JSON form of a config is what the admin port shows.
+mod ser {
+    use std::time::Duration;
+
+    /// Durations as the config writes them: `"250ms"`, `"15s"`.
+    pub fn duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        let ms = d.as_millis();
+        if ms % 1000 == 0 {
+            s.serialize_str(&format!("{}s", ms / 1000))
+        } else {
+            s.serialize_str(&format!("{ms}ms"))
+        }
+    }
+
+    /// Secrets: whether one is set, never its value.
+    pub fn redacted<S: serde::Serializer>(v: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(_) => s.serialize_str("<redacted>"),
+            None => s.serialize_none(),
+        }
+    }
 }

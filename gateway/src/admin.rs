@@ -1,41 +1,145 @@
-//! The gateway's admin endpoints (served by the `gateway-admin` server on its own thread).
+//! The gateway's admin endpoints, served by the `gateway-admin` server on its own thread (never
+//! on a data-path worker).
+//!
+//! | endpoint | |
+//! | --- | --- |
+//! | `GET /healthz` | 200 while the process runs |
+//! | `GET /ready` | 200 once the first config is applied, 503 while draining |
+//! | `GET /stats` | per-worker counters and totals (JSON) |
+//! | `GET /server_info` | version, workers, pinned cores, I/O drivers, cgroup quota, uptime |
+//! | `GET /config` | the effective config (secrets redacted), version, hash, loaded_at, source, reload status |
+//! | `GET /clusters` | clusters and their endpoints |
+//! | `POST /reload` | re-read the config file; 200 with the applied version, 400 with every error |
+//! | `POST /drain` | stop accepting and drain, as on SIGTERM |
+//!
+//! When a token is configured, the mutating endpoints need `Authorization: Bearer <token>`.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Instant, UNIX_EPOCH};
 
 use gateway_admin::{Handler, Request, Response};
 
+use crate::control::{hex, Control};
 use crate::runtime::Shared;
 use crate::stats::WorkerStats;
 use crate::ServerInfo;
 
-pub fn handler(shared: Arc<Shared>, stats: Vec<Arc<WorkerStats>>, info: ServerInfo, started: Instant) -> Handler {
-    Arc::new(move |req: &Request| {
-        if req.method != "GET" && req.method != "HEAD" {
-            return Response::text(405, "method not allowed\n");
-        }
-        match req.path.as_str() {
-            "/healthz" => Response::text(200, "ok\n"),
-            "/ready" => {
-                if shared.draining.load(Ordering::Acquire) {
-                    Response::text(503, "draining\n")
-                } else {
-                    Response::text(200, "ready\n")
-                }
+pub struct AdminContext {
+    pub shared: Arc<Shared>,
+    pub control: Arc<Control>,
+    pub stats: Vec<Arc<WorkerStats>>,
+    pub info: ServerInfo,
+    pub started: Instant,
+    pub token: Option<String>,
+}
+
+pub fn handler(ctx: AdminContext) -> Handler {
+    Arc::new(move |req: &Request| route(&ctx, req))
+}
+
+fn route(ctx: &AdminContext, req: &Request) -> Response {
+    let method = req.method.as_str();
+    match (method, req.path.as_str()) {
+        ("GET" | "HEAD", "/healthz") => Response::text(200, "ok\n"),
+        ("GET" | "HEAD", "/ready") => {
+            if ctx.shared.draining.load(Ordering::Acquire) {
+                Response::text(503, "draining\n")
+            } else if ctx.shared.snapshot.load().version == 0 {
+                Response::text(503, "starting\n")
+            } else {
+                Response::text(200, "ready\n")
             }
-            "/stats" => Response::json(200, &crate::stats::to_json(&stats)),
-            "/server_info" => {
-                let snap = shared.snapshot.load();
-                let mut v = serde_json::to_value(&info).unwrap_or_default();
-                if let Some(obj) = v.as_object_mut() {
-                    obj.insert("uptime_seconds".into(), started.elapsed().as_secs().into());
-                    obj.insert("config_version".into(), snap.version.into());
-                    obj.insert("draining".into(), shared.draining.load(Ordering::Acquire).into());
-                }
-                Response::json(200, &v)
-            }
-            _ => Response::text(404, "not found\n"),
         }
-    })
+        ("GET" | "HEAD", "/stats") => Response::json(200, &crate::stats::to_json(&ctx.stats)),
+        ("GET" | "HEAD", "/server_info") => server_info(ctx),
+        ("GET" | "HEAD", "/config") => config(ctx),
+        ("GET" | "HEAD", "/clusters") => clusters(ctx),
+        ("POST", "/reload") => authorized(ctx, req, || match ctx.control.reload("admin") {
+            Ok(applied) => Response::json(200, &serde_json::to_value(&applied).unwrap_or_default()),
+            Err(message) => {
+                Response::text(400, format!("reload rejected; the running configuration stays:\n{message}\n"))
+            }
+        }),
+        ("POST", "/drain") => authorized(ctx, req, || {
+            ctx.shared.draining.store(true, Ordering::Release);
+            tracing::info!("drain requested through the admin port");
+            Response::text(202, "draining\n")
+        }),
+        (_, "/healthz" | "/ready" | "/stats" | "/server_info" | "/config" | "/clusters" | "/reload" | "/drain") => {
+            Response::text(405, "method not allowed\n")
+        }
+        _ => Response::text(404, "not found\n"),
+    }
+}
+
+/// Runs `f` if the request carries the admin token (or none is configured).
+fn authorized(ctx: &AdminContext, req: &Request, f: impl FnOnce() -> Response) -> Response {
+    let Some(token) = &ctx.token else { return f() };
+    let presented = req.header("authorization").and_then(|v| v.strip_prefix("Bearer ")).unwrap_or("");
+    if constant_time_eq(presented.as_bytes(), token.as_bytes()) {
+        f()
+    } else {
+        Response::text(401, "admin token required\n")
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn server_info(ctx: &AdminContext) -> Response {
+    let snap = ctx.shared.snapshot.load();
+    let mut v = serde_json::to_value(&ctx.info).unwrap_or_default();
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert("uptime_seconds".into(), ctx.started.elapsed().as_secs().into());
+        obj.insert("config_version".into(), snap.version.into());
+        obj.insert("draining".into(), ctx.shared.draining.load(Ordering::Acquire).into());
+    }
+    Response::json(200, &v)
+}
+
+fn config(ctx: &AdminContext) -> Response {
+    let snap = ctx.shared.snapshot.load();
+    let loaded_at = snap.loaded_at.duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
+    let listeners: Vec<serde_json::Value> =
+        snap.bindings.iter().map(|b| serde_json::json!({ "name": b.name, "address": b.address.to_string() })).collect();
+    Response::json(
+        200,
+        &serde_json::json!({
+            "version": snap.version,
+            "hash": hex(snap.hash),
+            "loaded_at": loaded_at,
+            "source": ctx.control.source().map(|p| p.display().to_string()),
+            "reload": ctx.control.status(),
+            "bound_listeners": listeners,
+            "config": &*snap.config,
+        }),
+    )
+}
+
+fn clusters(ctx: &AdminContext) -> Response {
+    let snap = ctx.shared.snapshot.load();
+    let clusters: Vec<serde_json::Value> = snap
+        .config
+        .clusters
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "name": c.name,
+                "balancer": c.balancer,
+                "endpoints": c.endpoints.iter().map(|e| serde_json::json!({
+                    "name": e.name,
+                    "address": e.address.to_string(),
+                    "weight": e.weight,
+                    "health": "healthy",
+                    "ejected": false,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    Response::json(200, &serde_json::json!({ "version": snap.version, "clusters": clusters }))
 }

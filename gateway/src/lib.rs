@@ -1,6 +1,7 @@
 //! The edge gateway's data plane: thread-per-core workers on io_uring (or epoll), strict
 //! HTTP/1.1, routing, upstream pools and per-worker stats.
 
+pub mod control;
 pub mod http;
 pub mod proxy;
 pub mod route;
@@ -28,10 +29,10 @@ use stats::WorkerStats;
 /// A running gateway: its workers, listeners and admin server.
 pub struct Gateway {
     shared: Arc<Shared>,
+    control: Arc<control::Control>,
     threads: Vec<JoinHandle<()>>,
     workers: Vec<WorkerInfo>,
     stats: Vec<Arc<WorkerStats>>,
-    listeners: Vec<(String, SocketAddr)>,
     admin: Option<gateway_admin::AdminServer>,
 }
 
@@ -46,9 +47,23 @@ pub struct ServerInfo {
 }
 
 impl Gateway {
+    /// Starts from a config file; reloads re-read it.
+    pub fn start_from_file(path: &std::path::Path) -> Result<Self, String> {
+        let text = std::fs::read(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let utf8 = std::str::from_utf8(&text).map_err(|e| format!("{}: not UTF-8: {e}", path.display()))?;
+        let config = gateway_config::parse(utf8, &path.display().to_string()).map_err(|e| e.to_string())?;
+        Self::start_inner(config, Some(path.to_path_buf()), snapshot::fnv1a64(&text))
+    }
+
+    /// Starts from an in-memory config (tests, embedding); [`Gateway::apply`] replaces it.
+    pub fn start(config: Config) -> Result<Self, String> {
+        let hash = snapshot::fnv1a64(format!("{config:?}").as_bytes());
+        Self::start_inner(config, None, hash)
+    }
+
     /// Binds every listener, starts the workers and the admin server. Returns once every worker
     /// runs; on error nothing keeps running.
-    pub fn start(config: Config) -> Result<Self, String> {
+    fn start_inner(config: Config, source: Option<std::path::PathBuf>, hash: u64) -> Result<Self, String> {
         let started = Instant::now();
         let budget = CpuBudget::detect();
         let n = match config.server.workers {
@@ -66,32 +81,23 @@ impl Gateway {
                 n
             }
         };
-        let mut per_worker: Vec<Vec<std::net::TcpListener>> = (0..n).map(|_| Vec::new()).collect();
-        let mut listeners = Vec::new();
-        for l in &config.listeners {
-            let bound = runtime::listeners::bind(&l.name, l.address, l.backlog, n)
-                .map_err(|e| format!("listener {} cannot bind {}: {e}", l.name, l.address))?;
-            tracing::info!(listener = %bound.name, address = %bound.address, "listener bound");
-            listeners.push((bound.name.clone(), bound.address));
-            for (slot, socket) in per_worker.iter_mut().zip(bound.sockets) {
-                slot.push(socket);
-            }
-        }
         let driver = config.server.io_driver;
         let admin_cfg = config.server.admin.clone();
         let shared = Arc::new(Shared {
-            snapshot: Arc::new(ArcSwap::from_pointee(Snapshot::new(1, config))),
+            snapshot: Arc::new(ArcSwap::from_pointee(Snapshot::new(0, hash, None, config.clone(), Vec::new()))),
             draining: AtomicBool::new(false),
+            handoff: Default::default(),
         });
+        let control = Arc::new(control::Control::start(config, source, hash, n, &shared)?);
         let stats: Vec<Arc<WorkerStats>> = (0..n).map(|_| Arc::new(WorkerStats::default())).collect();
-        let (threads, workers) = match runtime::spawn_workers(&shared, driver, &budget.allowed, per_worker, &stats) {
+        let (threads, workers) = match runtime::spawn_workers(&shared, driver, &budget.allowed, &stats) {
             Ok(x) => x,
             Err(e) => {
                 shared.draining.store(true, Ordering::Release);
                 return Err(e);
             }
         };
-        let mut gateway = Self { shared, threads, workers, stats, listeners, admin: None };
+        let mut gateway = Self { shared, control, threads, workers, stats, admin: None };
         if let Some(admin) = admin_cfg {
             let info = ServerInfo {
                 version: env!("CARGO_PKG_VERSION"),
@@ -103,8 +109,15 @@ impl Gateway {
                     Workers::Fixed(n) => n.to_string(),
                 },
             };
-            let handler = admin::handler(Arc::clone(&gateway.shared), gateway.stats.clone(), info, started);
-            match gateway_admin::AdminServer::start(admin.address, handler) {
+            let ctx = admin::AdminContext {
+                shared: Arc::clone(&gateway.shared),
+                control: Arc::clone(&gateway.control),
+                stats: gateway.stats.clone(),
+                info,
+                started,
+                token: admin.token.clone(),
+            };
+            match gateway_admin::AdminServer::start(admin.address, admin::handler(ctx)) {
                 Ok(server) => {
                     tracing::info!(address = %server.local_addr(), "admin listening");
                     gateway.admin = Some(server);
@@ -118,9 +131,24 @@ impl Gateway {
         Ok(gateway)
     }
 
-    /// The bound address of the named listener (port 0 resolved).
+    /// Re-reads the config file and applies it (SIGHUP, the file watcher, `POST /reload`).
+    pub fn reload(&self, trigger: &str) -> Result<control::Applied, String> {
+        self.control.reload(trigger)
+    }
+
+    /// Applies an in-memory config.
+    pub fn apply(&self, config: Config) -> Result<control::Applied, String> {
+        let hash = snapshot::fnv1a64(format!("{config:?}").as_bytes());
+        self.control.apply(config, hash, "api")
+    }
+
+    pub fn control(&self) -> &Arc<control::Control> {
+        &self.control
+    }
+
+    /// The bound address of the named listener in the current config (port 0 resolved).
     pub fn listener_addr(&self, name: &str) -> Option<SocketAddr> {
-        self.listeners.iter().find(|(n, _)| n == name).map(|(_, a)| *a)
+        self.shared.snapshot.load().bindings.iter().find(|b| b.name == name).map(|b| b.address)
     }
 
     pub fn admin_addr(&self) -> Option<SocketAddr> {

@@ -53,14 +53,14 @@ fn check(path: &std::path::Path) -> ExitCode {
 }
 
 fn run(path: &std::path::Path) -> ExitCode {
-    let config = match gateway_config::load(path) {
-        Ok(c) => c,
+    let log_level = match gateway_config::load(path) {
+        Ok(c) => c.server.log_level,
         Err(errors) => {
             eprintln!("{errors}");
             return ExitCode::FAILURE;
         }
     };
-    init_logging(&config.server.log_level);
+    init_logging(&log_level);
     // Register signal handlers before any worker exists so no signal is lost.
     let mut signals = match Signals::new([SIGTERM, SIGINT, SIGHUP]) {
         Ok(s) => s,
@@ -69,22 +69,29 @@ fn run(path: &std::path::Path) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    tracing::info!(config = %path.display(), summary = %config.summary(), version = env!("CARGO_PKG_VERSION"), "starting");
-    let gateway = match gateway::Gateway::start(config) {
+    tracing::info!(config = %path.display(), version = env!("CARGO_PKG_VERSION"), "starting");
+    let gateway = match gateway::Gateway::start_from_file(path) {
         Ok(g) => g,
         Err(e) => {
             tracing::error!(error = %e, "startup failed");
             return ExitCode::FAILURE;
         }
     };
-    for signal in signals.forever() {
-        match signal {
-            SIGHUP => tracing::warn!("SIGHUP: configuration reload is not implemented yet; ignoring"),
-            _ => {
+    tracing::info!(summary = %gateway.snapshot().config.summary(), "serving");
+    'serve: loop {
+        for signal in signals.pending() {
+            if signal == SIGHUP {
+                let _ = gateway.reload("SIGHUP");
+            } else {
                 tracing::info!(signal, "draining: stop accepting, finishing in-flight requests");
-                break;
+                break 'serve;
             }
         }
+        if gateway.is_draining() {
+            tracing::info!("draining (requested through the admin port)");
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
     gateway.shutdown();
     tracing::info!("stopped");

@@ -105,7 +105,7 @@ pub async fn forward(
             };
             tracing::debug!(upstream = %endpoint.address, error = %e, "upstream exchange failed");
             // Without a request body the connection is still in sync: answer and keep it.
-            let keep = head.body == BodyFraming::None && head.keep_alive && !worker.drain.is_triggered();
+            let keep = head.body == BodyFraming::None && head.keep_alive && !conn.closing();
             match status {
                 Some(s) if keep => reply_keep_alive(worker, conn, local, head, s).await,
                 Some(s) => fail(worker, conn, local, s).await,
@@ -309,7 +309,7 @@ async fn relay_response(
         ResponseFraming::Chunked => (Some(Source::Chunked), client_11, !client_11),
         ResponseFraming::UntilClose => (Some(Source::UntilClose), client_11, !client_11),
     };
-    let close = !head.keep_alive || must_close || worker.drain.is_triggered();
+    let close = !head.keep_alive || must_close || conn.closing();
     wbuf.clear();
     {
         let scratch = worker.resp_scratch(server.limits.max_headers);

@@ -1,6 +1,9 @@
 //! An immutable, versioned view of the configuration that workers read.
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use gateway_config::Config;
 
@@ -9,13 +12,50 @@ use crate::route::RouteTable;
 pub struct Snapshot {
     /// 1 for the first config, +1 for every applied reload.
     pub version: u64,
+    /// FNV-1a 64 of the file's bytes (or of the config's debug form when it came from code).
+    pub hash: u64,
+    pub loaded_at: SystemTime,
+    /// The file it was read from, if any.
+    pub source: Option<PathBuf>,
     pub config: Arc<Config>,
     pub routes: RouteTable,
+    /// The listener sockets this config serves, by binding id (see `control`), in
+    /// `config.listeners` order.
+    pub bindings: Vec<Binding>,
+}
+
+/// One listener's bound socket set (one socket per worker), shared across reloads while the
+/// listener's address is unchanged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Binding {
+    pub id: u64,
+    pub name: String,
+    /// The address really bound (port 0 resolved).
+    pub address: SocketAddr,
 }
 
 impl Snapshot {
-    pub fn new(version: u64, config: Config) -> Self {
+    pub fn new(version: u64, hash: u64, source: Option<PathBuf>, config: Config, bindings: Vec<Binding>) -> Self {
         let routes = RouteTable::new(&config);
-        Self { version, config: Arc::new(config), routes }
+        Self { version, hash, loaded_at: SystemTime::now(), source, config: Arc::new(config), routes, bindings }
+    }
+}
+
+/// FNV-1a, 64 bit: a cheap content hash for config identity (not for security).
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn fnv_known_values() {
+        assert_eq!(super::fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(super::fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
     }
 }

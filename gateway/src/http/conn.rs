@@ -12,7 +12,7 @@ use super::h1::{self, BodyFraming, RequestHead, RequestLimits};
 use super::response;
 use crate::route::RequestFacts;
 use crate::runtime::io::{make_room, read_append_timeout, write_from};
-use crate::runtime::worker::{Local, Worker};
+use crate::runtime::worker::{ListenerHandle, Local, Worker};
 
 /// Largest request body a gateway-answered request (404, direct response, redirect) may carry
 /// and still keep the connection: it is read and discarded. Larger ones close the connection.
@@ -29,6 +29,16 @@ pub struct Downstream {
     pub rpos: usize,
     /// Requests answered so far.
     pub served: u64,
+    /// The listener it came from: when it stops (reload removed it, or drain), the connection
+    /// closes after the current request.
+    pub listener: Rc<ListenerHandle>,
+}
+
+impl Downstream {
+    /// Whether the connection must close after the current request.
+    pub fn closing(&self) -> bool {
+        self.listener.stop.is_triggered()
+    }
 }
 
 /// What happens to the connection after a request.
@@ -39,10 +49,10 @@ pub enum Next {
 }
 
 /// Serves a connection until the client leaves, an error closes it, or the worker drains.
-pub async fn serve(worker: Rc<Worker>, stream: TcpStream, peer: SocketAddr) {
+pub async fn serve(worker: Rc<Worker>, listener: Rc<ListenerHandle>, stream: TcpStream, peer: SocketAddr) {
     worker.stats.connections_active.inc();
     let peer_ip = peer.ip().to_string().into_bytes();
-    let mut conn = Downstream { stream, peer, peer_ip, rbuf: Vec::new(), rpos: 0, served: 0 };
+    let mut conn = Downstream { stream, peer, peer_ip, rbuf: Vec::new(), rpos: 0, served: 0, listener };
     serve_requests(&worker, &mut conn).await;
     worker.buffers.give(std::mem::take(&mut conn.rbuf));
     worker.stats.connections_active.sub(1);
@@ -68,7 +78,7 @@ async fn serve_requests(worker: &Rc<Worker>, conn: &mut Downstream) {
         let next = Box::pin(handle(worker, conn, &local, &head)).await;
         worker.stats.requests_active.sub(1);
         conn.served += 1;
-        if next == Next::Close || worker.drain.is_triggered() {
+        if next == Next::Close || conn.closing() {
             return;
         }
     }
@@ -87,7 +97,7 @@ async fn wait_for_request(worker: &Rc<Worker>, conn: &mut Downstream) -> bool {
     let ready = monoio::select! {
         r = conn.stream.readable(relaxed) => r.is_ok(),
         _ = monoio::time::sleep(limit) => false,
-        _ = worker.drain.wait() => false,
+        _ = conn.listener.stop.wait() => false,
     };
     if ready {
         conn.rbuf = worker.buffers.take();
@@ -208,7 +218,7 @@ async fn answer_locally(
         BodyFraming::Length(n) => n <= DISCARD_LIMIT,
         BodyFraming::Chunked => true,
     };
-    let mut close = !head.keep_alive || !body_small || worker.drain.is_triggered();
+    let mut close = !head.keep_alive || !body_small || conn.closing();
     let ka10 = head.version_minor == 0 && !close;
     let is_head = head.method == h1::Method::Head;
     let mut out = worker.buffers.take();

@@ -27,6 +27,8 @@ use crate::stats::WorkerStats;
 pub struct Shared {
     pub snapshot: Arc<ArcSwap<Snapshot>>,
     pub draining: AtomicBool,
+    /// Listener sockets waiting for their workers (see `control::Handoff`).
+    pub handoff: crate::control::Handoff,
 }
 
 /// A running worker, as reported by the worker itself once its runtime started.
@@ -45,24 +47,23 @@ pub const DRIVER_URING_COOP: &str = "io_uring (coop_taskrun)";
 pub const DRIVER_URING: &str = "io_uring";
 pub const DRIVER_EPOLL: &str = "epoll";
 
-/// Starts `listeners.len()` workers (one socket set each) and waits until every one reports
+/// Starts one worker per entry of `stats` and waits until every one reports
 /// its driver. Fails if any worker cannot start a runtime.
 pub fn spawn_workers(
     shared: &Arc<Shared>,
     driver: IoDriver,
     cores: &[usize],
-    per_worker_listeners: Vec<Vec<std::net::TcpListener>>,
     stats: &[Arc<WorkerStats>],
 ) -> Result<(Vec<JoinHandle<()>>, Vec<WorkerInfo>), String> {
     let (tx, rx) = mpsc::channel::<Result<WorkerInfo, String>>();
     let mut threads = Vec::new();
-    for (id, (listeners, stats)) in per_worker_listeners.into_iter().zip(stats.iter().cloned()).enumerate() {
+    for (id, stats) in stats.iter().cloned().enumerate() {
         let shared = Arc::clone(shared);
         let core = if cores.is_empty() { None } else { cores.get(id % cores.len()).copied() };
         let tx = tx.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("gw-worker-{id}"))
-            .spawn(move || worker_thread(id, core, driver, shared, stats, listeners, tx))
+            .spawn(move || worker_thread(id, core, driver, shared, stats, tx))
             .map_err(|e| format!("cannot spawn worker thread {id}: {e}"))?;
         threads.push(spawned);
     }
@@ -85,7 +86,6 @@ fn worker_thread(
     driver: IoDriver,
     shared: Arc<Shared>,
     stats: Arc<WorkerStats>,
-    listeners: Vec<std::net::TcpListener>,
     tx: mpsc::Sender<Result<WorkerInfo, String>>,
 ) {
     let pinned = core.filter(|&c| core_affinity::set_for_current(core_affinity::CoreId { id: c }));
@@ -93,14 +93,14 @@ fn worker_thread(
         tracing::warn!(worker = id, core = ?core, "could not pin worker to its core");
     }
     let listen_addrs: Vec<String> =
-        listeners.iter().filter_map(|l| l.local_addr().ok()).map(|a| a.to_string()).collect();
+        shared.snapshot.load().bindings.iter().map(|b| format!("{}@{}", b.name, b.address)).collect();
     let report = |name: &'static str| {
         tracing::info!(worker = id, core = ?pinned, driver = name, listeners = ?listen_addrs, "worker started");
         let _ = tx.send(Ok(WorkerInfo { id, core: pinned, driver: name }));
     };
     let run = move || {
         let worker = Rc::new(worker::Worker::new(id, shared, stats));
-        worker::run(worker, listeners)
+        worker::run(worker)
     };
     if driver != IoDriver::Epoll {
         for (name, flags) in [

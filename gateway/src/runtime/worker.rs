@@ -1,6 +1,7 @@
 //! One worker: its state, its listeners' accept loops and its drain.
 
-use std::cell::{RefCell, RefMut};
+use std::cell::{Cell, RefCell, RefMut};
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -33,6 +34,17 @@ pub struct Worker {
     resp_scratch: RefCell<HeadScratch>,
     cache: RefCell<Cache<Arc<ArcSwap<Snapshot>>, Arc<Snapshot>>>,
     local: RefCell<Rc<Local>>,
+    /// Accept loops running, by binding id.
+    listeners: RefCell<HashMap<u64, Rc<ListenerHandle>>>,
+    /// The snapshot version whose listeners are running.
+    listeners_version: Cell<u64>,
+}
+
+/// One listener as a worker runs it. Its connections close after their current request once
+/// `stop` fires (the listener was removed by a reload, or the worker drains).
+#[derive(Default)]
+pub struct ListenerHandle {
+    pub stop: Drain,
 }
 
 /// The config snapshot a request runs on, with this worker's state for its clusters.
@@ -64,6 +76,8 @@ impl Worker {
             resp_scratch: RefCell::new(HeadScratch::new(max_headers)),
             cache: RefCell::new(cache),
             local: RefCell::new(Rc::new(Local { snap, clusters })),
+            listeners: RefCell::new(HashMap::new()),
+            listeners_version: Cell::new(0),
         }
     }
 
@@ -114,17 +128,10 @@ fn sized(cell: &RefCell<HeadScratch>, max_headers: usize) -> RefMut<'_, HeadScra
     s
 }
 
-/// The worker's main task: accept on every listener until drained, then wait for open
-/// connections to finish (up to the drain timeout).
-pub async fn run(worker: Rc<Worker>, listeners: Vec<std::net::TcpListener>) {
-    for l in listeners {
-        match TcpListener::from_std(l) {
-            Ok(l) => {
-                monoio::spawn(accept_loop(Rc::clone(&worker), l));
-            }
-            Err(e) => tracing::error!(worker = worker.id, error = %e, "cannot register listener"),
-        }
-    }
+/// The worker's main task: run the listeners of the current snapshot (following reloads) until
+/// drained, then wait for open connections to finish (up to the drain timeout).
+pub async fn run(worker: Rc<Worker>) {
+    sync_listeners(&worker);
     let mut ticks: u64 = 0;
     while !worker.drain.is_triggered() {
         monoio::select! {
@@ -134,12 +141,17 @@ pub async fn run(worker: Rc<Worker>, listeners: Vec<std::net::TcpListener>) {
         ticks += 1;
         if worker.shared.draining.load(Ordering::Acquire) {
             worker.drain.trigger();
+            break;
         }
+        sync_listeners(&worker);
         if ticks.is_multiple_of(10) {
             for c in &worker.local().clusters {
                 c.evict_idle();
             }
         }
+    }
+    for (_, l) in worker.listeners.borrow_mut().drain() {
+        l.stop.trigger();
     }
     let drain_timeout = worker.local().snap.config.server.drain_timeout;
     let deadline = std::time::Instant::now() + drain_timeout;
@@ -154,11 +166,54 @@ pub async fn run(worker: Rc<Worker>, listeners: Vec<std::net::TcpListener>) {
     }
 }
 
-async fn accept_loop(worker: Rc<Worker>, listener: TcpListener) {
+/// Starts accept loops for listeners the current snapshot added and stops those it removed.
+fn sync_listeners(worker: &Rc<Worker>) {
+    let local = worker.local();
+    if local.snap.version == worker.listeners_version.get() {
+        return;
+    }
+    worker.listeners_version.set(local.snap.version);
+    let mut running = worker.listeners.borrow_mut();
+    running.retain(|id, handle| {
+        let keep = local.snap.bindings.iter().any(|b| b.id == *id);
+        if !keep {
+            tracing::info!(
+                worker = worker.id,
+                binding = id,
+                "listener removed: stop accepting, draining its connections"
+            );
+            handle.stop.trigger();
+        }
+        keep
+    });
+    for b in &local.snap.bindings {
+        if running.contains_key(&b.id) {
+            continue;
+        }
+        let socket = crate::control::lock(&worker.shared.handoff)
+            .get_mut(&b.id)
+            .and_then(|slots| slots.get_mut(worker.id))
+            .and_then(Option::take);
+        let Some(socket) = socket else {
+            tracing::error!(worker = worker.id, listener = %b.name, "no socket handed over for listener");
+            continue;
+        };
+        match TcpListener::from_std(socket) {
+            Ok(l) => {
+                let handle = Rc::new(ListenerHandle::default());
+                running.insert(b.id, Rc::clone(&handle));
+                monoio::spawn(accept_loop(Rc::clone(worker), l, handle));
+            }
+            Err(e) => tracing::error!(worker = worker.id, listener = %b.name, error = %e, "cannot register listener"),
+        }
+    }
+}
+
+async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, handle: Rc<ListenerHandle>) {
     loop {
         let accepted = monoio::select! {
             r = listener.accept() => Some(r),
-            _ = worker.drain.wait() => None,
+            _ = handle.stop.wait() => None,
         };
         let (stream, peer) = match accepted {
             None => return,
@@ -178,6 +233,6 @@ async fn accept_loop(worker: Rc<Worker>, listener: TcpListener) {
             continue;
         }
         let _ = stream.set_nodelay(true);
-        monoio::spawn(crate::http::conn::serve(Rc::clone(&worker), stream, peer));
+        monoio::spawn(crate::http::conn::serve(Rc::clone(&worker), Rc::clone(&handle), stream, peer));
     }
 }

@@ -1,0 +1,239 @@
+//! The control plane of one process: applies configurations atomically.
+//!
+//! A candidate is parsed and validated completely; listener sockets it adds are bound before
+//! anything changes (a bind failure rejects the whole candidate); only then is the new
+//! [`Snapshot`] published with one atomic store. Workers pick it up on their next request
+//! (routes, clusters) and on their next tick (listeners). An invalid candidate changes nothing:
+//! the error is logged, counted and kept for the admin port.
+//!
+//! Settings that cannot change in a running process (`workers`, `io_driver`, the admin
+//! address) keep their running values; the reload reports each one as a warning.
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
+
+use gateway_config::Config;
+
+use crate::runtime::listeners;
+use crate::runtime::Shared;
+use crate::snapshot::{fnv1a64, Binding, Snapshot};
+
+/// Sockets bound by the control plane and not yet taken by their workers: binding id -> one
+/// slot per worker. Locked only when listeners change, never per request.
+pub type Handoff = Mutex<HashMap<u64, Vec<Option<TcpListener>>>>;
+
+pub struct Control {
+    shared: Arc<Shared>,
+    source: Option<PathBuf>,
+    workers: usize,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Live bindings by configured address (and name, for port 0, which binds anew otherwise).
+    bindings: HashMap<BindKey, Binding>,
+    next_binding: u64,
+    reloads_ok: u64,
+    reloads_failed: u64,
+    last_error: Option<ReloadFailure>,
+    last_warnings: Vec<String>,
+}
+
+type BindKey = (SocketAddr, Option<String>);
+
+fn bind_key(l: &gateway_config::Listener) -> BindKey {
+    (l.address, (l.address.port() == 0).then(|| l.name.clone()))
+}
+
+/// A rejected candidate, as shown on the admin port.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ReloadFailure {
+    pub at: SystemTime,
+    pub trigger: String,
+    pub message: String,
+}
+
+/// The result of an applied reload.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Applied {
+    pub version: u64,
+    pub hash: String,
+    /// Settings that changed in the file but cannot change live (kept at their running value).
+    pub warnings: Vec<String>,
+    /// False when the content was identical to the running config (nothing swapped).
+    pub changed: bool,
+}
+
+/// Counters and the last error, for `/config` and `/metrics`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ReloadStatus {
+    pub reloads_ok: u64,
+    pub reloads_failed: u64,
+    pub last_error: Option<ReloadFailure>,
+    pub last_warnings: Vec<String>,
+}
+
+impl Control {
+    /// Binds the first config's listeners and publishes it as version 1.
+    pub fn start(
+        config: Config,
+        source: Option<PathBuf>,
+        hash: u64,
+        workers: usize,
+        handoff_to: &Arc<Shared>,
+    ) -> Result<Self, String> {
+        let control = Self { shared: Arc::clone(handoff_to), source, workers, state: Mutex::new(State::default()) };
+        {
+            let mut state = control.lock();
+            let bindings = control.bind_new(&mut state, &config)?;
+            let snap = Snapshot::new(1, hash, control.source.clone(), config, bindings);
+            control.shared.snapshot.store(Arc::new(snap));
+        }
+        Ok(control)
+    }
+
+    /// Reads the config file again and applies it. `trigger` says why (for logs and `/config`).
+    pub fn reload(&self, trigger: &str) -> Result<Applied, String> {
+        let Some(path) = self.source.clone() else {
+            return Err("this gateway was started from an in-memory config; there is no file to reload".into());
+        };
+        let text = match std::fs::read(&path) {
+            Ok(t) => t,
+            Err(e) => return self.fail(trigger, format!("cannot read {}: {e}", path.display())),
+        };
+        let hash = fnv1a64(&text);
+        if hash == self.shared.snapshot.load().hash {
+            let snap = self.shared.snapshot.load();
+            return Ok(Applied { version: snap.version, hash: hex(hash), warnings: Vec::new(), changed: false });
+        }
+        let parsed = std::str::from_utf8(&text)
+            .map_err(|e| format!("{}: not UTF-8: {e}", path.display()))
+            .and_then(|t| gateway_config::parse(t, &path.display().to_string()).map_err(|e| e.to_string()));
+        match parsed {
+            Ok(config) => self.apply(config, hash, trigger),
+            Err(message) => self.fail(trigger, message),
+        }
+    }
+
+    /// Applies an already validated config (used by reloads and by in-process callers).
+    pub fn apply(&self, mut config: Config, hash: u64, trigger: &str) -> Result<Applied, String> {
+        let mut state = self.lock();
+        let current = self.shared.snapshot.load_full();
+        let warnings = keep_fixed_settings(&mut config, &current.config);
+        let bindings = match self.bind_new(&mut state, &config) {
+            Ok(b) => b,
+            Err(message) => {
+                drop(state);
+                return self.fail(trigger, message);
+            }
+        };
+        let version = current.version + 1;
+        let snap = Snapshot::new(version, hash, self.source.clone(), config, bindings);
+        self.shared.snapshot.store(Arc::new(snap));
+        state.reloads_ok += 1;
+        state.last_warnings = warnings.clone();
+        for w in &warnings {
+            tracing::warn!(trigger, "{w}");
+        }
+        tracing::info!(trigger, version, hash = %hex(hash), "configuration applied");
+        Ok(Applied { version, hash: hex(hash), warnings, changed: true })
+    }
+
+    pub fn status(&self) -> ReloadStatus {
+        let s = self.lock();
+        ReloadStatus {
+            reloads_ok: s.reloads_ok,
+            reloads_failed: s.reloads_failed,
+            last_error: s.last_error.clone(),
+            last_warnings: s.last_warnings.clone(),
+        }
+    }
+
+    pub fn source(&self) -> Option<&Path> {
+        self.source.as_deref()
+    }
+
+    fn fail(&self, trigger: &str, message: String) -> Result<Applied, String> {
+        tracing::error!(trigger, "configuration rejected; the running configuration stays:\n{message}");
+        let mut state = self.lock();
+        state.reloads_failed += 1;
+        state.last_error =
+            Some(ReloadFailure { at: SystemTime::now(), trigger: trigger.into(), message: message.clone() });
+        Err(message)
+    }
+
+    /// Resolves every listener of `config` to a binding: unchanged addresses keep theirs, new
+    /// ones are bound now and handed to the workers. Bindings no longer used are forgotten
+    /// (workers close them when they see the new snapshot). On error nothing changes.
+    fn bind_new(&self, state: &mut State, config: &Config) -> Result<Vec<Binding>, String> {
+        let mut result = Vec::with_capacity(config.listeners.len());
+        let mut fresh: Vec<(BindKey, Binding, Vec<TcpListener>)> = Vec::new();
+        for l in &config.listeners {
+            if let Some(b) = state.bindings.get(&bind_key(l)) {
+                result.push(Binding { name: l.name.clone(), ..b.clone() });
+                continue;
+            }
+            let bound = listeners::bind(&l.name, l.address, l.backlog, self.workers)
+                .map_err(|e| format!("listeners: {} cannot bind {}: {e}", l.name, l.address))?;
+            state.next_binding += 1;
+            let binding = Binding { id: state.next_binding, name: l.name.clone(), address: bound.address };
+            tracing::info!(listener = %l.name, address = %bound.address, "listener bound");
+            result.push(binding.clone());
+            fresh.push((bind_key(l), binding, bound.sockets));
+        }
+        let mut handoff = lock(&self.shared.handoff);
+        for (configured, binding, sockets) in fresh {
+            handoff.insert(binding.id, sockets.into_iter().map(Some).collect());
+            state.bindings.insert(configured, binding);
+        }
+        let live: Vec<u64> = result.iter().map(|b| b.id).collect();
+        state.bindings.retain(|_, b| live.contains(&b.id));
+        // Sockets of bindings that were never taken and are no longer used are closed here.
+        handoff.retain(|id, slots| live.contains(id) && slots.iter().any(Option::is_some));
+        Ok(result)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+}
+
+/// Settings a running process cannot change: keep the running values, say so.
+fn keep_fixed_settings(next: &mut Config, running: &Config) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let (n, r) = (&mut next.server, &running.server);
+    if n.workers != r.workers {
+        warnings.push(format!(
+            "server.workers changed ({:?} -> {:?}): needs a restart; keeping {:?}",
+            r.workers, n.workers, r.workers
+        ));
+        n.workers = r.workers;
+    }
+    if n.io_driver != r.io_driver {
+        warnings.push(format!("server.io_driver changed: needs a restart; keeping {:?}", r.io_driver));
+        n.io_driver = r.io_driver;
+    }
+    if n.admin.as_ref().map(|a| a.address) != r.admin.as_ref().map(|a| a.address) {
+        warnings.push("server.admin address changed: needs a restart; keeping the running admin listener".into());
+        n.admin.clone_from(&r.admin);
+    }
+    if n.log_level != r.log_level {
+        warnings.push(format!("server.log_level changed: needs a restart; keeping {:?}", r.log_level));
+        n.log_level.clone_from(&r.log_level);
+    }
+    warnings
+}
+
+pub fn hex(hash: u64) -> String {
+    format!("{hash:016x}")
+}
+
+/// Locks a mutex, recovering it if a panicking thread poisoned it (the data is plain state that
+/// stays consistent between statements).
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -18,6 +18,11 @@ pub const ADMIN_ADDRESS: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCAL
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// `server.log_level`: tracing `EnvFilter` directive.
 pub const LOG_LEVEL: &str = "info";
+/// `server.watch`: reload automatically when the config file changes.
+pub const WATCH: bool = true;
+/// `server.access_log.buffer_lines`: lines a worker may have queued for the writer before
+/// further lines are dropped (and counted).
+pub const ACCESS_LOG_BUFFER_LINES: usize = 4096;
 /// `server.via`: the pseudonym written in the `Via` header.
 pub const VIA: &str = "gateway";
 

@@ -23,6 +23,7 @@ mod raw;
 mod sections;
 mod units;
 mod validate;
+pub mod watch;
 
 pub use error::{ConfigError, ConfigErrors};
 pub use model::*;

@@ -32,8 +32,38 @@ pub struct Server {
     pub log_level: String,
     /// The name this gateway puts in `Via` (`1.1 <via>`).
     pub via: String,
+    /// Reload automatically when the config file changes (SIGHUP and `POST /reload` always work).
+    pub watch: bool,
+    /// One line per request, when configured; `None` means off.
+    pub access_log: Option<AccessLog>,
     pub limits: Limits,
     pub timeouts: Timeouts,
+}
+
+/// The access log: written by a background thread from per-worker bounded buffers.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct AccessLog {
+    pub format: AccessLogFormat,
+    pub target: AccessLogTarget,
+    /// Lines a worker may have queued before further lines are dropped and counted.
+    pub buffer_lines: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AccessLogFormat {
+    /// One JSON object per line.
+    Json,
+    /// nginx `combined` followed by `key=value` fields.
+    Combined,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AccessLogTarget {
+    Stdout,
+    Stderr,
+    File(std::path::PathBuf),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -249,7 +279,7 @@ mod ser {
     /// Durations as the config writes them: `"250ms"`, `"15s"`.
     pub fn duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
         let ms = d.as_millis();
-        if ms % 1000 == 0 {
+        if ms.is_multiple_of(1000) {
             s.serialize_str(&format!("{}s", ms / 1000))
         } else {
             s.serialize_str(&format!("{ms}ms"))

@@ -20,6 +20,8 @@ pub(crate) struct RawServer {
     pub drain_timeout: Option<IntOrStr>,
     pub log_level: Option<String>,
     pub via: Option<String>,
+    pub watch: Option<bool>,
+    pub access_log: Option<RawAccessLog>,
     #[serde(default)]
     pub limits: RawLimits,
     #[serde(default)]
@@ -59,6 +61,15 @@ pub(crate) struct RawTimeouts {
     pub header_read: Option<IntOrStr>,
     pub idle: Option<IntOrStr>,
     pub body_io: Option<IntOrStr>,
+}
+
+/// `[server.access_log]`: present means enabled.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "an access_log table")]
+pub(crate) struct RawAccessLog {
+    pub format: Option<String>,
+    pub path: Option<String>,
+    pub buffer_lines: Option<i64>,
 }
 
 /// One `[[listeners]]` element. `tls` and `protocols` are reported as not supported before

@@ -1,6 +1,7 @@
 //! The edge gateway's data plane: thread-per-core workers on io_uring (or epoll), strict
 //! HTTP/1.1, routing, upstream pools and per-worker stats.
 
+pub mod accesslog;
 pub mod control;
 pub mod http;
 pub mod proxy;
@@ -26,6 +27,9 @@ use runtime::{Shared, WorkerInfo};
 use snapshot::Snapshot;
 use stats::WorkerStats;
 
+/// How long the config file must be quiet before a change is applied.
+const WATCH_DEBOUNCE: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// A running gateway: its workers, listeners and admin server.
 pub struct Gateway {
     shared: Arc<Shared>,
@@ -34,6 +38,7 @@ pub struct Gateway {
     workers: Vec<WorkerInfo>,
     stats: Vec<Arc<WorkerStats>>,
     admin: Option<gateway_admin::AdminServer>,
+    watcher: Option<gateway_config::watch::ConfigWatcher>,
 }
 
 /// Facts about the running process, shown by the admin port.
@@ -97,7 +102,20 @@ impl Gateway {
                 return Err(e);
             }
         };
-        let mut gateway = Self { shared, control, threads, workers, stats, admin: None };
+        let watch = shared.snapshot.load().config.server.watch;
+        let mut gateway = Self { shared, control, threads, workers, stats, admin: None, watcher: None };
+        if let (true, Some(path)) = (watch, gateway.control.source().map(std::path::Path::to_path_buf)) {
+            let control = Arc::clone(&gateway.control);
+            let on_change = move || {
+                let _ = control.reload("file watcher");
+            };
+            match gateway_config::watch::ConfigWatcher::start(&path, WATCH_DEBOUNCE, on_change) {
+                Ok(w) => gateway.watcher = Some(w),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot watch the config file; SIGHUP and POST /reload still reload")
+                }
+            }
+        }
         if let Some(admin) = admin_cfg {
             let info = ServerInfo {
                 version: env!("CARGO_PKG_VERSION"),
@@ -180,6 +198,7 @@ impl Gateway {
 
     /// Waits for every worker to finish, then stops the admin server.
     pub fn join(mut self) {
+        self.watcher.take();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }

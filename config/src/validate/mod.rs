@@ -13,8 +13,8 @@ use std::num::NonZeroUsize;
 
 use crate::defaults;
 use crate::locate::KeyPath;
+use crate::model::{AccessLog, AccessLogFormat, AccessLogTarget, Timeouts, Workers};
 use crate::model::{Admin, Config, IoDriver, Limits, Listener, ListenerProtocol, Server};
-use crate::model::{Timeouts, Workers};
 use crate::problems::Problems;
 use crate::raw::{IntOrStr, RawAdmin, RawListener, RawServer};
 use crate::sections::{Parsed, RawConfig};
@@ -119,6 +119,8 @@ fn convert_server(raw: &RawServer, p: &mut Problems<'_>, path: &KeyPath) -> Serv
         drain_timeout: duration(p, &path.key("drain_timeout"), raw.drain_timeout.as_ref(), defaults::DRAIN_TIMEOUT),
         log_level,
         via,
+        watch: raw.watch.unwrap_or(defaults::WATCH),
+        access_log: raw.access_log.as_ref().and_then(|a| access_log(a, p, &path.key("access_log"))),
         limits: limits(raw, p, &path.key("limits")),
         timeouts: timeouts(raw, p, &path.key("timeouts")),
     }
@@ -194,6 +196,35 @@ fn limits(raw: &RawServer, p: &mut Problems<'_>, path: &KeyPath) -> Limits {
         );
     }
     limits
+}
+
+fn access_log(raw: &crate::raw::RawAccessLog, p: &mut Problems<'_>, path: &KeyPath) -> Option<AccessLog> {
+    let format = match raw.format.as_deref().unwrap_or("json") {
+        "json" => AccessLogFormat::Json,
+        "combined" => AccessLogFormat::Combined,
+        other => {
+            p.at(
+                &path.key("format"),
+                format!("unknown access log format {other:?} (expected \"json\" or \"combined\")"),
+            );
+            return None;
+        }
+    };
+    let target = match raw.path.as_deref().unwrap_or("stdout") {
+        "stdout" => AccessLogTarget::Stdout,
+        "stderr" => AccessLogTarget::Stderr,
+        file if file.starts_with('/') => AccessLogTarget::File(file.into()),
+        other => {
+            p.at(
+                &path.key("path"),
+                format!("access log path {other:?} must be \"stdout\", \"stderr\" or an absolute file path"),
+            );
+            return None;
+        }
+    };
+    let buffer_lines =
+        int_in(p, &path.key("buffer_lines"), raw.buffer_lines, 64..=1_048_576, defaults::ACCESS_LOG_BUFFER_LINES);
+    Some(AccessLog { format, target, buffer_lines })
 }
 
 fn timeouts(raw: &RawServer, p: &mut Problems<'_>, path: &KeyPath) -> Timeouts {

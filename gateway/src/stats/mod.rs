@@ -169,3 +169,8 @@ mod tests {
         }
     }
 }
+pub mod histogram;
+pub mod metrics;
+pub mod prometheus;
+pub mod recorder;
+pub mod series;

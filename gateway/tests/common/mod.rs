@@ -6,6 +6,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
+pub mod process;
+
 pub use loadtests::origin::{Origin, OriginConfig};
 
 pub const DRIVERS: [&str; 2] = ["io_uring", "epoll"];

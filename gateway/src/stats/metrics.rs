@@ -1,0 +1,362 @@
+//! Every Prometheus metric the gateway exports, in one table: name, type, labels and help.
+//!
+//! The renderer ([`render_prometheus`]) writes exactly the families of [`WORKER_FAMILIES`] and
+//! [`FAMILIES`], in that order, then whatever the process-level `metrics` recorder holds
+//! (families of [`RECORDER_FAMILIES`]). `gateway/METRICS.md` is generated from these tables and a
+//! test fails when it is out of date (rerun it with `UPDATE_METRICS_MD=1` to rewrite it).
+//!
+//! This module also re-exports the rest of the metrics API, so callers need one import path.
+
+pub use super::histogram::{Histogram, HistogramSnapshot, LE_LABELS};
+pub use super::prometheus::{render_prometheus, ProcessInfo, CONTENT_TYPE};
+pub use super::recorder::{ProcessHandle, ProcessRecorder};
+pub use super::series::{ClusterMetrics, FailureReason, RouteMetrics, WorkerMetrics, STATUS_CLASSES};
+
+/// A Prometheus metric type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// One metric family: the `# HELP` and `# TYPE` lines and the label names of its samples, in the
+/// order they are written (a histogram's `le` comes after them and is not listed).
+#[derive(Debug, Clone, Copy)]
+pub struct Family {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub labels: &'static [&'static str],
+    pub help: &'static str,
+}
+
+/// A family fed by [`super::WorkerStats`] fields: one field, or one per value of its `class`
+/// label (`(field, Some(class))`).
+#[derive(Debug, Clone, Copy)]
+pub struct WorkerFamily {
+    pub family: Family,
+    pub fields: &'static [(&'static str, Option<&'static str>)],
+}
+
+impl Kind {
+    /// The word of the `# TYPE` line.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Counter => "counter",
+            Self::Gauge => "gauge",
+            Self::Histogram => "histogram",
+        }
+    }
+}
+
+macro_rules! per_worker {
+    ($field:ident, $kind:ident, $name:literal, $help:literal) => {
+        WorkerFamily {
+            family: Family { name: $name, kind: Kind::$kind, labels: &["worker"], help: $help },
+            fields: &[(stringify!($field), None)],
+        }
+    };
+}
+
+/// Families fed by [`super::WorkerStats`]; every field appears exactly once (a test checks).
+pub const WORKER_FAMILIES: &[WorkerFamily] = &[
+    per_worker!(
+        connections_accepted,
+        Counter,
+        "gateway_connections_accepted_total",
+        "Downstream connections accepted."
+    ),
+    per_worker!(
+        connections_rejected,
+        Counter,
+        "gateway_connections_rejected_total",
+        "Downstream connections closed at accept because the worker was at its connection limit."
+    ),
+    per_worker!(connections_active, Gauge, "gateway_connections_active", "Downstream connections currently open."),
+    per_worker!(requests_total, Counter, "gateway_requests_total", "Requests whose head was parsed completely."),
+    per_worker!(requests_active, Gauge, "gateway_requests_active", "Requests currently being handled."),
+    WorkerFamily {
+        family: Family {
+            name: "gateway_responses_total",
+            kind: Kind::Counter,
+            labels: &["class", "worker"],
+            help: "Final responses sent downstream, by status class (100 Continue is not counted).",
+        },
+        fields: &[
+            ("responses_1xx", Some("1xx")),
+            ("responses_2xx", Some("2xx")),
+            ("responses_3xx", Some("3xx")),
+            ("responses_4xx", Some("4xx")),
+            ("responses_5xx", Some("5xx")),
+        ],
+    },
+    per_worker!(
+        requests_rejected,
+        Counter,
+        "gateway_requests_rejected_total",
+        "Requests refused for malformed or over-limit input (400, 413, 414, 417, 431, 501, 505)."
+    ),
+    per_worker!(
+        header_read_timeouts,
+        Counter,
+        "gateway_header_read_timeouts_total",
+        "Connections closed because the request head did not arrive within the header-read timeout."
+    ),
+    per_worker!(
+        downstream_bytes_in,
+        Counter,
+        "gateway_downstream_bytes_in_total",
+        "Bytes read from downstream clients."
+    ),
+    per_worker!(
+        downstream_bytes_out,
+        Counter,
+        "gateway_downstream_bytes_out_total",
+        "Bytes written to downstream clients."
+    ),
+    per_worker!(upstream_connects, Counter, "gateway_upstream_connects_total", "New upstream connections opened."),
+    per_worker!(
+        upstream_connect_errors,
+        Counter,
+        "gateway_upstream_connect_errors_total",
+        "Upstream connection attempts that failed or timed out."
+    ),
+    per_worker!(
+        upstream_reuses,
+        Counter,
+        "gateway_upstream_reuses_total",
+        "Requests sent on a pooled (reused) upstream connection."
+    ),
+    per_worker!(
+        upstream_stale_retries,
+        Counter,
+        "gateway_upstream_stale_retries_total",
+        "Requests retried once on a fresh connection after a reused connection failed before any response byte."
+    ),
+    per_worker!(
+        upstream_protocol_errors,
+        Counter,
+        "gateway_upstream_protocol_errors_total",
+        "Upstream responses refused as malformed (answered 502)."
+    ),
+    per_worker!(
+        upstream_timeouts,
+        Counter,
+        "gateway_upstream_timeouts_total",
+        "Upstream exchanges that hit the route timeout (answered 504)."
+    ),
+    per_worker!(
+        upstream_requests_active,
+        Gauge,
+        "gateway_upstream_requests_active",
+        "Requests currently waiting on or exchanging with an upstream."
+    ),
+];
+
+pub const ROUTE_REQUESTS: Family = Family {
+    name: "gateway_route_requests_total",
+    kind: Kind::Counter,
+    labels: &["route", "class", "worker"],
+    help: "Final responses sent downstream for requests matched to a route, by status class.",
+};
+pub const ROUTE_DURATION: Family = Family {
+    name: "gateway_route_request_duration_seconds",
+    kind: Kind::Histogram,
+    labels: &["route", "worker"],
+    help: "Time from the request head being parsed to the end of the response, per route.",
+};
+pub const CLUSTER_REQUESTS: Family = Family {
+    name: "gateway_cluster_requests_total",
+    kind: Kind::Counter,
+    labels: &["cluster", "class", "worker"],
+    help: "Upstream responses received from a cluster, by status class.",
+};
+pub const CLUSTER_DURATION: Family = Family {
+    name: "gateway_cluster_upstream_duration_seconds",
+    kind: Kind::Histogram,
+    labels: &["cluster", "worker"],
+    help: "Time from sending a request upstream to receiving the response head, per cluster.",
+};
+pub const CLUSTER_CONNECTS: Family = Family {
+    name: "gateway_cluster_upstream_connects_total",
+    kind: Kind::Counter,
+    labels: &["cluster", "worker"],
+    help: "New upstream connections opened to a cluster.",
+};
+pub const CLUSTER_REUSES: Family = Family {
+    name: "gateway_cluster_upstream_reuses_total",
+    kind: Kind::Counter,
+    labels: &["cluster", "worker"],
+    help: "Requests sent to a cluster on a pooled (reused) connection.",
+};
+pub const CLUSTER_FAILURES: Family = Family {
+    name: "gateway_cluster_upstream_failures_total",
+    kind: Kind::Counter,
+    labels: &["cluster", "reason", "worker"],
+    help: "Failed upstream exchanges by reason: connect_error, connect_timeout, timeout (route timeout), \
+           protocol (malformed response), reset (closed before the response was complete).",
+};
+pub const CONFIG_VERSION: Family = Family {
+    name: "gateway_config_version",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "Version of the config snapshot in use.",
+};
+pub const CONFIG_RELOADS: Family = Family {
+    name: "gateway_config_reloads_total",
+    kind: Kind::Counter,
+    labels: &["result"],
+    help: "Config reloads, by result (ok or failed).",
+};
+pub const ACCESS_LOG_LINES: Family = Family {
+    name: "gateway_access_log_lines_total",
+    kind: Kind::Counter,
+    labels: &["result"],
+    help: "Access log lines, by result (written, or dropped without being written).",
+};
+pub const DRAINING: Family = Family {
+    name: "gateway_draining",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "1 while the gateway is draining for shutdown, else 0.",
+};
+pub const UPTIME: Family = Family {
+    name: "gateway_uptime_seconds",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "Seconds since the gateway started.",
+};
+
+/// Families other than [`WORKER_FAMILIES`] written by [`render_prometheus`], in output order.
+pub const FAMILIES: &[Family] = &[
+    ROUTE_REQUESTS,
+    ROUTE_DURATION,
+    CLUSTER_REQUESTS,
+    CLUSTER_DURATION,
+    CLUSTER_CONNECTS,
+    CLUSTER_REUSES,
+    CLUSTER_FAILURES,
+    CONFIG_VERSION,
+    CONFIG_RELOADS,
+    ACCESS_LOG_LINES,
+    DRAINING,
+    UPTIME,
+];
+
+pub const ADMIN_REQUESTS: Family = Family {
+    name: "gateway_admin_requests_total",
+    kind: Kind::Counter,
+    labels: &["path"],
+    help: "Requests served by the admin listener, by path.",
+};
+
+/// Families recorded through the `metrics` facade into [`ProcessRecorder`] (rare process-level
+/// events), e.g. `metrics::counter!(ADMIN_REQUESTS.name, "path" => "/metrics").increment(1)`.
+/// [`ProcessRecorder::new`] registers their help texts. Names must not collide with the families
+/// above; a colliding family is left out of the output (a test checks none does). Label values
+/// must come from a fixed set (e.g. the admin's known paths, anything else as `"other"`): every
+/// distinct value is a new series kept for the life of the process.
+pub const RECORDER_FAMILIES: &[Family] = &[ADMIN_REQUESTS];
+
+/// Every family of the three tables: worker, other rendered, recorder.
+pub fn all_families() -> impl Iterator<Item = &'static Family> {
+    WORKER_FAMILIES.iter().map(|w| &w.family).chain(FAMILIES).chain(RECORDER_FAMILIES)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use crate::stats::WorkerStats;
+
+    const DOC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/METRICS.md");
+    const START: &str = "<!-- generated from gateway/src/stats/metrics.rs by its tests; \
+                         UPDATE_METRICS_MD=1 cargo test -p gateway --lib stats::metrics rewrites it -->";
+    const END: &str = "<!-- end of generated table -->";
+
+    #[test]
+    fn metrics_md_lists_every_family() {
+        let doc = std::fs::read_to_string(DOC).unwrap_or_default();
+        let generated = markdown_table();
+        let current = doc.split_once(START).and_then(|(_, rest)| rest.split_once(END)).map(|(table, _)| table);
+        if current != Some(generated.as_str()) && std::env::var_os("UPDATE_METRICS_MD").is_some() {
+            let (head, tail) = match doc.split_once(START).map(|(h, rest)| (h, rest.split_once(END))) {
+                Some((head, Some((_, tail)))) => (head.to_string(), tail.to_string()),
+                _ => (format!("{}\n\n", doc.trim_end()), "\n".to_string()),
+            };
+            std::fs::write(DOC, format!("{head}{START}{generated}{END}{tail}")).unwrap();
+            return;
+        }
+        for family in all_families() {
+            assert!(doc.contains(&format!("`{}`", family.name)), "METRICS.md does not list {}", family.name);
+        }
+        assert_eq!(
+            current,
+            Some(generated.as_str()),
+            "METRICS.md is out of date: rerun with UPDATE_METRICS_MD=1 and commit the result"
+        );
+    }
+
+    #[test]
+    fn every_worker_stats_field_is_exported_exactly_once() {
+        let mut exported: Vec<&str> = WORKER_FAMILIES.iter().flat_map(|w| w.fields.iter().map(|(f, _)| *f)).collect();
+        exported.sort_unstable();
+        let mut fields: Vec<&str> = WorkerStats::FIELDS.iter().map(|(name, _)| *name).collect();
+        fields.sort_unstable();
+        assert_eq!(exported, fields);
+        for wf in WORKER_FAMILIES {
+            let classes: Vec<Option<&str>> = wf.fields.iter().map(|(_, class)| *class).collect();
+            if wf.fields.len() == 1 {
+                assert_eq!(classes, [None], "{}", wf.family.name);
+                assert_eq!(wf.family.labels, ["worker"], "{}", wf.family.name);
+            } else {
+                let expected: Vec<Option<&str>> = STATUS_CLASSES.iter().copied().map(Some).collect();
+                assert_eq!(classes, expected, "{}", wf.family.name);
+                assert_eq!(wf.family.labels, ["class", "worker"], "{}", wf.family.name);
+            }
+        }
+    }
+
+    #[test]
+    fn names_labels_and_help_follow_the_conventions() {
+        let mut names = BTreeSet::new();
+        for f in all_families() {
+            assert!(names.insert(f.name), "{} declared twice", f.name);
+            assert!(f.name.starts_with("gateway_"), "{}", f.name);
+            assert!(f.name.bytes().all(|b| b == b'_' || b.is_ascii_lowercase() || b.is_ascii_digit()), "{}", f.name);
+            match f.kind {
+                Kind::Counter => assert!(f.name.ends_with("_total"), "counter {} must end in _total", f.name),
+                Kind::Gauge => assert!(!f.name.ends_with("_total"), "gauge {} must not end in _total", f.name),
+                Kind::Histogram => assert!(f.name.ends_with("_seconds"), "histogram {} is a duration", f.name),
+            }
+            assert!(!f.help.trim().is_empty() && !f.help.contains('\n'), "help of {}", f.name);
+            for label in f.labels {
+                assert!(label.bytes().all(|b| b == b'_' || b.is_ascii_lowercase()), "{}: {label}", f.name);
+                assert!(*label != "le" && !label.starts_with("__"), "{}: reserved label {label}", f.name);
+            }
+        }
+        for f in all_families() {
+            for suffix in ["_bucket", "_sum", "_count"] {
+                if f.kind == Kind::Histogram {
+                    assert!(!names.contains(format!("{}{suffix}", f.name).as_str()), "{} clashes", f.name);
+                }
+            }
+        }
+    }
+
+    /// The markdown table of every family, between the markers of METRICS.md.
+    fn markdown_table() -> String {
+        let mut out = String::from("\n| name | type | labels | help |\n| --- | --- | --- | --- |\n");
+        for f in all_families() {
+            let mut labels: Vec<String> = f.labels.iter().map(|l| format!("`{l}`")).collect();
+            if f.kind == Kind::Histogram {
+                labels.push("`le` (on `_bucket`)".into());
+            }
+            let labels = if labels.is_empty() { "—".to_string() } else { labels.join(", ") };
+            let help = f.help.replace('|', "\\|");
+            out.push_str(&format!("| `{}` | {} | {labels} | {help} |\n", f.name, f.kind.as_str()));
+        }
+        out
+    }
+}

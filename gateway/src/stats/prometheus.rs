@@ -1,0 +1,229 @@
+//! Prometheus text exposition (format 0.0.4) of the workers' stats and metric sets.
+//!
+//! Runs on the admin thread at scrape time: it reads every worker's counters with relaxed loads
+//! and writes each family of [`super::metrics`] once, `# HELP` and `# TYPE` first, then one
+//! sample per worker (and route, cluster, class, reason). Workers are never stopped or locked
+//! out: a scrape sees each counter at a slightly different moment, which Prometheus tolerates.
+
+use std::fmt::{Display, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::histogram::{HistogramSnapshot, LE_LABELS};
+use super::metrics::{
+    Family, ACCESS_LOG_LINES, CLUSTER_CONNECTS, CLUSTER_DURATION, CLUSTER_FAILURES, CLUSTER_REQUESTS, CLUSTER_REUSES,
+    CONFIG_RELOADS, CONFIG_VERSION, DRAINING, ROUTE_DURATION, ROUTE_REQUESTS, UPTIME, WORKER_FAMILIES,
+};
+use super::recorder::ProcessHandle;
+use super::series::{ClusterMetrics, FailureReason, RouteMetrics, WorkerMetrics, STATUS_CLASSES};
+use super::WorkerStats;
+
+/// The `Content-Type` of [`render_prometheus`]'s output.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Process-wide facts for the scrape, gathered by the admin thread.
+#[derive(Debug, Clone, Default)]
+pub struct ProcessInfo {
+    pub config_version: u64,
+    pub reloads_ok: u64,
+    pub reloads_failed: u64,
+    pub access_log_written: u64,
+    pub access_log_dropped: u64,
+    pub draining: bool,
+    pub uptime: Duration,
+    /// The process-level `metrics` recorder, whose families are appended after ours.
+    pub recorder: Option<ProcessHandle>,
+}
+
+/// Appends the exposition of every family to `out`. Each pair is one worker's stats and metric
+/// sets; its `worker` label is [`WorkerMetrics::worker`], so ids must be distinct.
+pub fn render_prometheus(out: &mut String, workers: &[(Arc<WorkerStats>, Arc<WorkerMetrics>)], process: &ProcessInfo) {
+    let views: Vec<WorkerView> = workers.iter().map(|(stats, metrics)| WorkerView::read(stats, metrics)).collect();
+    let mut w = Writer { out };
+    w.worker_families(&views);
+    w.route_families(&views);
+    w.cluster_families(&views);
+    w.process_families(process);
+    if let Some(recorder) = &process.recorder {
+        recorder.render_into(w.out);
+    }
+}
+
+/// One worker's values, read once per scrape.
+struct WorkerView {
+    id: String,
+    stats: Vec<u64>,
+    routes: Vec<(Arc<str>, Arc<RouteMetrics>)>,
+    clusters: Vec<(Arc<str>, Arc<ClusterMetrics>)>,
+}
+
+impl WorkerView {
+    fn read(stats: &WorkerStats, metrics: &WorkerMetrics) -> Self {
+        Self {
+            id: metrics.worker().to_string(),
+            stats: stats.values(),
+            routes: metrics.routes(),
+            clusters: metrics.clusters(),
+        }
+    }
+
+    fn field(&self, name: &str) -> Option<u64> {
+        let index = WorkerStats::FIELDS.iter().position(|(field, _)| *field == name)?;
+        self.stats.get(index).copied()
+    }
+}
+
+struct Writer<'a> {
+    out: &'a mut String,
+}
+
+impl Writer<'_> {
+    fn worker_families(&mut self, views: &[WorkerView]) {
+        for wf in WORKER_FAMILIES {
+            self.header(&wf.family);
+            for view in views {
+                for (field, class) in wf.fields {
+                    let Some(value) = view.field(field) else { continue };
+                    let worker = ("worker", view.id.as_str());
+                    let labels: &[(&str, &str)] = match class {
+                        Some(class) => &[("class", class), worker],
+                        None => &[worker],
+                    };
+                    if wf.family.kind == super::metrics::Kind::Gauge {
+                        // A gauge is a wrapping up/down counter; show an (impossible) underflow
+                        // as negative rather than as 2^64 - n.
+                        self.sample(wf.family.name, "", labels, value as i64);
+                    } else {
+                        self.sample(wf.family.name, "", labels, value);
+                    }
+                }
+            }
+        }
+    }
+
+    fn route_families(&mut self, views: &[WorkerView]) {
+        self.header(&ROUTE_REQUESTS);
+        for view in views {
+            for (route, metrics) in &view.routes {
+                for (class, value) in STATUS_CLASSES.iter().zip(metrics.requests()) {
+                    let labels = [("route", &**route), ("class", class), ("worker", &view.id)];
+                    self.sample(ROUTE_REQUESTS.name, "", &labels, value);
+                }
+            }
+        }
+        self.header(&ROUTE_DURATION);
+        for view in views {
+            for (route, metrics) in &view.routes {
+                self.histogram(ROUTE_DURATION.name, &[("route", route), ("worker", &view.id)], &metrics.latency());
+            }
+        }
+    }
+
+    fn cluster_families(&mut self, views: &[WorkerView]) {
+        self.header(&CLUSTER_REQUESTS);
+        for view in views {
+            for (cluster, metrics) in &view.clusters {
+                for (class, value) in STATUS_CLASSES.iter().zip(metrics.requests()) {
+                    let labels = [("cluster", &**cluster), ("class", class), ("worker", &view.id)];
+                    self.sample(CLUSTER_REQUESTS.name, "", &labels, value);
+                }
+            }
+        }
+        self.header(&CLUSTER_DURATION);
+        for view in views {
+            for (cluster, metrics) in &view.clusters {
+                let labels = [("cluster", &**cluster), ("worker", &view.id)];
+                self.histogram(CLUSTER_DURATION.name, &labels, &metrics.latency());
+            }
+        }
+        self.cluster_counter(&CLUSTER_CONNECTS, views, ClusterMetrics::connects);
+        self.cluster_counter(&CLUSTER_REUSES, views, ClusterMetrics::reuses);
+        self.header(&CLUSTER_FAILURES);
+        for view in views {
+            for (cluster, metrics) in &view.clusters {
+                for (reason, value) in FailureReason::ALL.iter().zip(metrics.failures()) {
+                    let labels = [("cluster", &**cluster), ("reason", reason.label()), ("worker", &view.id)];
+                    self.sample(CLUSTER_FAILURES.name, "", &labels, value);
+                }
+            }
+        }
+    }
+
+    fn cluster_counter(&mut self, family: &Family, views: &[WorkerView], read: fn(&ClusterMetrics) -> u64) {
+        self.header(family);
+        for view in views {
+            for (cluster, metrics) in &view.clusters {
+                self.sample(family.name, "", &[("cluster", cluster), ("worker", &view.id)], read(metrics));
+            }
+        }
+    }
+
+    fn process_families(&mut self, p: &ProcessInfo) {
+        self.header(&CONFIG_VERSION);
+        self.sample(CONFIG_VERSION.name, "", &[], p.config_version);
+        self.header(&CONFIG_RELOADS);
+        self.sample(CONFIG_RELOADS.name, "", &[("result", "ok")], p.reloads_ok);
+        self.sample(CONFIG_RELOADS.name, "", &[("result", "failed")], p.reloads_failed);
+        self.header(&ACCESS_LOG_LINES);
+        self.sample(ACCESS_LOG_LINES.name, "", &[("result", "written")], p.access_log_written);
+        self.sample(ACCESS_LOG_LINES.name, "", &[("result", "dropped")], p.access_log_dropped);
+        self.header(&DRAINING);
+        self.sample(DRAINING.name, "", &[], u8::from(p.draining));
+        self.header(&UPTIME);
+        self.sample(UPTIME.name, "", &[], p.uptime.as_secs_f64());
+    }
+
+    fn header(&mut self, family: &Family) {
+        let _ = write!(self.out, "# HELP {} ", family.name);
+        escape_into(self.out, family.help, false);
+        let _ = writeln!(self.out, "\n# TYPE {} {}", family.name, family.kind.as_str());
+    }
+
+    /// `_bucket` lines (cumulative, ending with `+Inf`), `_sum` and `_count`, where `_count` is
+    /// the `+Inf` bucket so the two always agree.
+    fn histogram(&mut self, name: &str, labels: &[(&str, &str)], snapshot: &HistogramSnapshot) {
+        let mut with_le: Vec<(&str, &str)> = Vec::with_capacity(labels.len() + 1);
+        with_le.extend_from_slice(labels);
+        for (le, count) in LE_LABELS.iter().zip(snapshot.cumulative) {
+            with_le.truncate(labels.len());
+            with_le.push(("le", le));
+            self.sample(name, "_bucket", &with_le, count);
+        }
+        self.sample(name, "_sum", labels, snapshot.sum_seconds);
+        self.sample(name, "_count", labels, snapshot.count());
+    }
+
+    fn sample(&mut self, name: &str, suffix: &str, labels: &[(&str, &str)], value: impl Display) {
+        self.out.push_str(name);
+        self.out.push_str(suffix);
+        if !labels.is_empty() {
+            self.out.push('{');
+            for (i, (key, value)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.out.push(',');
+                }
+                self.out.push_str(key);
+                self.out.push_str("=\"");
+                escape_into(self.out, value, true);
+                self.out.push('"');
+            }
+            self.out.push('}');
+        }
+        let _ = writeln!(self.out, " {value}");
+    }
+}
+
+/// Escapes a label value (`\`, `"`, newline) or, with `quotes` false, a help text (`\`, newline).
+pub(crate) fn escape_into(out: &mut String, text: &str, quotes: bool) {
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '"' if quotes => out.push_str("\\\""),
+            c => out.push(c),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

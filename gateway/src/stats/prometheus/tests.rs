@@ -1,0 +1,150 @@
+//! Render tests, checked by a strict parser of the text exposition format 0.0.4.
+
+mod parser;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::*;
+use crate::stats::metrics::{self as table, ProcessRecorder};
+use parser::parse;
+
+#[test]
+fn escapes_label_values_and_help() {
+    let mut out = String::new();
+    escape_into(&mut out, "a\\b\"c\nd", true);
+    assert_eq!(out, r#"a\\b\"c\nd"#);
+    out.clear();
+    escape_into(&mut out, "a\\b\"c\nd", false);
+    assert_eq!(out, r#"a\\b"c\nd"#);
+}
+
+#[test]
+fn two_workers_render_valid_and_complete() {
+    let odd_route = "we\"ird\\route\nname";
+    let (s0, m0) = (Arc::new(WorkerStats::default()), Arc::new(WorkerMetrics::new(0)));
+    let (s1, m1) = (Arc::new(WorkerStats::default()), Arc::new(WorkerMetrics::new(1)));
+    s0.requests_total.add(5);
+    s0.count_status(200);
+    s0.count_status(404);
+    s1.count_status(503);
+    s1.connections_active.add(3);
+    s1.downstream_bytes_out.add(12_345);
+    let route = m0.route(odd_route);
+    route.observe(200, Duration::from_millis(3));
+    route.observe(404, Duration::from_secs(45));
+    m1.route("api").observe(204, Duration::from_micros(500));
+    let cluster = m1.cluster("backend");
+    cluster.observe(200, Duration::from_millis(20));
+    cluster.connect();
+    cluster.reuse();
+    cluster.reuse();
+    cluster.failure(FailureReason::Reset);
+    m0.cluster("backend");
+
+    let recorder = ProcessRecorder::new();
+    ::metrics::with_local_recorder(recorder.recorder(), || {
+        ::metrics::counter!(table::ADMIN_REQUESTS.name, "path" => "/metrics").increment(1);
+        ::metrics::counter!("gateway_requests_total").increment(1); // collides: left out
+    });
+    let process = ProcessInfo {
+        config_version: 7,
+        reloads_ok: 6,
+        reloads_failed: 1,
+        access_log_written: 100,
+        access_log_dropped: 2,
+        draining: true,
+        uptime: Duration::from_millis(1500),
+        recorder: Some(recorder.handle()),
+    };
+    let mut out = String::new();
+    render_prometheus(&mut out, &[(s0, m0), (s1, m1)], &process);
+    let exp = parse(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
+
+    let expected: Vec<&table::Family> = table::all_families().collect();
+    let declared: Vec<&str> = exp.order.iter().map(String::as_str).collect();
+    assert_eq!(declared, expected.iter().map(|f| f.name).collect::<Vec<_>>(), "families, in table order");
+    for family in expected {
+        let parsed = &exp.families[family.name];
+        assert_eq!(parsed.kind, family.kind.as_str(), "{}", family.name);
+        assert_eq!(parsed.help.as_deref(), Some(family.help), "{}", family.name);
+        assert!(!parsed.samples.is_empty(), "{} has no samples", family.name);
+        for sample in &parsed.samples {
+            let names: Vec<&str> = sample.labels.iter().map(|(k, _)| k.as_str()).filter(|k| *k != "le").collect();
+            assert_eq!(names, family.labels, "labels of {}", sample.name);
+        }
+    }
+
+    let v = |name: &str, labels: &[(&str, &str)]| exp.value(name, labels);
+    assert_eq!(v("gateway_requests_total", &[("worker", "0")]), 5.0);
+    assert_eq!(v("gateway_requests_total", &[("worker", "1")]), 0.0);
+    assert_eq!(v("gateway_responses_total", &[("class", "2xx"), ("worker", "0")]), 1.0);
+    assert_eq!(v("gateway_responses_total", &[("class", "5xx"), ("worker", "1")]), 1.0);
+    assert_eq!(v("gateway_connections_active", &[("worker", "1")]), 3.0);
+    assert_eq!(v("gateway_downstream_bytes_out_total", &[("worker", "1")]), 12_345.0);
+    let odd = [("route", odd_route), ("class", "4xx"), ("worker", "0")];
+    assert_eq!(v("gateway_route_requests_total", &odd), 1.0, "escaped label value reads back as it was");
+    let odd = [("route", odd_route), ("worker", "0")];
+    assert_eq!(v("gateway_route_request_duration_seconds_count", &odd), 2.0);
+    assert_eq!(v("gateway_route_request_duration_seconds_sum", &odd), 45.003);
+    let le = |le| [("route", odd_route), ("worker", "0"), ("le", le)];
+    assert_eq!(v("gateway_route_request_duration_seconds_bucket", &le("0.0025")), 0.0);
+    assert_eq!(v("gateway_route_request_duration_seconds_bucket", &le("0.005")), 1.0);
+    assert_eq!(v("gateway_route_request_duration_seconds_bucket", &le("30")), 1.0);
+    assert_eq!(v("gateway_route_request_duration_seconds_bucket", &le("+Inf")), 2.0);
+    let api = [("route", "api"), ("worker", "1"), ("le", "0.0005")];
+    assert_eq!(v("gateway_route_request_duration_seconds_bucket", &api), 1.0, "0.5 ms is le=0.0005");
+    let backend = [("cluster", "backend"), ("worker", "1")];
+    assert_eq!(v("gateway_cluster_upstream_connects_total", &backend), 1.0);
+    assert_eq!(v("gateway_cluster_upstream_reuses_total", &backend), 2.0);
+    assert_eq!(v("gateway_cluster_upstream_duration_seconds_count", &backend), 1.0);
+    let reset = [("cluster", "backend"), ("reason", "reset"), ("worker", "1")];
+    assert_eq!(v("gateway_cluster_upstream_failures_total", &reset), 1.0);
+    let idle = [("cluster", "backend"), ("class", "2xx"), ("worker", "0")];
+    assert_eq!(v("gateway_cluster_requests_total", &idle), 0.0, "configured but idle clusters export zeros");
+    assert_eq!(v("gateway_config_version", &[]), 7.0);
+    assert_eq!(v("gateway_config_reloads_total", &[("result", "failed")]), 1.0);
+    assert_eq!(v("gateway_access_log_lines_total", &[("result", "dropped")]), 2.0);
+    assert_eq!(v("gateway_draining", &[]), 1.0);
+    assert_eq!(v("gateway_uptime_seconds", &[]), 1.5);
+    assert_eq!(v("gateway_admin_requests_total", &[("path", "/metrics")]), 1.0);
+    assert_eq!(exp.families["gateway_requests_total"].samples.len(), 2, "the recorder's duplicate was left out");
+}
+
+#[test]
+fn no_workers_and_no_recorder_still_declares_every_family() {
+    let mut out = String::new();
+    render_prometheus(&mut out, &[], &ProcessInfo::default());
+    let exp = parse(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
+    let rendered = table::WORKER_FAMILIES.iter().map(|w| &w.family).chain(table::FAMILIES);
+    assert_eq!(exp.order, rendered.map(|f| f.name.to_string()).collect::<Vec<_>>());
+    assert_eq!(exp.value("gateway_draining", &[]), 0.0);
+}
+
+#[test]
+fn the_parser_rejects_invalid_expositions() {
+    let undeclared = "# TYPE a counter\na_total 1\n";
+    assert!(parse(undeclared).is_err(), "sample of an undeclared family");
+    let cases = [
+        ("# TYPE a counter\n# TYPE a counter\na 1\n", "declared twice"),
+        ("a 1\n# TYPE a counter\n", "sample before TYPE"),
+        ("# TYPE a counter\na 1\n# TYPE b gauge\nb 1\na{x=\"1\"} 2\n", "family split"),
+        ("# TYPE a counter\na 1\na 2\n", "duplicate series"),
+        ("# TYPE a counter\na{x=\"1\\t\"} 1\n", "bad escape"),
+        ("# TYPE a counter\na{x=\"1\"\n", "unterminated"),
+        ("# TYPE 1a counter\n1a 1\n", "bad name"),
+        ("# TYPE a counter\na{__x=\"1\"} 1\n", "reserved label"),
+        ("# TYPE a counter\na 1", "no final newline"),
+        ("# TYPE a counter\na one\n", "bad value"),
+        ("# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 1\nh_sum 0\nh_count 1\n", "not cumulative"),
+        ("# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 2\nh_sum 0\nh_count 3\n", "+Inf != count"),
+        ("# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_sum 0\nh_count 1\n", "no +Inf"),
+        ("# TYPE h histogram\nh_bucket{le=\"+Inf\"} 1\nh_count 1\n", "no _sum"),
+    ];
+    for (text, why) in cases {
+        assert!(parse(text).is_err(), "accepted ({why}): {text:?}");
+    }
+    let good =
+        "# HELP h x\\ny\n# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 2\nh_sum 3.5\nh_count 2\n";
+    assert_eq!(parse(good).unwrap().families["h"].help.as_deref(), Some("x\ny"));
+}

@@ -1,0 +1,322 @@
+//! Per-worker, per-route and per-cluster metric sets.
+//!
+//! A worker looks its sets up by name in its [`WorkerMetrics`] when it builds its view of a new
+//! config (rare; a mutex is fine there) and keeps the `Arc`s on the request path, where recording
+//! is a few relaxed load/store pairs on memory only that worker writes. Sets live as long as
+//! their name stays configured, so counters survive config reloads.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use super::histogram::{Histogram, HistogramSnapshot};
+use super::Counter;
+
+/// Values of the `class` label, indexed by [`status_class`].
+pub const STATUS_CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+
+/// Why an upstream exchange failed; the `reason` label of
+/// `gateway_cluster_upstream_failures_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureReason {
+    /// Connecting failed (refused, unreachable, TLS handshake error).
+    ConnectError,
+    /// Connecting did not finish within the connect timeout.
+    ConnectTimeout,
+    /// The exchange hit the route timeout after connecting.
+    Timeout,
+    /// The upstream sent a malformed response.
+    Protocol,
+    /// The upstream closed the connection before the response was complete.
+    Reset,
+}
+
+/// Metrics of one route on one worker.
+#[derive(Debug, Default)]
+#[repr(align(128))] // own cache lines (and the adjacent-line prefetch pair) per worker
+pub struct RouteMetrics {
+    requests: [Counter; 5],
+    latency: Histogram,
+}
+
+/// Metrics of one upstream cluster on one worker.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub struct ClusterMetrics {
+    requests: [Counter; 5],
+    latency: Histogram,
+    connects: Counter,
+    reuses: Counter,
+    failures: [Counter; 5],
+}
+
+/// One worker's registry of route and cluster metric sets. The worker calls [`Self::route`] and
+/// [`Self::cluster`] only when building its view of a new config; the admin thread reads on
+/// scrape. Never locked per request.
+#[derive(Debug)]
+pub struct WorkerMetrics {
+    worker: usize,
+    routes: Named<RouteMetrics>,
+    clusters: Named<ClusterMetrics>,
+}
+
+impl FailureReason {
+    /// Every reason, in label order.
+    pub const ALL: [FailureReason; 5] =
+        [Self::ConnectError, Self::ConnectTimeout, Self::Timeout, Self::Protocol, Self::Reset];
+
+    /// The `reason` label value.
+    pub const fn label(self) -> &'static str {
+        match self {
+            Self::ConnectError => "connect_error",
+            Self::ConnectTimeout => "connect_timeout",
+            Self::Timeout => "timeout",
+            Self::Protocol => "protocol",
+            Self::Reset => "reset",
+        }
+    }
+}
+
+impl RouteMetrics {
+    /// Counts a final downstream response and the whole request's duration. Owning worker only.
+    #[inline]
+    pub fn observe(&self, status: u16, elapsed: Duration) {
+        bump(&self.requests, status_class(status));
+        self.latency.record(elapsed);
+    }
+
+    /// Requests by status class, indexed like [`STATUS_CLASSES`].
+    pub fn requests(&self) -> [u64; 5] {
+        self.requests.each_ref().map(Counter::value)
+    }
+
+    /// Request durations.
+    pub fn latency(&self) -> HistogramSnapshot {
+        self.latency.snapshot()
+    }
+}
+
+impl ClusterMetrics {
+    /// Counts an upstream response head and the time it took to arrive. Owning worker only.
+    #[inline]
+    pub fn observe(&self, status: u16, upstream_elapsed: Duration) {
+        bump(&self.requests, status_class(status));
+        self.latency.record(upstream_elapsed);
+    }
+
+    /// Counts a new upstream connection. Owning worker only.
+    #[inline]
+    pub fn connect(&self) {
+        self.connects.inc();
+    }
+
+    /// Counts a request sent on a pooled connection. Owning worker only.
+    #[inline]
+    pub fn reuse(&self) {
+        self.reuses.inc();
+    }
+
+    /// Counts a failed upstream exchange. Owning worker only.
+    #[inline]
+    pub fn failure(&self, reason: FailureReason) {
+        bump(&self.failures, reason as usize);
+    }
+
+    /// Upstream responses by status class, indexed like [`STATUS_CLASSES`].
+    pub fn requests(&self) -> [u64; 5] {
+        self.requests.each_ref().map(Counter::value)
+    }
+
+    /// Time from sending the request to receiving the response head.
+    pub fn latency(&self) -> HistogramSnapshot {
+        self.latency.snapshot()
+    }
+
+    /// New upstream connections opened.
+    pub fn connects(&self) -> u64 {
+        self.connects.value()
+    }
+
+    /// Requests sent on a pooled connection.
+    pub fn reuses(&self) -> u64 {
+        self.reuses.value()
+    }
+
+    /// Failures, indexed like [`FailureReason::ALL`].
+    pub fn failures(&self) -> [u64; 5] {
+        self.failures.each_ref().map(Counter::value)
+    }
+}
+
+impl WorkerMetrics {
+    /// An empty registry for worker `worker` (the value of its `worker` label).
+    pub fn new(worker: usize) -> Self {
+        Self { worker, routes: Named::default(), clusters: Named::default() }
+    }
+
+    /// The worker's id, as passed to [`Self::new`].
+    pub fn worker(&self) -> usize {
+        self.worker
+    }
+
+    /// The metrics of route `name`, created on first use and kept until [`Self::retain`] drops
+    /// the name.
+    pub fn route(&self, name: &str) -> Arc<RouteMetrics> {
+        self.routes.get_or_create(name)
+    }
+
+    /// The metrics of cluster `name`, created on first use and kept until [`Self::retain`] drops
+    /// the name.
+    pub fn cluster(&self, name: &str) -> Arc<ClusterMetrics> {
+        self.clusters.get_or_create(name)
+    }
+
+    /// Drops the series of routes and clusters not named here (no longer configured). A set
+    /// still held by the worker keeps counting but is no longer exported; if its name comes back
+    /// it starts from zero, which Prometheus reads as a counter reset.
+    pub fn retain(&self, routes: &[&str], clusters: &[&str]) {
+        self.routes.retain(routes);
+        self.clusters.retain(clusters);
+    }
+
+    /// Every route's metrics, sorted by name.
+    pub fn routes(&self) -> Vec<(Arc<str>, Arc<RouteMetrics>)> {
+        self.routes.list()
+    }
+
+    /// Every cluster's metrics, sorted by name.
+    pub fn clusters(&self) -> Vec<(Arc<str>, Arc<ClusterMetrics>)> {
+        self.clusters.list()
+    }
+}
+
+/// Index into [`STATUS_CLASSES`]; anything outside 100..=499 counts as 5xx, as in
+/// [`super::WorkerStats::count_status`].
+#[inline]
+pub fn status_class(status: u16) -> usize {
+    match status {
+        100..=199 => 0,
+        200..=299 => 1,
+        300..=399 => 2,
+        400..=499 => 3,
+        _ => 4,
+    }
+}
+
+#[inline]
+fn bump(counters: &[Counter; 5], index: usize) {
+    if let Some(c) = counters.get(index) {
+        c.inc();
+    }
+}
+
+/// Metric sets by name.
+#[derive(Debug)]
+struct Named<T>(Mutex<BTreeMap<Arc<str>, Arc<T>>>);
+
+impl<T> Default for Named<T> {
+    fn default() -> Self {
+        Self(Mutex::new(BTreeMap::new()))
+    }
+}
+
+impl<T: Default> Named<T> {
+    fn get_or_create(&self, name: &str) -> Arc<T> {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(set) = map.get(name) {
+            return Arc::clone(set);
+        }
+        let set = Arc::new(T::default());
+        map.insert(Arc::from(name), Arc::clone(&set));
+        set
+    }
+
+    fn retain(&self, names: &[&str]) {
+        let keep: BTreeSet<&str> = names.iter().copied().collect();
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).retain(|name, _| keep.contains(&**name));
+    }
+
+    fn list(&self) -> Vec<(Arc<str>, Arc<T>)> {
+        let map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        map.iter().map(|(name, set)| (Arc::clone(name), Arc::clone(set))).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_classes() {
+        for (status, class) in [(100, "1xx"), (204, "2xx"), (399, "3xx"), (404, "4xx"), (503, "5xx"), (99, "5xx")] {
+            assert_eq!(STATUS_CLASSES[status_class(status)], class, "{status}");
+        }
+    }
+
+    #[test]
+    fn failure_reasons_index_their_labels() {
+        for (i, reason) in FailureReason::ALL.iter().enumerate() {
+            assert_eq!(*reason as usize, i);
+        }
+        let labels: Vec<_> = FailureReason::ALL.iter().map(|r| r.label()).collect();
+        assert_eq!(labels, ["connect_error", "connect_timeout", "timeout", "protocol", "reset"]);
+    }
+
+    #[test]
+    fn sets_are_shared_by_name_and_survive_until_retain_drops_them() {
+        let m = WorkerMetrics::new(3);
+        let a = m.route("a");
+        a.observe(200, Duration::from_millis(2));
+        assert!(Arc::ptr_eq(&a, &m.route("a")), "same name, same set");
+        m.route("b");
+        m.cluster("c").connect();
+        m.retain(&["a"], &[]);
+        let names: Vec<_> = m.routes().into_iter().map(|(n, _)| n.to_string()).collect();
+        assert_eq!(names, ["a"]);
+        assert!(m.clusters().is_empty());
+        assert_eq!(m.route("a").requests(), [0, 1, 0, 0, 0], "kept across the reload");
+        assert_eq!(m.cluster("c").connects(), 0, "dropped, then new");
+        assert_eq!(m.worker(), 3);
+    }
+
+    #[test]
+    fn writes_from_a_worker_thread_are_seen_after_join() {
+        let m = Arc::new(WorkerMetrics::new(0));
+        let worker = {
+            let m = Arc::clone(&m);
+            std::thread::spawn(move || {
+                let route = m.route("r");
+                let cluster = m.cluster("c");
+                for i in 0..1000u64 {
+                    let status = if i % 10 == 0 { 502 } else { 200 };
+                    route.observe(status, Duration::from_millis(i % 7));
+                    cluster.observe(status, Duration::from_micros(i));
+                    if i % 100 == 0 {
+                        cluster.connect();
+                    } else {
+                        cluster.reuse();
+                    }
+                }
+                cluster.failure(FailureReason::ConnectTimeout);
+                cluster.failure(FailureReason::Reset);
+                cluster.failure(FailureReason::Reset);
+            })
+        };
+        worker.join().unwrap();
+        let (_, route) = m.routes().pop().unwrap();
+        assert_eq!(route.requests(), [0, 900, 0, 0, 100]);
+        assert_eq!(route.latency().count(), 1000);
+        let (_, cluster) = m.clusters().pop().unwrap();
+        assert_eq!(cluster.requests(), [0, 900, 0, 0, 100]);
+        assert_eq!(cluster.latency().count(), 1000);
+        assert_eq!(cluster.latency().cumulative[0], 501, "0..=500 us");
+        assert_eq!((cluster.connects(), cluster.reuses()), (10, 990));
+        assert_eq!(cluster.failures(), [0, 1, 0, 0, 2]);
+    }
+
+    #[test]
+    fn sets_do_not_share_cache_lines() {
+        assert_eq!(std::mem::align_of::<RouteMetrics>(), 128);
+        assert_eq!(std::mem::align_of::<ClusterMetrics>(), 128);
+    }
+}

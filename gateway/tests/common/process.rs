@@ -1,0 +1,133 @@
+//! The real `gateway` binary as a child process, with the addresses it logged.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_gateway");
+
+/// A private temp directory, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("gw-test-{}-{name}-{}", std::process::id(), nanos()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        Self(dir)
+    }
+    pub fn path(&self, file: &str) -> PathBuf {
+        self.0.join(file)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn nanos() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
+}
+
+/// A running gateway process; killed on drop.
+pub struct GatewayProcess {
+    pub child: Child,
+    /// Every stderr line so far.
+    pub log: Arc<Mutex<Vec<String>>>,
+    /// First bound address per listener name, from the log.
+    pub listener: SocketAddr,
+    pub admin: Option<SocketAddr>,
+}
+
+impl GatewayProcess {
+    /// Starts `gateway run --config path` and waits for its listener (and admin, when
+    /// `expect_admin`) to be logged.
+    pub fn start(path: &Path, expect_admin: bool) -> Self {
+        let mut child = Command::new(BIN)
+            .args(["run", "--config"])
+            .arg(path)
+            .env("RUST_LOG", "info")
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn gateway");
+        let stderr = child.stderr.take().expect("stderr");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                sink.lock().expect("log").push(line);
+            }
+        });
+        let mut p = Self { child, log, listener: "0.0.0.0:0".parse().expect("addr"), admin: None };
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let listener = p.logged_addr("listener bound");
+            let admin = p.logged_addr("admin listening");
+            let started = p.log_contains("worker started");
+            if let (Some(l), true) = (listener, started) {
+                if !expect_admin || admin.is_some() {
+                    p.listener = l;
+                    p.admin = admin;
+                    return p;
+                }
+            }
+            if let Ok(Some(status)) = p.child.try_wait() {
+                panic!("gateway exited during startup ({status}):\n{}", p.log_text());
+            }
+            assert!(Instant::now() < deadline, "gateway did not start:\n{}", p.log_text());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn logged_addr(&self, marker: &str) -> Option<SocketAddr> {
+        let log = self.log.lock().expect("log");
+        log.iter()
+            .find(|l| l.contains(marker))
+            .and_then(|l| l.split("address=").nth(1))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|a| a.parse().ok())
+    }
+
+    pub fn log_contains(&self, needle: &str) -> bool {
+        self.log.lock().expect("log").iter().any(|l| l.contains(needle))
+    }
+
+    pub fn log_count(&self, needle: &str) -> usize {
+        self.log.lock().expect("log").iter().filter(|l| l.contains(needle)).count()
+    }
+
+    pub fn log_text(&self) -> String {
+        self.log.lock().expect("log").join("\n")
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let status =
+            Command::new("kill").arg(format!("-{sig}")).arg(self.child.id().to_string()).status().expect("kill");
+        assert!(status.success());
+    }
+
+    /// Waits up to `limit` for the process to exit.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for GatewayProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

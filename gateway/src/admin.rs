@@ -9,6 +9,7 @@
 //! | `GET /server_info` | version, workers, pinned cores, I/O drivers, cgroup quota, uptime |
 //! | `GET /config` | the effective config (secrets redacted), version, hash, loaded_at, source, reload status |
 //! | `GET /clusters` | clusters and their endpoints |
+//! | `GET /metrics` | Prometheus text: per-worker, per-route and per-cluster series |
 //! | `POST /reload` | re-read the config file; 200 with the applied version, 400 with every error |
 //! | `POST /drain` | stop accepting and drain, as on SIGTERM |
 //!
@@ -20,22 +21,37 @@ use std::time::{Instant, UNIX_EPOCH};
 
 use gateway_admin::{Handler, Request, Response};
 
+use crate::accesslog::AccessLogStats;
 use crate::control::{hex, Control};
 use crate::runtime::Shared;
+use crate::stats::metrics::{ProcessInfo, ProcessRecorder, WorkerMetrics, ADMIN_REQUESTS, CONTENT_TYPE};
 use crate::stats::WorkerStats;
 use crate::ServerInfo;
+
+/// Every endpoint path (the label values of `gateway_admin_requests_total`, besides `other`).
+const ENDPOINTS: [&str; 9] =
+    ["/healthz", "/ready", "/stats", "/server_info", "/config", "/clusters", "/metrics", "/reload", "/drain"];
 
 pub struct AdminContext {
     pub shared: Arc<Shared>,
     pub control: Arc<Control>,
     pub stats: Vec<Arc<WorkerStats>>,
+    pub metrics: Vec<Arc<WorkerMetrics>>,
+    pub access_log: Option<AccessLogStats>,
+    pub recorder: Arc<ProcessRecorder>,
     pub info: ServerInfo,
     pub started: Instant,
     pub token: Option<String>,
 }
 
 pub fn handler(ctx: AdminContext) -> Handler {
-    Arc::new(move |req: &Request| route(&ctx, req))
+    Arc::new(move |req: &Request| {
+        let path = ENDPOINTS.iter().copied().find(|e| *e == req.path).unwrap_or("other");
+        metrics::with_local_recorder(ctx.recorder.recorder(), || {
+            metrics::counter!(ADMIN_REQUESTS.name, "path" => path).increment(1);
+        });
+        route(&ctx, req)
+    })
 }
 
 fn route(ctx: &AdminContext, req: &Request) -> Response {
@@ -55,6 +71,7 @@ fn route(ctx: &AdminContext, req: &Request) -> Response {
         ("GET" | "HEAD", "/server_info") => server_info(ctx),
         ("GET" | "HEAD", "/config") => config(ctx),
         ("GET" | "HEAD", "/clusters") => clusters(ctx),
+        ("GET" | "HEAD", "/metrics") => prometheus(ctx),
         ("POST", "/reload") => authorized(ctx, req, || match ctx.control.reload("admin") {
             Ok(applied) => Response::json(200, &serde_json::to_value(&applied).unwrap_or_default()),
             Err(message) => {
@@ -66,9 +83,11 @@ fn route(ctx: &AdminContext, req: &Request) -> Response {
             tracing::info!("drain requested through the admin port");
             Response::text(202, "draining\n")
         }),
-        (_, "/healthz" | "/ready" | "/stats" | "/server_info" | "/config" | "/clusters" | "/reload" | "/drain") => {
-            Response::text(405, "method not allowed\n")
-        }
+        (
+            _,
+            "/healthz" | "/ready" | "/stats" | "/server_info" | "/config" | "/clusters" | "/metrics" | "/reload"
+            | "/drain",
+        ) => Response::text(405, "method not allowed\n"),
         _ => Response::text(404, "not found\n"),
     }
 }
@@ -89,6 +108,24 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
         return false;
     }
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn prometheus(ctx: &AdminContext) -> Response {
+    let status = ctx.control.status();
+    let process = ProcessInfo {
+        config_version: ctx.shared.snapshot.load().version,
+        reloads_ok: status.reloads_ok,
+        reloads_failed: status.reloads_failed,
+        access_log_written: ctx.access_log.as_ref().map_or(0, AccessLogStats::written),
+        access_log_dropped: ctx.access_log.as_ref().map_or(0, AccessLogStats::dropped),
+        draining: ctx.shared.draining.load(Ordering::Acquire),
+        uptime: ctx.started.elapsed(),
+        recorder: Some(ctx.recorder.handle()),
+    };
+    let workers: Vec<_> = ctx.stats.iter().cloned().zip(ctx.metrics.iter().cloned()).collect();
+    let mut out = String::with_capacity(16 * 1024);
+    crate::stats::metrics::render_prometheus(&mut out, &workers, &process);
+    Response { status: 200, content_type: CONTENT_TYPE, body: out.into_bytes() }
 }
 
 fn server_info(ctx: &AdminContext) -> Response {

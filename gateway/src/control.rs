@@ -101,7 +101,15 @@ impl Control {
         let Some(path) = self.source.clone() else {
             return Err("this gateway was started from an in-memory config; there is no file to reload".into());
         };
-        let text = match std::fs::read(&path) {
+        crate::sdnotify::reloading();
+        let result = self.reload_file(&path, trigger);
+        let version = self.shared.snapshot.load().version;
+        crate::sdnotify::ready(&format!("serving config version {version}"));
+        result
+    }
+
+    fn reload_file(&self, path: &Path, trigger: &str) -> Result<Applied, String> {
+        let text = match std::fs::read(path) {
             Ok(t) => t,
             Err(e) => return self.fail(trigger, format!("cannot read {}: {e}", path.display())),
         };

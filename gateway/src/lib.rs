@@ -7,6 +7,7 @@ pub mod http;
 pub mod proxy;
 pub mod route;
 pub mod runtime;
+pub mod sdnotify;
 pub mod snapshot;
 pub mod stats;
 pub mod upstream;
@@ -25,7 +26,23 @@ use gateway_config::{Config, Workers};
 use runtime::cpus::CpuBudget;
 use runtime::{Shared, WorkerInfo};
 use snapshot::Snapshot;
+use stats::metrics::WorkerMetrics;
 use stats::WorkerStats;
+
+fn access_log_config(s: &gateway_config::AccessLog) -> accesslog::AccessLogConfig {
+    accesslog::AccessLogConfig {
+        format: match s.format {
+            gateway_config::AccessLogFormat::Json => accesslog::Format::Json,
+            gateway_config::AccessLogFormat::Combined => accesslog::Format::Combined,
+        },
+        target: match &s.target {
+            gateway_config::AccessLogTarget::Stdout => accesslog::Target::Stdout,
+            gateway_config::AccessLogTarget::Stderr => accesslog::Target::Stderr,
+            gateway_config::AccessLogTarget::File(p) => accesslog::Target::File(p.clone()),
+        },
+        buffer_lines: s.buffer_lines,
+    }
+}
 
 /// How long the config file must be quiet before a change is applied.
 const WATCH_DEBOUNCE: std::time::Duration = std::time::Duration::from_millis(200);
@@ -37,6 +54,9 @@ pub struct Gateway {
     threads: Vec<JoinHandle<()>>,
     workers: Vec<WorkerInfo>,
     stats: Vec<Arc<WorkerStats>>,
+    metrics: Vec<Arc<WorkerMetrics>>,
+    access_log: Option<accesslog::AccessLog>,
+    recorder: Arc<stats::metrics::ProcessRecorder>,
     admin: Option<gateway_admin::AdminServer>,
     watcher: Option<gateway_config::watch::ConfigWatcher>,
 }
@@ -92,10 +112,28 @@ impl Gateway {
             snapshot: Arc::new(ArcSwap::from_pointee(Snapshot::new(0, hash, None, config.clone(), Vec::new()))),
             draining: AtomicBool::new(false),
             handoff: Default::default(),
+            heartbeats: (0..n).map(|_| std::sync::atomic::AtomicU64::new(0)).collect(),
         });
         let control = Arc::new(control::Control::start(config, source, hash, n, &shared)?);
         let stats: Vec<Arc<WorkerStats>> = (0..n).map(|_| Arc::new(WorkerStats::default())).collect();
-        let (threads, workers) = match runtime::spawn_workers(&shared, driver, &budget.allowed, &stats) {
+        let metrics: Vec<Arc<WorkerMetrics>> = (0..n).map(|i| Arc::new(WorkerMetrics::new(i))).collect();
+        let access_log = match &shared.snapshot.load().config.server.access_log {
+            Some(settings) => {
+                Some(accesslog::AccessLog::start(access_log_config(settings)).map_err(|e| format!("access log: {e}"))?)
+            }
+            None => None,
+        };
+        let parts = stats
+            .iter()
+            .zip(&metrics)
+            .enumerate()
+            .map(|(i, (s, m))| runtime::worker::WorkerParts {
+                stats: Arc::clone(s),
+                metrics: Arc::clone(m),
+                log: access_log.as_ref().map(|l| l.worker_handle(i)),
+            })
+            .collect();
+        let (threads, workers) = match runtime::spawn_workers(&shared, driver, &budget.allowed, parts) {
             Ok(x) => x,
             Err(e) => {
                 shared.draining.store(true, Ordering::Release);
@@ -103,7 +141,19 @@ impl Gateway {
             }
         };
         let watch = shared.snapshot.load().config.server.watch;
-        let mut gateway = Self { shared, control, threads, workers, stats, admin: None, watcher: None };
+        let recorder = Arc::new(stats::metrics::ProcessRecorder::new());
+        let mut gateway = Self {
+            shared,
+            control,
+            threads,
+            workers,
+            stats,
+            metrics,
+            access_log,
+            recorder,
+            admin: None,
+            watcher: None,
+        };
         if let (true, Some(path)) = (watch, gateway.control.source().map(std::path::Path::to_path_buf)) {
             let control = Arc::clone(&gateway.control);
             let on_change = move || {
@@ -131,6 +181,9 @@ impl Gateway {
                 shared: Arc::clone(&gateway.shared),
                 control: Arc::clone(&gateway.control),
                 stats: gateway.stats.clone(),
+                metrics: gateway.metrics.clone(),
+                access_log: gateway.access_log.as_ref().map(accesslog::AccessLog::stats),
+                recorder: Arc::clone(&gateway.recorder),
                 info,
                 started,
                 token: admin.token.clone(),
@@ -192,6 +245,11 @@ impl Gateway {
         self.shared.draining.store(true, Ordering::Release);
     }
 
+    /// A probe of worker liveness for the systemd watchdog.
+    pub fn liveness(&self) -> runtime::Liveness {
+        runtime::Liveness::new(Arc::clone(&self.shared))
+    }
+
     pub fn is_draining(&self) -> bool {
         self.shared.draining.load(Ordering::Acquire)
     }
@@ -201,6 +259,9 @@ impl Gateway {
         self.watcher.take();
         for t in self.threads.drain(..) {
             let _ = t.join();
+        }
+        if let Some(log) = self.access_log.take() {
+            log.shutdown();
         }
         if let Some(a) = self.admin.take() {
             a.stop();

@@ -77,7 +77,10 @@ fn run(path: &std::path::Path) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    tracing::info!(summary = %gateway.snapshot().config.summary(), "serving");
+    let summary = gateway.snapshot().config.summary();
+    tracing::info!(summary = %summary, "serving");
+    gateway::sdnotify::ready(&format!("serving: {summary}"));
+    let watchdog = start_watchdog(&gateway);
     'serve: loop {
         for signal in signals.pending() {
             if signal == SIGHUP {
@@ -93,9 +96,36 @@ fn run(path: &std::path::Path) -> ExitCode {
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+    gateway::sdnotify::stopping();
+    watchdog.store(true, std::sync::atomic::Ordering::Release);
     gateway.shutdown();
     tracing::info!("stopped");
     ExitCode::SUCCESS
+}
+
+/// Pings systemd's watchdog at half its interval while every worker keeps ticking. Returns the
+/// flag that stops it.
+fn start_watchdog(gateway: &gateway::Gateway) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let Some(interval) = gateway::sdnotify::watchdog_interval() else { return stop };
+    let mut liveness = gateway.liveness();
+    let flag = std::sync::Arc::clone(&stop);
+    let period = interval / 2;
+    tracing::info!(interval = ?interval, "systemd watchdog enabled");
+    let spawned = std::thread::Builder::new().name("gw-watchdog".into()).spawn(move || {
+        while !flag.load(std::sync::atomic::Ordering::Acquire) {
+            std::thread::sleep(period);
+            if liveness.check() {
+                gateway::sdnotify::notify("WATCHDOG=1");
+            } else {
+                tracing::error!("a worker stopped ticking: withholding the systemd watchdog ping");
+            }
+        }
+    });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "cannot start the watchdog thread");
+    }
+    stop
 }
 
 fn init_logging(level: &str) {

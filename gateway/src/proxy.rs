@@ -21,6 +21,7 @@ use crate::http::h1::{self, BodyFraming, HeadScratch, RequestHead, ResponseFrami
 use crate::http::response::{self, push_num};
 use crate::runtime::io::{make_room, read_append_timeout, write_from};
 use crate::runtime::worker::{Local, Worker};
+use crate::stats::metrics::FailureReason;
 use crate::upstream::EndpointState;
 
 /// Why an upstream exchange failed before a response head was forwarded.
@@ -66,9 +67,11 @@ pub async fn forward(
     {
         let scratch = worker.scratch(server.limits.max_headers);
         let buf = conn.rbuf.get(base..).unwrap_or_default();
-        build_request_head(&mut wbuf, buf, head, &scratch, &conn.peer_ip, &server.via);
+        let ids = RequestIdentity { peer: &conn.peer_ip, via: &server.via, request_id: &conn.ex.request_id };
+        build_request_head(&mut wbuf, buf, head, &scratch, &ids);
     }
     conn.rpos = base + head.head_len;
+    conn.ex.cluster = Some(action.cluster);
 
     let Some(cluster) = local.clusters.get(action.cluster) else {
         worker.buffers.give(wbuf);
@@ -83,26 +86,37 @@ pub async fn forward(
         return fail(worker, conn, local, 503).await;
     };
     worker.stats.upstream_requests_active.inc();
+    conn.ex.upstream = Some(endpoint.address);
+    let sent_at = Instant::now();
     let result = exchange(worker, conn, local, head, action, endpoint, &mut wbuf, deadline).await;
+    conn.ex.upstream_elapsed = Some(sent_at.elapsed());
     worker.stats.upstream_requests_active.sub(1);
+    let metrics = local.cluster_metrics.get(action.cluster);
     let next = match result {
         Ok((up, ubuf, upos, resp)) => {
             relay_response(worker, conn, local, head, action, endpoint, up, ubuf, upos, resp, wbuf).await
         }
         Err(e) => {
             worker.buffers.give(wbuf);
-            let status = match &e {
-                UpstreamError::Connect(_) | UpstreamError::Send(_) | UpstreamError::ClosedEarly => Some(502),
+            let (status, reason) = match &e {
+                UpstreamError::Connect(io) if io.kind() == io::ErrorKind::TimedOut => {
+                    (Some(502), Some(FailureReason::ConnectTimeout))
+                }
+                UpstreamError::Connect(_) => (Some(502), Some(FailureReason::ConnectError)),
+                UpstreamError::Send(_) | UpstreamError::ClosedEarly => (Some(502), Some(FailureReason::Reset)),
                 UpstreamError::Protocol(_) => {
                     worker.stats.upstream_protocol_errors.inc();
-                    Some(502)
+                    (Some(502), Some(FailureReason::Protocol))
                 }
                 UpstreamError::Timeout => {
                     worker.stats.upstream_timeouts.inc();
-                    Some(504)
+                    (Some(504), Some(FailureReason::Timeout))
                 }
-                UpstreamError::ClientBody(t) => request_body_status(t),
+                UpstreamError::ClientBody(t) => (request_body_status(t), None),
             };
+            if let (Some(m), Some(r)) = (metrics, reason) {
+                m.failure(r);
+            }
             tracing::debug!(upstream = %endpoint.address, error = %e, "upstream exchange failed");
             // Without a request body the connection is still in sync: answer and keep it.
             let keep = head.body == BodyFraming::None && head.keep_alive && !conn.closing();
@@ -140,6 +154,9 @@ async fn exchange(
         let (mut up, reused) = match endpoint.pool.take() {
             Some(s) => {
                 worker.stats.upstream_reuses.inc();
+                if let Some(m) = local.cluster_metrics.get(action.cluster) {
+                    m.reuse();
+                }
                 (s, true)
             }
             None => {
@@ -153,6 +170,9 @@ async fn exchange(
                     }
                 })?;
                 worker.stats.upstream_connects.inc();
+                if let Some(m) = local.cluster_metrics.get(action.cluster) {
+                    m.connect();
+                }
                 (up, false)
             }
         };
@@ -233,6 +253,7 @@ async fn send_request(
     match result {
         Ok(n) => {
             worker.stats.downstream_bytes_in.add(n);
+            conn.ex.bytes_in += n;
             Ok(())
         }
         Err(TransferError::Write(e)) => Err(UpstreamError::Send(e)),
@@ -317,13 +338,14 @@ async fn relay_response(
         build_response_head(&mut wbuf, buf, &resp, &scratch, chunk_out, close, client_11);
     }
     upos += resp.head_len;
-    worker.stats.count_status(resp.status);
+    conn.ex.status = resp.status;
     let ok = match source {
         None => {
             let n = wbuf.len() as u64;
             let (res, b) = write_from(&mut conn.stream, std::mem::take(&mut wbuf), 0, server.timeouts.body_io).await;
             wbuf = b;
             worker.stats.downstream_bytes_out.add(n);
+            conn.ex.bytes_out += n;
             res.is_ok()
         }
         Some(source) => {
@@ -341,6 +363,7 @@ async fn relay_response(
             match result {
                 Ok(n) => {
                     worker.stats.downstream_bytes_out.add(head_bytes + n);
+                    conn.ex.bytes_out += head_bytes + n;
                     true
                 }
                 Err(e) => {
@@ -375,11 +398,12 @@ async fn reply_keep_alive(
 ) -> Next {
     let mut out = worker.buffers.take();
     response::write_error(&mut out, status, false, head.method == h1::Method::Head);
-    worker.stats.count_status(status);
+    conn.ex.status = status;
     let n = out.len() as u64;
     let (res, out) = write_from(&mut conn.stream, out, 0, local.snap.config.server.timeouts.body_io).await;
     worker.buffers.give(out);
     worker.stats.downstream_bytes_out.add(n);
+    conn.ex.bytes_out += n;
     if res.is_ok() {
         Next::KeepAlive
     } else {
@@ -392,16 +416,24 @@ async fn fail(worker: &Rc<Worker>, conn: &mut Downstream, local: &Local, status:
     Next::Close
 }
 
+/// Who forwards the request: the client address (X-Forwarded-For), the gateway's Via name and
+/// the request id.
+pub struct RequestIdentity<'a> {
+    pub peer: &'a [u8],
+    pub via: &'a str,
+    pub request_id: &'a [u8],
+}
+
 /// Writes the request head the upstream sees: origin-form target, Host, the client's
-/// end-to-end headers, X-Forwarded-For/-Proto, Via and canonical framing. Hop-by-hop headers
-/// (and every header named in Connection), Expect and client-sent X-Forwarded-Proto are dropped.
+/// end-to-end headers, X-Forwarded-For/-Proto, Via, X-Request-Id and canonical framing.
+/// Hop-by-hop headers (and every header named in Connection), Expect, client-sent
+/// X-Forwarded-Proto and the client's X-Request-Id (replaced by the validated id) are dropped.
 pub fn build_request_head(
     out: &mut Vec<u8>,
     buf: &[u8],
     head: &RequestHead,
     scratch: &HeadScratch,
-    peer: &[u8],
-    via: &str,
+    ids: &RequestIdentity<'_>,
 ) {
     out.extend_from_slice(buf.get(head.method_range.clone()).unwrap_or_default());
     out.push(b' ');
@@ -424,6 +456,7 @@ pub fn build_request_head(
             || name.eq_ignore_ascii_case(b"content-length")
             || name.eq_ignore_ascii_case(b"expect")
             || name.eq_ignore_ascii_case(b"x-forwarded-proto")
+            || name.eq_ignore_ascii_case(b"x-request-id")
             || is_xff(name)
         {
             continue;
@@ -442,10 +475,11 @@ pub fn build_request_head(
             out.extend_from_slice(b", ");
         }
     }
-    out.extend_from_slice(peer);
-    out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(b"x-forwarded-proto: http\r\nvia: 1.1 ");
-    out.extend_from_slice(via.as_bytes());
+    out.extend_from_slice(ids.peer);
+    out.extend_from_slice(b"\r\nx-forwarded-proto: http\r\nvia: 1.1 ");
+    out.extend_from_slice(ids.via.as_bytes());
+    out.extend_from_slice(b"\r\nx-request-id: ");
+    out.extend_from_slice(ids.request_id);
     out.extend_from_slice(b"\r\n");
     match head.body {
         BodyFraming::None => {}

@@ -8,6 +8,7 @@ use gateway_config::Action;
 use monoio::net::TcpStream;
 
 use super::body::{self, Side, Source, TransferError};
+use super::exchange::Exchange;
 use super::h1::{self, BodyFraming, RequestHead, RequestLimits};
 use super::response;
 use crate::route::RequestFacts;
@@ -32,6 +33,8 @@ pub struct Downstream {
     /// The listener it came from: when it stops (reload removed it, or drain), the connection
     /// closes after the current request.
     pub listener: Rc<ListenerHandle>,
+    /// Accounting of the current request.
+    pub ex: Exchange,
 }
 
 impl Downstream {
@@ -52,7 +55,8 @@ pub enum Next {
 pub async fn serve(worker: Rc<Worker>, listener: Rc<ListenerHandle>, stream: TcpStream, peer: SocketAddr) {
     worker.stats.connections_active.inc();
     let peer_ip = peer.ip().to_string().into_bytes();
-    let mut conn = Downstream { stream, peer, peer_ip, rbuf: Vec::new(), rpos: 0, served: 0, listener };
+    let mut conn =
+        Downstream { stream, peer, peer_ip, rbuf: Vec::new(), rpos: 0, served: 0, listener, ex: Exchange::default() };
     serve_requests(&worker, &mut conn).await;
     worker.buffers.give(std::mem::take(&mut conn.rbuf));
     worker.stats.connections_active.sub(1);
@@ -70,12 +74,19 @@ async fn serve_requests(worker: &Rc<Worker>, conn: &mut Downstream) {
             Err(HeadEnd::Reply(status)) => {
                 worker.stats.requests_rejected.inc();
                 reply_and_close(worker, conn, status, &local).await;
+                worker.stats.count_status(status);
                 return;
             }
         };
         worker.stats.requests_total.inc();
         worker.stats.requests_active.inc();
+        {
+            let scratch = worker.scratch(local.snap.config.server.limits.max_headers);
+            let buf = conn.rbuf.get(conn.rpos..).unwrap_or_default();
+            conn.ex.begin(worker, buf, &head, &scratch);
+        }
         let next = Box::pin(handle(worker, conn, &local, &head)).await;
+        conn.ex.finish(worker, &local, conn.peer.ip());
         worker.stats.requests_active.sub(1);
         conn.served += 1;
         if next == Next::Close || conn.closing() {
@@ -185,6 +196,7 @@ async fn handle(worker: &Rc<Worker>, conn: &mut Downstream, local: &Rc<Local>, h
     let Some(index) = route else {
         return answer_locally(worker, conn, local, head, Local404).await;
     };
+    conn.ex.route = Some(index);
     match local.snap.config.routes.get(index).map(|r| &r.action) {
         Some(Action::Proxy(p)) => crate::proxy::forward(worker, conn, local, head, p).await,
         Some(Action::Direct(_)) => answer_locally(worker, conn, local, head, LocalDirect(index)).await,
@@ -261,11 +273,12 @@ async fn answer_locally(
         worker.buffers.give(out);
         return Next::Close;
     }
-    worker.stats.count_status(status);
+    conn.ex.status = status;
     let n = out.len() as u64;
     let (res, out) = write_from(&mut conn.stream, out, 0, server.timeouts.body_io).await;
     worker.buffers.give(out);
     worker.stats.downstream_bytes_out.add(n);
+    conn.ex.bytes_out += n;
     if res.is_err() || close {
         Next::Close
     } else {
@@ -324,11 +337,12 @@ fn precheck_chunked(worker: &Worker, conn: &Downstream, head: &RequestHead, max_
 pub async fn reply_and_close(worker: &Rc<Worker>, conn: &mut Downstream, status: u16, local: &Local) {
     let mut out = worker.buffers.take();
     response::write_error(&mut out, status, true, false);
-    worker.stats.count_status(status);
+    conn.ex.status = status;
     let n = out.len() as u64;
     let (_, out) = write_from(&mut conn.stream, out, 0, local.snap.config.server.timeouts.body_io).await;
     worker.buffers.give(out);
     worker.stats.downstream_bytes_out.add(n);
+    conn.ex.bytes_out += n;
 }
 
 /// Maps a failed request-body transfer to the status to answer, if an answer is still possible.

@@ -3,5 +3,6 @@
 pub mod body;
 pub mod chunked;
 pub mod conn;
+pub mod exchange;
 pub mod h1;
 pub mod response;

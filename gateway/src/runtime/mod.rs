@@ -20,7 +20,6 @@ use monoio::time::TimeDriver;
 use monoio::{IoUringDriver, LegacyDriver, RuntimeBuilder};
 
 use crate::snapshot::Snapshot;
-use crate::stats::WorkerStats;
 
 /// What workers share with the rest of the process: the current config snapshot and the drain
 /// flag. Both are read-mostly; workers never write here.
@@ -29,6 +28,32 @@ pub struct Shared {
     pub draining: AtomicBool,
     /// Listener sockets waiting for their workers (see `control::Handoff`).
     pub handoff: crate::control::Handoff,
+    /// One per worker, advanced by the worker on every tick: proof of life for the watchdog.
+    pub heartbeats: Vec<std::sync::atomic::AtomicU64>,
+}
+
+/// Tells whether every worker has ticked since the previous check (a stuck worker stops
+/// systemd's watchdog pings, so systemd restarts the process).
+pub struct Liveness {
+    shared: Arc<Shared>,
+    last: Vec<u64>,
+}
+
+impl Liveness {
+    pub fn new(shared: Arc<Shared>) -> Self {
+        let last = vec![u64::MAX; shared.heartbeats.len()];
+        Self { shared, last }
+    }
+
+    pub fn check(&mut self) -> bool {
+        let mut all = true;
+        for (beat, last) in self.shared.heartbeats.iter().zip(self.last.iter_mut()) {
+            let now = beat.load(std::sync::atomic::Ordering::Relaxed);
+            all &= now != *last;
+            *last = now;
+        }
+        all
+    }
 }
 
 /// A running worker, as reported by the worker itself once its runtime started.
@@ -53,17 +78,17 @@ pub fn spawn_workers(
     shared: &Arc<Shared>,
     driver: IoDriver,
     cores: &[usize],
-    stats: &[Arc<WorkerStats>],
+    parts: Vec<worker::WorkerParts>,
 ) -> Result<(Vec<JoinHandle<()>>, Vec<WorkerInfo>), String> {
     let (tx, rx) = mpsc::channel::<Result<WorkerInfo, String>>();
     let mut threads = Vec::new();
-    for (id, stats) in stats.iter().cloned().enumerate() {
+    for (id, parts) in parts.into_iter().enumerate() {
         let shared = Arc::clone(shared);
         let core = if cores.is_empty() { None } else { cores.get(id % cores.len()).copied() };
         let tx = tx.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("gw-worker-{id}"))
-            .spawn(move || worker_thread(id, core, driver, shared, stats, tx))
+            .spawn(move || worker_thread(id, core, driver, shared, parts, tx))
             .map_err(|e| format!("cannot spawn worker thread {id}: {e}"))?;
         threads.push(spawned);
     }
@@ -85,7 +110,7 @@ fn worker_thread(
     core: Option<usize>,
     driver: IoDriver,
     shared: Arc<Shared>,
-    stats: Arc<WorkerStats>,
+    parts: worker::WorkerParts,
     tx: mpsc::Sender<Result<WorkerInfo, String>>,
 ) {
     let pinned = core.filter(|&c| core_affinity::set_for_current(core_affinity::CoreId { id: c }));
@@ -99,7 +124,7 @@ fn worker_thread(
         let _ = tx.send(Ok(WorkerInfo { id, core: pinned, driver: name }));
     };
     let run = move || {
-        let worker = Rc::new(worker::Worker::new(id, shared, stats));
+        let worker = Rc::new(worker::Worker::new(id, shared, parts));
         worker::run(worker)
     };
     if driver != IoDriver::Epoll {

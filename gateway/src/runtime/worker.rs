@@ -13,8 +13,10 @@ use monoio::net::TcpListener;
 use super::buffers::BufferPool;
 use super::signal::Drain;
 use super::Shared;
+use crate::accesslog::{Entry, RequestId, RequestIds, WorkerLog};
 use crate::http::h1::HeadScratch;
 use crate::snapshot::Snapshot;
+use crate::stats::metrics::{ClusterMetrics, RouteMetrics, WorkerMetrics};
 use crate::stats::WorkerStats;
 use crate::upstream::balancer::XorShift;
 use crate::upstream::ClusterState;
@@ -26,6 +28,9 @@ const TICK: Duration = Duration::from_millis(100);
 pub struct Worker {
     pub id: usize,
     pub stats: Arc<WorkerStats>,
+    pub metrics: Arc<WorkerMetrics>,
+    log: RefCell<Option<WorkerLog>>,
+    ids: RefCell<RequestIds>,
     pub drain: Drain,
     pub buffers: BufferPool,
     pub rng: XorShift,
@@ -52,14 +57,26 @@ pub struct Local {
     pub snap: Arc<Snapshot>,
     /// Indexed like `snap.config.clusters`.
     pub clusters: Vec<Rc<ClusterState>>,
+    /// Indexed like `snap.config.routes`; kept across reloads by route name.
+    pub route_metrics: Vec<Arc<RouteMetrics>>,
+    /// Indexed like `snap.config.clusters`; kept across reloads by cluster name.
+    pub cluster_metrics: Vec<Arc<ClusterMetrics>>,
+}
+
+/// What a worker thread is given at start.
+pub struct WorkerParts {
+    pub stats: Arc<WorkerStats>,
+    pub metrics: Arc<WorkerMetrics>,
+    pub log: Option<WorkerLog>,
 }
 
 impl Worker {
-    pub fn new(id: usize, shared: Arc<Shared>, stats: Arc<WorkerStats>) -> Self {
+    pub fn new(id: usize, shared: Arc<Shared>, parts: WorkerParts) -> Self {
         let mut cache = Cache::new(Arc::clone(&shared.snapshot));
         let snap = Arc::clone(cache.load());
         let max_headers = snap.config.server.limits.max_headers;
         let clusters = snap.config.clusters.iter().map(|c| Rc::new(ClusterState::new(c))).collect();
+        let (route_metrics, cluster_metrics) = series_for(&parts.metrics, &snap);
         let seed = (id as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
             ^ std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -67,7 +84,10 @@ impl Worker {
                 .unwrap_or(0);
         Self {
             id,
-            stats,
+            stats: parts.stats,
+            metrics: parts.metrics,
+            log: RefCell::new(parts.log),
+            ids: RefCell::new(RequestIds::new(id)),
             drain: Drain::default(),
             buffers: BufferPool::new(1024),
             rng: XorShift::new(seed),
@@ -75,7 +95,7 @@ impl Worker {
             scratch: RefCell::new(HeadScratch::new(max_headers)),
             resp_scratch: RefCell::new(HeadScratch::new(max_headers)),
             cache: RefCell::new(cache),
-            local: RefCell::new(Rc::new(Local { snap, clusters })),
+            local: RefCell::new(Rc::new(Local { snap, clusters, route_metrics, cluster_metrics })),
             listeners: RefCell::new(HashMap::new()),
             listeners_version: Cell::new(0),
         }
@@ -104,9 +124,32 @@ impl Worker {
                     .unwrap_or_else(|| Rc::new(ClusterState::new(c)))
             })
             .collect();
-        let next = Rc::new(Local { snap, clusters });
+        let (route_metrics, cluster_metrics) = series_for(&self.metrics, &snap);
+        let next = Rc::new(Local { snap, clusters, route_metrics, cluster_metrics });
         *self.local.borrow_mut() = Rc::clone(&next);
         next
+    }
+
+    pub fn next_request_id(&self) -> RequestId {
+        self.ids.borrow_mut().next()
+    }
+
+    pub fn access_log_enabled(&self) -> bool {
+        self.log.borrow().is_some()
+    }
+
+    /// Queues one access log line (never blocks; dropped and counted when the writer is behind).
+    pub fn log(&self, entry: &Entry<'_>) {
+        if let Some(log) = self.log.borrow_mut().as_mut() {
+            log.log(entry);
+        }
+    }
+
+    /// Hands partial access log batches to the writer.
+    pub fn flush_log(&self) {
+        if let Some(log) = self.log.borrow_mut().as_mut() {
+            log.flush();
+        }
     }
 
     /// The request-head scratch, sized for `max_headers`. Never hold it across an `.await`.
@@ -118,6 +161,15 @@ impl Worker {
     pub fn resp_scratch(&self, max_headers: usize) -> RefMut<'_, HeadScratch> {
         sized(&self.resp_scratch, max_headers)
     }
+}
+
+/// This worker's metric series for the snapshot's routes and clusters, by name; series of
+/// names no longer configured are dropped.
+fn series_for(metrics: &WorkerMetrics, snap: &Snapshot) -> (Vec<Arc<RouteMetrics>>, Vec<Arc<ClusterMetrics>>) {
+    let routes: Vec<&str> = snap.config.routes.iter().map(|r| r.name.as_str()).collect();
+    let clusters: Vec<&str> = snap.config.clusters.iter().map(|c| c.name.as_str()).collect();
+    metrics.retain(&routes, &clusters);
+    (routes.iter().map(|r| metrics.route(r)).collect(), clusters.iter().map(|c| metrics.cluster(c)).collect())
 }
 
 fn sized(cell: &RefCell<HeadScratch>, max_headers: usize) -> RefMut<'_, HeadScratch> {
@@ -139,11 +191,15 @@ pub async fn run(worker: Rc<Worker>) {
             _ = worker.drain.wait() => {}
         }
         ticks += 1;
+        if let Some(beat) = worker.shared.heartbeats.get(worker.id) {
+            beat.store(ticks, Ordering::Relaxed);
+        }
         if worker.shared.draining.load(Ordering::Acquire) {
             worker.drain.trigger();
             break;
         }
         sync_listeners(&worker);
+        worker.flush_log();
         if ticks.is_multiple_of(10) {
             for c in &worker.local().clusters {
                 c.evict_idle();
@@ -158,6 +214,8 @@ pub async fn run(worker: Rc<Worker>) {
     while worker.stats.connections_active.value() > 0 && std::time::Instant::now() < deadline {
         monoio::time::sleep(Duration::from_millis(20)).await;
     }
+    // Hand over the last access log lines before the writer shuts down.
+    worker.log.borrow_mut().take();
     let left = worker.stats.connections_active.value();
     if left > 0 {
         tracing::warn!(worker = worker.id, connections = left, "drain timeout: closing remaining connections");

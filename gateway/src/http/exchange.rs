@@ -1,0 +1,128 @@
+//! What one request did: filled in while it is handled, reported once at its end to the
+//! per-worker stats, the route and cluster metrics and the access log.
+
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::time::{Duration, Instant, SystemTime};
+
+use super::h1::{HeadScratch, RequestHead};
+use crate::accesslog::{valid_request_id, Entry};
+use crate::runtime::worker::{Local, Worker};
+
+/// Per-connection, reused for every request (its buffers keep their capacity).
+#[derive(Default)]
+pub struct Exchange {
+    pub started: Option<Instant>,
+    /// The status sent downstream; 0 while none was sent.
+    pub status: u16,
+    /// Index into the snapshot's routes.
+    pub route: Option<usize>,
+    /// Index into the snapshot's clusters.
+    pub cluster: Option<usize>,
+    pub upstream: Option<SocketAddr>,
+    /// From sending the request upstream to the response head.
+    pub upstream_elapsed: Option<Duration>,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    /// The request id: the client's `x-request-id` when valid, else one generated here.
+    pub request_id: Vec<u8>,
+    /// Request fields the access log needs, copied out of the read buffer (which body
+    /// streaming may reuse before the request ends). Filled only when the log is on.
+    fields: Vec<u8>,
+    method: Range<usize>,
+    path: Range<usize>,
+    query: Option<Range<usize>>,
+    host: Option<Range<usize>>,
+    user_agent: Option<Range<usize>>,
+    referer: Option<Range<usize>>,
+    version_minor: u8,
+}
+
+impl Exchange {
+    /// Starts accounting for a new request whose head is `buf[..head.head_len]`.
+    pub fn begin(&mut self, worker: &Worker, buf: &[u8], head: &RequestHead, scratch: &HeadScratch) {
+        self.started = Some(Instant::now());
+        self.status = 0;
+        self.route = None;
+        self.cluster = None;
+        self.upstream = None;
+        self.upstream_elapsed = None;
+        self.bytes_in = head.head_len as u64;
+        self.bytes_out = 0;
+        self.request_id.clear();
+        self.version_minor = head.version_minor;
+        let mut client_id = None;
+        let mut ua = None;
+        let mut referer = None;
+        for h in scratch.headers() {
+            let name = h.name(buf);
+            if name.eq_ignore_ascii_case(b"x-request-id") {
+                client_id = Some(h.value(buf));
+            } else if name.eq_ignore_ascii_case(b"user-agent") {
+                ua = Some(h.value(buf));
+            } else if name.eq_ignore_ascii_case(b"referer") {
+                referer = Some(h.value(buf));
+            }
+        }
+        match client_id.filter(|v| valid_request_id(v)) {
+            Some(id) => self.request_id.extend_from_slice(id),
+            None => self.request_id.extend_from_slice(worker.next_request_id().as_bytes()),
+        }
+        if !worker.access_log_enabled() {
+            return;
+        }
+        self.fields.clear();
+        let mut keep = |bytes: &[u8]| {
+            let start = self.fields.len();
+            self.fields.extend_from_slice(bytes);
+            start..self.fields.len()
+        };
+        let get = |r: Range<usize>| buf.get(r).unwrap_or_default();
+        self.method = keep(get(head.method_range.clone()));
+        self.path = keep(get(head.path.clone()));
+        self.query = head.query.clone().map(|q| keep(get(q)));
+        self.host = head.authority.clone().map(|a| keep(get(a)));
+        self.user_agent = ua.map(&mut keep);
+        self.referer = referer.map(&mut keep);
+    }
+
+    /// Reports the finished request: stats, metrics, access log.
+    pub fn finish(&self, worker: &Worker, local: &Local, client: std::net::IpAddr) {
+        let elapsed = self.started.map(|s| s.elapsed()).unwrap_or_default();
+        if self.status != 0 {
+            worker.stats.count_status(self.status);
+        }
+        if let Some(m) = self.route.and_then(|r| local.route_metrics.get(r)) {
+            m.observe(self.status, elapsed);
+        }
+        if let (Some(m), Some(up)) = (self.cluster.and_then(|c| local.cluster_metrics.get(c)), self.upstream_elapsed) {
+            m.observe(self.status, up);
+        }
+        if !worker.access_log_enabled() {
+            return;
+        }
+        let config = &local.snap.config;
+        let field = |r: &Range<usize>| self.fields.get(r.clone()).unwrap_or_default();
+        let entry = Entry {
+            start: SystemTime::now().checked_sub(elapsed).unwrap_or_else(SystemTime::now),
+            client,
+            method: field(&self.method),
+            path: field(&self.path),
+            query: self.query.as_ref().map(field),
+            version_minor: self.version_minor,
+            host: self.host.as_ref().map(field),
+            status: self.status,
+            bytes_in: self.bytes_in,
+            bytes_out: self.bytes_out,
+            duration: elapsed,
+            upstream: self.upstream,
+            upstream_duration: self.upstream_elapsed,
+            route: self.route.and_then(|r| config.routes.get(r)).map(|r| r.name.as_str()),
+            cluster: self.cluster.and_then(|c| config.clusters.get(c)).map(|c| c.name.as_str()),
+            request_id: &self.request_id,
+            user_agent: self.user_agent.as_ref().map(field),
+            referer: self.referer.as_ref().map(field),
+        };
+        worker.log(&entry);
+    }
+}

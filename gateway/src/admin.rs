@@ -26,6 +26,7 @@ use crate::control::{hex, Control};
 use crate::runtime::Shared;
 use crate::stats::metrics::{ProcessInfo, ProcessRecorder, WorkerMetrics, ADMIN_REQUESTS, CONTENT_TYPE};
 use crate::stats::WorkerStats;
+use crate::upstream::EndpointViews;
 use crate::ServerInfo;
 
 /// Every endpoint path (the label values of `gateway_admin_requests_total`, besides `other`).
@@ -37,6 +38,8 @@ pub struct AdminContext {
     pub control: Arc<Control>,
     pub stats: Vec<Arc<WorkerStats>>,
     pub metrics: Vec<Arc<WorkerMetrics>>,
+    /// Each worker's endpoint gauges.
+    pub endpoints: Vec<Arc<EndpointViews>>,
     pub access_log: Option<AccessLogStats>,
     pub recorder: Arc<ProcessRecorder>,
     pub info: ServerInfo,
@@ -160,6 +163,15 @@ fn config(ctx: &AdminContext) -> Response {
 
 fn clusters(ctx: &AdminContext) -> Response {
     let snap = ctx.shared.snapshot.load();
+    // (cluster, address) -> (in flight, idle pooled), summed over workers.
+    let mut live: std::collections::HashMap<(String, std::net::SocketAddr), (u64, u64)> = Default::default();
+    for views in &ctx.endpoints {
+        for (cluster, address, gauge) in crate::control::lock(views).iter() {
+            let e = live.entry((cluster.clone(), *address)).or_default();
+            e.0 += gauge.in_flight.value();
+            e.1 += gauge.idle.value();
+        }
+    }
     let clusters: Vec<serde_json::Value> = snap
         .config
         .clusters
@@ -168,13 +180,20 @@ fn clusters(ctx: &AdminContext) -> Response {
             serde_json::json!({
                 "name": c.name,
                 "balancer": c.balancer,
-                "endpoints": c.endpoints.iter().map(|e| serde_json::json!({
-                    "name": e.name,
-                    "address": e.address.to_string(),
-                    "weight": e.weight,
-                    "health": "healthy",
-                    "ejected": false,
-                })).collect::<Vec<_>>(),
+                "endpoints": c.endpoints.iter().map(|e| {
+                    let (in_flight, idle) = live.get(&(c.name.clone(), e.address)).copied().unwrap_or_default();
+                    serde_json::json!({
+                        "name": e.name,
+                        "address": e.address.to_string(),
+                        "weight": e.weight,
+                        "in_flight": in_flight,
+                        "idle_connections": idle,
+                        // Active health checks and outlier ejection come with the upstream
+                        // resilience work; until then every endpoint is eligible.
+                        "health": "unchecked",
+                        "ejected": false,
+                    })
+                }).collect::<Vec<_>>(),
             })
         })
         .collect();

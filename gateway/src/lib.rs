@@ -123,12 +123,15 @@ impl Gateway {
             }
             None => None,
         };
+        let endpoints: Vec<Arc<upstream::EndpointViews>> = (0..n).map(|_| Arc::default()).collect();
         let parts = stats
             .iter()
             .zip(&metrics)
+            .zip(&endpoints)
             .enumerate()
-            .map(|(i, (s, m))| runtime::worker::WorkerParts {
+            .map(|(i, ((s, m), e))| runtime::worker::WorkerParts {
                 stats: Arc::clone(s),
+                endpoints: Arc::clone(e),
                 metrics: Arc::clone(m),
                 log: access_log.as_ref().map(|l| l.worker_handle(i)),
             })
@@ -182,6 +185,7 @@ impl Gateway {
                 control: Arc::clone(&gateway.control),
                 stats: gateway.stats.clone(),
                 metrics: gateway.metrics.clone(),
+                endpoints: endpoints.clone(),
                 access_log: gateway.access_log.as_ref().map(accesslog::AccessLog::stats),
                 recorder: Arc::clone(&gateway.recorder),
                 info,

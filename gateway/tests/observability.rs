@@ -233,3 +233,26 @@ fn systemd_notifications_ready_reloading_watchdog_stopping() {
     assert!(stopping.starts_with("STOPPING=1"), "{stopping}");
     assert!(child.wait().unwrap().success());
 }
+
+#[test]
+fn clusters_endpoint_shows_in_flight_and_idle_pooled_connections() {
+    let o = origin();
+    let dir = TempDir::new("clusters");
+    let path = dir.path("gateway.toml");
+    std::fs::write(&path, cfg(o.addr(), "")).unwrap();
+    let p = GatewayProcess::start(&path, true);
+    let admin = p.admin.unwrap();
+    let endpoint = |admin| {
+        let v: serde_json::Value = serde_json::from_slice(&get(admin, "/clusters").body).unwrap();
+        v["clusters"][0]["endpoints"][0].clone()
+    };
+    assert_eq!(endpoint(admin)["in_flight"], 0);
+    let addr = p.listener;
+    let slow = std::thread::spawn(move || get(addr, "/delay/800"));
+    assert!(wait_until(Duration::from_secs(3), || endpoint(admin)["in_flight"] == 1), "{}", endpoint(admin));
+    assert_eq!(slow.join().unwrap().status, 200);
+    assert!(wait_until(Duration::from_secs(3), || endpoint(admin)["in_flight"] == 0));
+    let e = endpoint(admin);
+    assert_eq!(e["idle_connections"], 1, "{e}");
+    assert_eq!(e["address"], o.addr().to_string());
+}

@@ -320,3 +320,22 @@ fn a_reload_storm_under_load_loses_nothing() {
     assert_eq!(admin_json(admin, "/config")["version"], 101);
     assert_eq!(body_of(addr), "v100");
 }
+
+#[test]
+fn a_reload_says_which_settings_cannot_change_live_and_applies_the_rest() {
+    let dir = TempDir::new("fixed");
+    let path = dir.path("gateway.toml");
+    std::fs::write(&path, cfg("v1", false, None, "")).unwrap();
+    let p = GatewayProcess::start(&path, true);
+    let admin = p.admin.unwrap();
+    std::fs::write(&path, cfg("v2", false, None, "").replace("workers = 2", "workers = 3")).unwrap();
+    let r = post(admin, "/reload", Some("s3cret"));
+    assert_eq!(r.status, 200);
+    let applied: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    let warnings = applied["warnings"].to_string();
+    assert!(warnings.contains("server.workers") && warnings.contains("restart"), "{warnings}");
+    assert_eq!(body_of(p.listener), "v2", "the rest applied");
+    assert_eq!(admin_json(admin, "/config")["config"]["server"]["workers"], 2, "effective value kept");
+    assert_eq!(admin_json(admin, "/server_info")["workers"].as_array().unwrap().len(), 2);
+    assert!(p.log_contains("needs a restart"));
+}

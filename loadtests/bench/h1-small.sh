@@ -9,7 +9,9 @@
 #   WARMUP [2]         seconds of the unmeasured wrk run before each measured run
 #   ROUNDS [3]         interleaved rounds: every proxy once per round, in PROXIES order
 #   CONNECTIONS [64]   wrk connections (one wrk thread)
-#   PROXIES ["gateway-uring gateway-epoll nginx direct"]
+#   PROXIES ["gateway-uring gateway-epoll nginx direct"]; also gateway-uring-log (access log
+#                      on, JSON to /dev/null) and gateway-baseline (BASELINE_GATEWAY_BIN, io_uring:
+#                      another build of the gateway, e.g. an older commit, measured in the same run)
 #   PROXY_CPU [0]      CPU the proxies are pinned to
 #   LOAD_CPU [1]       CPU the origin and wrk share
 #   SKIP_BUILD [0]     1: use the existing target/release/gateway instead of building it
@@ -128,8 +130,9 @@ check_params() {
     ((DURATION > 0 && ROUNDS > 0 && CONNECTIONS > 0)) || die "DURATION, ROUNDS, CONNECTIONS must be > 0"
     for v in $PROXIES; do
         case $v in
-        gateway-uring | gateway-epoll | nginx | direct) ;;
-        *) die "unknown proxy '$v' in PROXIES (gateway-uring gateway-epoll nginx direct)" ;;
+        gateway-uring | gateway-epoll | gateway-uring-log | nginx | direct) ;;
+        gateway-baseline) [[ -x ${BASELINE_GATEWAY_BIN:-} ]] || die "gateway-baseline needs BASELINE_GATEWAY_BIN (an executable)" ;;
+        *) die "unknown proxy '$v' in PROXIES (gateway-uring gateway-epoll gateway-uring-log gateway-baseline nginx direct)" ;;
         esac
     done
 }
@@ -347,6 +350,8 @@ start_proxies() {
         case $p in
         gateway-uring) start_gateway "$p" io_uring ;;
         gateway-epoll) start_gateway "$p" epoll ;;
+        gateway-uring-log) start_gateway "$p" io_uring "$GATEWAY_BIN" $'[server.access_log]\nformat = "json"\npath = "/dev/null"' ;;
+        gateway-baseline) start_gateway "$p" io_uring "$BASELINE_GATEWAY_BIN" ;;
         nginx) start_nginx_proxy ;;
         direct)
             PROXY_PORT[direct]=$ORIGIN_PORT
@@ -357,8 +362,8 @@ start_proxies() {
     log "measuring: ${ACTIVE[*]:-nothing}"
 }
 
-start_gateway() {
-    local name=$1 driver=$2 dir=$WORK/$1
+start_gateway() { # NAME DRIVER [BINARY [EXTRA_SERVER_TOML]]
+    local name=$1 driver=$2 bin=${3:-$GATEWAY_BIN} extra=${4:-} dir=$WORK/$1
     mkdir -p "$dir"
     pick_port
     cat >"$dir/gateway.toml" <<EOF
@@ -367,6 +372,7 @@ workers = 1
 io_driver = "$driver"
 admin = false
 log_level = "warn"
+$extra
 
 [[listeners]]
 name = "bench"
@@ -380,7 +386,7 @@ cluster = "origin"
 name = "origin"
 endpoints = ["127.0.0.1:$ORIGIN_PORT"]
 EOF
-    start_pinned "$PROXY_CPU" "$dir/gateway.log" "$GATEWAY_BIN" run --config "$dir/gateway.toml"
+    start_pinned "$PROXY_CPU" "$dir/gateway.log" "$bin" run --config "$dir/gateway.toml"
     check_started "$name" "$PID" "$PORT" "$dir/gateway.log"
 }
 

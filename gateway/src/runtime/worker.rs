@@ -19,7 +19,7 @@ use crate::snapshot::Snapshot;
 use crate::stats::metrics::{ClusterMetrics, RouteMetrics, WorkerMetrics};
 use crate::stats::WorkerStats;
 use crate::upstream::balancer::XorShift;
-use crate::upstream::ClusterState;
+use crate::upstream::{ClusterState, EndpointViews};
 
 /// How often a worker looks at process-wide signals (drain) and sweeps idle pools.
 const TICK: Duration = Duration::from_millis(100);
@@ -29,6 +29,7 @@ pub struct Worker {
     pub id: usize,
     pub stats: Arc<WorkerStats>,
     pub metrics: Arc<WorkerMetrics>,
+    endpoints: Arc<EndpointViews>,
     log: RefCell<Option<WorkerLog>>,
     ids: RefCell<RequestIds>,
     pub drain: Drain,
@@ -66,6 +67,7 @@ pub struct Local {
 /// What a worker thread is given at start.
 pub struct WorkerParts {
     pub stats: Arc<WorkerStats>,
+    pub endpoints: Arc<EndpointViews>,
     pub metrics: Arc<WorkerMetrics>,
     pub log: Option<WorkerLog>,
 }
@@ -75,7 +77,9 @@ impl Worker {
         let mut cache = Cache::new(Arc::clone(&shared.snapshot));
         let snap = Arc::clone(cache.load());
         let max_headers = snap.config.server.limits.max_headers;
-        let clusters = snap.config.clusters.iter().map(|c| Rc::new(ClusterState::new(c))).collect();
+        let clusters: Vec<Rc<ClusterState>> =
+            snap.config.clusters.iter().map(|c| Rc::new(ClusterState::new(c))).collect();
+        publish_endpoints(&parts.endpoints, &clusters);
         let (route_metrics, cluster_metrics) = series_for(&parts.metrics, &snap);
         let seed = (id as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
             ^ std::time::SystemTime::now()
@@ -86,6 +90,7 @@ impl Worker {
             id,
             stats: parts.stats,
             metrics: parts.metrics,
+            endpoints: parts.endpoints,
             log: RefCell::new(parts.log),
             ids: RefCell::new(RequestIds::new(id)),
             drain: Drain::default(),
@@ -123,7 +128,8 @@ impl Worker {
                     .cloned()
                     .unwrap_or_else(|| Rc::new(ClusterState::new(c)))
             })
-            .collect();
+            .collect::<Vec<_>>();
+        publish_endpoints(&self.endpoints, &clusters);
         let (route_metrics, cluster_metrics) = series_for(&self.metrics, &snap);
         let next = Rc::new(Local { snap, clusters, route_metrics, cluster_metrics });
         *self.local.borrow_mut() = Rc::clone(&next);
@@ -170,6 +176,15 @@ fn series_for(metrics: &WorkerMetrics, snap: &Snapshot) -> (Vec<Arc<RouteMetrics
     let clusters: Vec<&str> = snap.config.clusters.iter().map(|c| c.name.as_str()).collect();
     metrics.retain(&routes, &clusters);
     (routes.iter().map(|r| metrics.route(r)).collect(), clusters.iter().map(|c| metrics.cluster(c)).collect())
+}
+
+/// Publishes this worker's endpoints (cluster name, address, gauges) for the admin port.
+fn publish_endpoints(views: &EndpointViews, clusters: &[Rc<ClusterState>]) {
+    let list = clusters
+        .iter()
+        .flat_map(|c| c.endpoints.iter().map(|e| (c.settings.name.clone(), e.address, Arc::clone(&e.gauge))))
+        .collect();
+    *crate::control::lock(views) = list;
 }
 
 fn sized(cell: &RefCell<HeadScratch>, max_headers: usize) -> RefMut<'_, HeadScratch> {

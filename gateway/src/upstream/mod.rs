@@ -7,6 +7,9 @@ pub mod pool;
 use std::cell::Cell;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+
+use crate::stats::Counter;
 
 use gateway_config::{Balancer, Cluster};
 
@@ -25,7 +28,21 @@ pub struct EndpointState {
     pub weight: u32,
     outstanding: Cell<u32>,
     pub pool: IdlePool,
+    /// What the admin port shows of this endpoint (single-writer, read on scrape).
+    pub gauge: Arc<EndpointGauge>,
 }
+
+/// One worker's view of one endpoint, readable from the admin thread.
+#[derive(Debug, Default)]
+pub struct EndpointGauge {
+    /// Requests in flight to the endpoint from this worker.
+    pub in_flight: Counter,
+    /// Idle pooled connections this worker holds to the endpoint.
+    pub idle: Counter,
+}
+
+/// A worker's published list of endpoints (rebuilt when its config snapshot changes).
+pub type EndpointViews = Mutex<Vec<(String, SocketAddr, Arc<EndpointGauge>)>>;
 
 impl Candidate for EndpointState {
     fn weight(&self) -> u32 {
@@ -44,11 +61,19 @@ impl ClusterState {
         let endpoints = settings
             .endpoints
             .iter()
-            .map(|e| EndpointState {
-                address: e.address,
-                weight: e.weight,
-                outstanding: Cell::new(0),
-                pool: IdlePool::new(settings.pool.max_idle_per_endpoint, settings.pool.idle_timeout),
+            .map(|e| {
+                let gauge = Arc::new(EndpointGauge::default());
+                EndpointState {
+                    address: e.address,
+                    weight: e.weight,
+                    outstanding: Cell::new(0),
+                    pool: IdlePool::new(
+                        settings.pool.max_idle_per_endpoint,
+                        settings.pool.idle_timeout,
+                        Arc::clone(&gauge),
+                    ),
+                    gauge,
+                }
             })
             .collect::<Vec<_>>();
         Self { rr: RoundRobin::new(endpoints.len()), endpoints, settings: settings.clone() }
@@ -63,6 +88,7 @@ impl ClusterState {
         }?;
         let ep = self.endpoints.get(index)?;
         ep.outstanding.set(ep.outstanding.get() + 1);
+        ep.gauge.in_flight.inc();
         Some(InFlight { cluster: Rc::clone(self), index })
     }
 
@@ -94,6 +120,7 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         if let Some(ep) = self.cluster.endpoints.get(self.index) {
             ep.outstanding.set(ep.outstanding.get().saturating_sub(1));
+            ep.gauge.in_flight.sub(1);
         }
     }
 }

@@ -8,32 +8,50 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use monoio::net::TcpStream;
+
+use super::EndpointGauge;
 
 pub struct IdlePool {
     idle: RefCell<VecDeque<(TcpStream, Instant)>>,
     max_idle: usize,
     idle_timeout: Duration,
+    gauge: Arc<EndpointGauge>,
 }
 
 impl IdlePool {
-    pub fn new(max_idle: usize, idle_timeout: Duration) -> Self {
-        Self { idle: RefCell::new(VecDeque::new()), max_idle, idle_timeout }
+    pub fn new(max_idle: usize, idle_timeout: Duration, gauge: Arc<EndpointGauge>) -> Self {
+        Self { idle: RefCell::new(VecDeque::new()), max_idle, idle_timeout, gauge }
+    }
+
+    fn publish(&self, idle: &VecDeque<(TcpStream, Instant)>) {
+        let n = idle.len() as u64;
+        let old = self.gauge.idle.value();
+        if n >= old {
+            self.gauge.idle.add(n - old);
+        } else {
+            self.gauge.idle.sub(old - n);
+        }
     }
 
     /// The most recently returned connection that has not expired.
     pub fn take(&self) -> Option<TcpStream> {
         let mut idle = self.idle.borrow_mut();
         let now = Instant::now();
+        let mut found = None;
         while let Some((conn, since)) = idle.pop_back() {
             if now.duration_since(since) < self.idle_timeout {
-                return Some(conn);
+                found = Some(conn);
+                break;
             }
             // Everything older is expired too.
             drop(conn);
             idle.clear();
         }
-        None
+        self.publish(&idle);
+        found
     }
 
     /// Returns a connection whose last exchange completed cleanly. The oldest one is closed when
@@ -47,6 +65,7 @@ impl IdlePool {
             idle.pop_front();
         }
         idle.push_back((conn, Instant::now()));
+        self.publish(&idle);
     }
 
     /// Closes expired connections (oldest first).
@@ -56,6 +75,7 @@ impl IdlePool {
         while idle.front().is_some_and(|(_, since)| now.duration_since(*since) >= self.idle_timeout) {
             idle.pop_front();
         }
+        self.publish(&idle);
     }
 
     pub fn len(&self) -> usize {

@@ -16,6 +16,63 @@ pub struct Config {
     /// Routes in match order: the first route whose match succeeds handles the request.
     pub routes: Vec<Route>,
     pub clusters: Vec<Cluster>,
+    pub overload: Overload,
+}
+
+/// `[overload]`: priority classes and load shedding.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Overload {
+    /// When false, nothing is shed or queued by class (caps and rate limits still apply).
+    pub enabled: bool,
+    /// Class names, most important first (at least 1, at most 8, unique).
+    pub classes: Vec<String>,
+    /// Index into `classes` of the class of routes that set none.
+    pub default_class: usize,
+    /// A request header naming the class to use instead of the route's, honoured only from
+    /// `trusted_sources` and always removed before forwarding. Lower-case; never a connection
+    /// or framing header (`connection`, `content-length`, `host`, `te`, ...).
+    pub priority_header: Option<String>,
+    /// Client networks whose `priority_header` is honoured; empty when there is no
+    /// `priority_header`.
+    pub trusted_sources: Vec<Cidr>,
+    /// How long the most important classes after the first may wait for an upstream slot, as a
+    /// multiple of the cluster's measured no-load latency (the class after the first gets this
+    /// much, later middle classes proportionally less; the last class never waits).
+    /// From 0.0 to 10.0.
+    pub queue_wait_factor: f64,
+}
+
+/// An IPv4 or IPv6 network, e.g. `10.0.0.0/8`. As loaded: `prefix_len` is at most 32 (IPv4) or
+/// 128 (IPv6), `network` has no bits set below the prefix, and it is never an IPv4-mapped IPv6
+/// network (mapped client addresses are matched against IPv4 networks instead).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Cidr {
+    pub network: std::net::IpAddr,
+    pub prefix_len: u8,
+}
+
+impl Cidr {
+    /// Whether `ip` is inside this network (IPv4-mapped IPv6 addresses match IPv4 networks).
+    pub fn contains(&self, ip: std::net::IpAddr) -> bool {
+        use std::net::IpAddr;
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        match (self.network, ip) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                let bits = u32::from(self.prefix_len.min(32));
+                let mask = if bits == 0 { 0 } else { u32::MAX << (32 - bits) };
+                u32::from(net) & mask == u32::from(ip) & mask
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+                let bits = u32::from(self.prefix_len.min(128));
+                let mask = if bits == 0 { 0 } else { u128::MAX << (128 - bits) };
+                u128::from(net) & mask == u128::from(ip) & mask
+            }
+            _ => false,
+        }
+    }
 }
 
 /// Process-wide settings.
@@ -146,6 +203,55 @@ pub struct Route {
     pub name: String,
     pub matcher: RouteMatch,
     pub action: Action,
+    /// Index into `Config::overload.classes` (the default class when the route sets none).
+    pub priority: usize,
+    pub rate_limit: Option<RateLimit>,
+}
+
+/// A token bucket on a route: `rate` requests per second with bursts of `burst`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RateLimit {
+    /// Tokens added per second: greater than 0, at most 1e9.
+    pub rate: f64,
+    /// Bucket size: at least 1.
+    pub burst: u32,
+    pub key: RateLimitKey,
+    pub mode: RateLimitMode,
+    /// Whether the rate is split across workers (each enforces rate/workers) or shared by all
+    /// workers through one atomic bucket.
+    pub scope: RateLimitScope,
+    /// Most distinct keys tracked per worker (least recently used ones are forgotten).
+    pub max_keys: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RateLimitKey {
+    /// One bucket for the whole route.
+    Route,
+    ClientIp,
+    /// A request header's value (lower-case name); requests without it share one bucket.
+    Header(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RateLimitMode {
+    /// 429 at once when no token is available.
+    Reject,
+    /// Wait for a token up to `max_delay`, then 429. `max_delay` is positive and, on a route
+    /// that proxies, at most the route's timeout.
+    Delay {
+        #[serde(serialize_with = "ser::duration")]
+        max_delay: Duration,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RateLimitScope {
+    Worker,
+    Process,
 }
 
 /// All present conditions must hold. An empty match matches every request.
@@ -233,6 +339,39 @@ pub struct Cluster {
     pub pool: PoolSettings,
     #[serde(serialize_with = "ser::duration")]
     pub connect_timeout: Duration,
+    pub caps: Caps,
+    pub adaptive_concurrency: AdaptiveConcurrency,
+}
+
+/// Circuit breakers, per worker: over a cap the gateway answers 503 (`x-gateway-reason:
+/// overflow`) at once. All finite: from 1 to 1 000 000 (`max_retries` from 0 to 1000).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Caps {
+    /// Upstream connections (idle and busy) to the whole cluster.
+    pub max_connections: usize,
+    /// Requests waiting for an upstream slot.
+    pub max_pending: usize,
+    /// Requests in flight to the cluster (also the ceiling of the adaptive limit).
+    pub max_requests: usize,
+    /// Retries in flight (used by the retry policy).
+    pub max_retries: usize,
+}
+
+/// The in-flight limit that follows the upstream's measured latency (gradient controller): it
+/// grows while latency stays near the no-load baseline and shrinks when it rises.
+/// `1 <= min_limit <= initial_limit <= caps.max_requests`, whether enabled or not.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct AdaptiveConcurrency {
+    /// When false, the limit is `caps.max_requests`.
+    pub enabled: bool,
+    /// Starting and lowest limits.
+    pub initial_limit: usize,
+    pub min_limit: usize,
+    /// Latency above `baseline * (1 + tolerance)` shrinks the limit. Above 0, at most 2.
+    pub tolerance: f64,
+    /// How often the no-load baseline is re-measured (briefly halving the limit); 1s to 1h.
+    #[serde(serialize_with = "ser::duration")]
+    pub probe_interval: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

@@ -93,6 +93,22 @@ pub(crate) struct RawRoute {
     pub timeout: Option<IntOrStr>,
     pub direct_response: Option<RawDirectResponse>,
     pub redirect: Option<RawRedirect>,
+    pub priority: Option<String>,
+    pub rate_limit: Option<RawRateLimit>,
+}
+
+/// `routes[].rate_limit`: `rate` is required, the rest has defaults.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a rate_limit table")]
+pub(crate) struct RawRateLimit {
+    /// Integer or float (TOML integers deserialize into `f64`).
+    pub rate: f64,
+    pub burst: Option<i64>,
+    pub key: Option<String>,
+    pub mode: Option<String>,
+    pub max_delay: Option<IntOrStr>,
+    pub scope: Option<String>,
+    pub max_keys: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -147,6 +163,10 @@ pub(crate) struct RawCluster {
     pub connect_timeout: Option<IntOrStr>,
     #[serde(default)]
     pub pool: RawPool,
+    #[serde(default)]
+    pub caps: RawCaps,
+    #[serde(default)]
+    pub adaptive_concurrency: RawAdaptiveConcurrency,
 }
 
 /// `"host:port"` or `{ address = "host:port", weight = 3 }`.
@@ -163,6 +183,40 @@ pub(crate) struct RawEndpoint {
 pub(crate) struct RawPool {
     pub max_idle_per_endpoint: Option<i64>,
     pub idle_timeout: Option<IntOrStr>,
+}
+
+/// `clusters[].caps`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a caps table")]
+pub(crate) struct RawCaps {
+    pub max_connections: Option<i64>,
+    pub max_pending: Option<i64>,
+    pub max_requests: Option<i64>,
+    pub max_retries: Option<i64>,
+}
+
+/// `clusters[].adaptive_concurrency`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "an adaptive_concurrency table")]
+pub(crate) struct RawAdaptiveConcurrency {
+    pub enabled: Option<bool>,
+    pub initial_limit: Option<i64>,
+    pub min_limit: Option<i64>,
+    pub tolerance: Option<f64>,
+    pub probe_interval: Option<IntOrStr>,
+}
+
+/// `[overload]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "an [overload] table")]
+pub(crate) struct RawOverload {
+    pub enabled: Option<bool>,
+    pub classes: Option<Vec<String>>,
+    pub default_class: Option<String>,
+    pub priority_header: Option<String>,
+    #[serde(default)]
+    pub trusted_sources: Vec<String>,
+    pub queue_wait_factor: Option<f64>,
 }
 
 /// A TOML integer or string, kept apart so validation can say what the string should look like

@@ -6,10 +6,10 @@ use toml_edit::{Item, Table, Value};
 
 use crate::locate::KeyPath;
 use crate::problems::Problems;
-use crate::raw::{RawCluster, RawListener, RawRoute, RawServer};
+use crate::raw::{RawCluster, RawListener, RawOverload, RawRoute, RawServer};
 
 /// Top-level keys of the file.
-const SECTIONS: [&str; 4] = ["server", "listeners", "routes", "clusters"];
+const SECTIONS: [&str; 5] = ["server", "listeners", "routes", "clusters", "overload"];
 
 /// Listener keys that belong to a later release: reported with a clear message, then ignored
 /// so the rest of the listener is still checked.
@@ -25,6 +25,8 @@ pub(crate) struct RawConfig {
     pub listeners: Option<Vec<Parsed<RawListener>>>,
     pub routes: Option<Vec<Parsed<RawRoute>>>,
     pub clusters: Option<Vec<Parsed<RawCluster>>>,
+    /// Defaults when absent.
+    pub overload: Parsed<RawOverload>,
 }
 
 /// One element: deserialized, or broken (its problem already recorded).
@@ -53,19 +55,31 @@ pub(crate) fn split(problems: &mut Problems<'_>) -> RawConfig {
         if !SECTIONS.contains(&key) {
             problems.at(
                 &KeyPath::root().key(key),
-                format!("unknown top-level key `{key}` (expected server, listeners, routes or clusters)"),
+                format!("unknown top-level key `{key}` (expected server, listeners, routes, clusters or overload)"),
             );
         }
     }
-    let server = match root.get("server").and_then(|item| item.clone().into_value().ok()) {
-        None => Parsed::Ok(RawServer::default()),
-        Some(value) => deserialize(problems, value, &KeyPath::root().key("server")),
-    };
     RawConfig {
-        server,
+        server: table(problems, root, "server"),
         listeners: elements(problems, root, "listeners", &LISTENER_NOT_YET),
         routes: elements(problems, root, "routes", &[]),
         clusters: elements(problems, root, "clusters", &[]),
+        overload: table(problems, root, "overload"),
+    }
+}
+
+/// Deserializes the single-table section `section`, or its defaults when it is absent.
+/// An array is refused before serde sees it (serde would read its elements as the table's
+/// fields, one by one, and report a confusing type error).
+fn table<T: DeserializeOwned + Default>(problems: &mut Problems<'_>, root: &Table, section: &str) -> Parsed<T> {
+    let path = KeyPath::root().key(section);
+    match root.get(section).and_then(|item| item.clone().into_value().ok()) {
+        None => Parsed::Ok(T::default()),
+        Some(Value::Array(_)) => {
+            problems.at(&path, format!("`{section}` must be a single table: write [{section}], not [[{section}]]"));
+            Parsed::Broken { name: None }
+        }
+        Some(value) => deserialize(problems, value, &path),
     }
 }
 

@@ -46,6 +46,38 @@ fn defaults_of_a_minimal_file() {
         }]
     );
     assert!(config.routes.is_empty() && config.clusters.is_empty());
+    assert_eq!(
+        config.overload,
+        Overload {
+            enabled: true,
+            classes: ["critical", "high", "normal", "sheddable"].map(str::to_owned).to_vec(),
+            default_class: 2,
+            priority_header: None,
+            trusted_sources: Vec::new(),
+            queue_wait_factor: 1.0,
+        }
+    );
+}
+
+#[test]
+fn defaults_of_a_minimal_route_and_cluster() {
+    let text = format!("{MINIMAL}[[routes]]\nname = \"r\"\ncluster = \"c\"\n[[clusters]]\nname = \"c\"\nendpoints = [\"127.0.0.1:1\"]\n");
+    let config = parse(&text, "<string>").unwrap();
+    let route = &config.routes[0];
+    assert_eq!((route.priority, &route.rate_limit), (config.overload.default_class, &None));
+    assert_eq!(config.overload.classes[route.priority], "normal");
+    let cluster = &config.clusters[0];
+    assert_eq!(cluster.caps, Caps { max_connections: 1024, max_pending: 1024, max_requests: 1024, max_retries: 3 });
+    assert_eq!(
+        cluster.adaptive_concurrency,
+        AdaptiveConcurrency {
+            enabled: true,
+            initial_limit: 16,
+            min_limit: 2,
+            tolerance: 0.05,
+            probe_interval: Duration::from_secs(10),
+        }
+    );
 }
 
 #[test]
@@ -75,7 +107,7 @@ conect_timeout = "3s"
         errors.to_string(),
         "gateway.toml:3: server.drain_timeout: invalid duration \"30\": expected an integer followed by ms, s, m or h (e.g. \"250ms\", \"10s\", \"2m\", \"1h\")\n\
          gateway.toml:12: routes[0].cluster: unknown cluster \"apii\" (known: api)\n\
-         gateway.toml:18: clusters[0].conect_timeout: unknown field `conect_timeout`, expected one of `name`, `endpoints`, `balancer`, `connect_timeout`, `pool`"
+         gateway.toml:18: clusters[0].conect_timeout: unknown field `conect_timeout`, expected one of `name`, `endpoints`, `balancer`, `connect_timeout`, `pool`, `caps`, `adaptive_concurrency`"
     );
     let lines: Vec<Option<usize>> = errors.errors.iter().map(|e| e.line).collect();
     assert_eq!(lines, [Some(3), Some(12), Some(18)]);
@@ -200,6 +232,31 @@ fn full_example_sets_every_key() {
         "connect_timeout",
         "max_idle_per_endpoint",
         "idle_timeout",
+        "enabled",
+        "classes",
+        "default_class",
+        "priority_header",
+        "trusted_sources",
+        "queue_wait_factor",
+        "priority",
+        "rate_limit",
+        "rate",
+        "burst",
+        "key",
+        "mode",
+        "max_delay",
+        "scope",
+        "max_keys",
+        "caps",
+        "max_connections",
+        "max_pending",
+        "max_requests",
+        "max_retries",
+        "adaptive_concurrency",
+        "initial_limit",
+        "min_limit",
+        "tolerance",
+        "probe_interval",
     ] {
         let set = text.lines().any(|line| {
             let line = line.trim_start();
@@ -213,4 +270,15 @@ fn full_example_sets_every_key() {
     let config = parse(&text, "full.toml").unwrap();
     assert!(config.routes.iter().any(|r| matches!(r.action, Action::Redirect(_))));
     assert!(config.clusters.iter().any(|c| c.balancer == Balancer::RoundRobin));
+    let overload = &config.overload;
+    assert_eq!(overload.priority_header.as_deref(), Some("x-gateway-priority"));
+    assert!(overload.trusted_sources.iter().any(|c| c.contains("10.1.2.3".parse().unwrap())));
+    assert!(overload.trusted_sources.iter().any(|c| c.contains("::1".parse().unwrap())));
+    let health = config.routes.iter().find(|r| r.name == "health").unwrap();
+    assert_eq!(overload.classes[health.priority], "critical");
+    let limit = config.routes.iter().find_map(|r| r.rate_limit.as_ref()).unwrap();
+    assert_eq!(limit.key, RateLimitKey::Header("x-api-key".to_owned()));
+    assert!(matches!(limit.mode, RateLimitMode::Delay { max_delay } if max_delay == Duration::from_millis(200)));
+    let api = config.clusters.iter().find(|c| c.name == "api").unwrap();
+    assert_eq!((api.caps.max_requests, api.adaptive_concurrency.initial_limit), (512, 32));
 }

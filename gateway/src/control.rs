@@ -90,7 +90,7 @@ impl Control {
         {
             let mut state = control.lock();
             let bindings = control.bind_new(&mut state, &config)?;
-            let snap = Snapshot::new(1, hash, control.source.clone(), config, bindings);
+            let snap = Snapshot::new(1, hash, control.source.clone(), config, bindings, None);
             control.shared.snapshot.store(Arc::new(snap));
         }
         Ok(control)
@@ -140,7 +140,7 @@ impl Control {
             }
         };
         let version = current.version + 1;
-        let snap = Snapshot::new(version, hash, self.source.clone(), config, bindings);
+        let snap = Snapshot::new(version, hash, self.source.clone(), config, bindings, Some(&current));
         self.shared.snapshot.store(Arc::new(snap));
         state.reloads_ok += 1;
         state.last_warnings = warnings.clone();

@@ -2,6 +2,7 @@
 //! HTTP/1.1, routing, upstream pools and per-worker stats.
 
 pub mod accesslog;
+pub mod admission;
 pub mod control;
 pub mod http;
 pub mod proxy;
@@ -109,7 +110,7 @@ impl Gateway {
         let driver = config.server.io_driver;
         let admin_cfg = config.server.admin.clone();
         let shared = Arc::new(Shared {
-            snapshot: Arc::new(ArcSwap::from_pointee(Snapshot::new(0, hash, None, config.clone(), Vec::new()))),
+            snapshot: Arc::new(ArcSwap::from_pointee(Snapshot::new(0, hash, None, config.clone(), Vec::new(), None))),
             draining: AtomicBool::new(false),
             handoff: Default::default(),
             heartbeats: (0..n).map(|_| std::sync::atomic::AtomicU64::new(0)).collect(),

@@ -15,6 +15,7 @@ use gateway_config::ProxyAction;
 use monoio::net::TcpStream;
 use monoio::time::Instant;
 
+use crate::admission::limiter::Permit;
 use crate::http::body::{self, Side, Source, TransferError};
 use crate::http::conn::{reply_and_close, request_body_status, Downstream, Next};
 use crate::http::h1::{self, BodyFraming, HeadScratch, RequestHead, ResponseFraming, ResponseHead};
@@ -59,15 +60,22 @@ pub async fn forward(
     local: &Rc<Local>,
     head: &RequestHead,
     action: &ProxyAction,
+    mut permit: Permit,
+    deadline: std::time::Instant,
 ) -> Next {
     let server = &local.snap.config.server;
-    let deadline = Instant::now() + action.timeout;
+    let deadline = Instant::from_std(deadline);
     let base = conn.rpos;
     let mut wbuf = worker.buffers.take();
     {
         let scratch = worker.scratch(server.limits.max_headers);
         let buf = conn.rbuf.get(base..).unwrap_or_default();
-        let ids = RequestIdentity { peer: &conn.peer_ip, via: &server.via, request_id: &conn.ex.request_id };
+        let ids = RequestIdentity {
+            peer: &conn.peer_ip,
+            via: &server.via,
+            request_id: &conn.ex.request_id,
+            strip: local.snap.config.overload.priority_header.as_deref(),
+        };
         build_request_head(&mut wbuf, buf, head, &scratch, &ids);
     }
     conn.rpos = base + head.head_len;
@@ -88,8 +96,14 @@ pub async fn forward(
     worker.stats.upstream_requests_active.inc();
     conn.ex.upstream = Some(endpoint.address);
     let sent_at = Instant::now();
+    permit.start();
     let result = exchange(worker, conn, local, head, action, endpoint, &mut wbuf, deadline).await;
     conn.ex.upstream_elapsed = Some(sent_at.elapsed());
+    if let Ok((_, _, _, resp)) = &result {
+        if resp.status < 500 {
+            permit.success();
+        }
+    }
     worker.stats.upstream_requests_active.sub(1);
     let metrics = local.cluster_metrics.get(action.cluster);
     let next = match result {
@@ -128,6 +142,7 @@ pub async fn forward(
         }
     };
     drop(inflight);
+    drop(permit);
     next
 }
 
@@ -422,6 +437,8 @@ pub struct RequestIdentity<'a> {
     pub peer: &'a [u8],
     pub via: &'a str,
     pub request_id: &'a [u8],
+    /// The priority header (never forwarded).
+    pub strip: Option<&'a str>,
 }
 
 /// Writes the request head the upstream sees: origin-form target, Host, the client's
@@ -457,6 +474,7 @@ pub fn build_request_head(
             || name.eq_ignore_ascii_case(b"expect")
             || name.eq_ignore_ascii_case(b"x-forwarded-proto")
             || name.eq_ignore_ascii_case(b"x-request-id")
+            || ids.strip.is_some_and(|h| name.eq_ignore_ascii_case(h.as_bytes()))
             || is_xff(name)
         {
             continue;

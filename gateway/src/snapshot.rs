@@ -22,6 +22,8 @@ pub struct Snapshot {
     /// The listener sockets this config serves, by binding id (see `control`), in
     /// `config.listeners` order.
     pub bindings: Vec<Binding>,
+    /// Process-wide rate-limit buckets (`scope = "process"`), by route index.
+    pub shared_buckets: Vec<Option<Arc<crate::admission::bucket::SharedBucket>>>,
 }
 
 /// One listener's bound socket set (one socket per worker), shared across reloads while the
@@ -35,9 +37,28 @@ pub struct Binding {
 }
 
 impl Snapshot {
-    pub fn new(version: u64, hash: u64, source: Option<PathBuf>, config: Config, bindings: Vec<Binding>) -> Self {
+    /// Builds a snapshot; `previous` lends its process-wide rate-limit buckets to unchanged routes.
+    pub fn new(
+        version: u64,
+        hash: u64,
+        source: Option<PathBuf>,
+        config: Config,
+        bindings: Vec<Binding>,
+        previous: Option<&Snapshot>,
+    ) -> Self {
         let routes = RouteTable::new(&config);
-        Self { version, hash, loaded_at: SystemTime::now(), source, config: Arc::new(config), routes, bindings }
+        let shared_buckets =
+            crate::admission::shared_buckets(&config, previous.map(|p| (&*p.config, p.shared_buckets.as_slice())));
+        Self {
+            version,
+            hash,
+            loaded_at: SystemTime::now(),
+            source,
+            config: Arc::new(config),
+            routes,
+            bindings,
+            shared_buckets,
+        }
     }
 }
 

@@ -169,30 +169,3 @@ fn upgrade_h2c_is_never_tunnelled() {
         assert_eq!(req.header("http2-settings"), None);
     });
 }
-
-#[test]
-fn connections_beyond_the_worker_limit_are_closed_at_accept() {
-    each_driver(|d| {
-        let o = origin();
-        let gw = TestGateway::start(&config(d, o.addr(), "[server.limits]\nmax_connections_per_worker = 2", ""));
-        // Two connections that have each been served hold both slots.
-        let mut held = Vec::new();
-        for _ in 0..2 {
-            let mut s = connect(gw.addr);
-            s.write_all(b"GET /bytes/1 HTTP/1.1\r\nhost: a\r\n\r\n").unwrap();
-            let mut r = BufReader::new(s);
-            assert_eq!(read_response(&mut r, false).unwrap().status, 200);
-            held.push(r);
-        }
-        // A third is closed without an answer.
-        let mut extra = connect(gw.addr);
-        let _ = extra.write_all(b"GET /bytes/1 HTTP/1.1\r\nhost: a\r\n\r\n");
-        let mut r = BufReader::new(extra);
-        assert!(read_response(&mut r, false).is_err(), "{d}: over-limit connection must not be served");
-        assert!(wait_until(Duration::from_secs(2), || gw.total("connections_rejected") == 1), "{d}");
-        // Freeing a slot lets the next client in.
-        drop(held.pop());
-        assert!(wait_until(Duration::from_secs(2), || gw.total("connections_active") == 1), "{d}");
-        assert_eq!(get(gw.addr, "/bytes/2").status, 200);
-    });
-}

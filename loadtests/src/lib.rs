@@ -3,10 +3,15 @@
 //! - [`origin`]: a small, strict, blocking HTTP/1.1 origin server whose behaviour is chosen per
 //!   request by its path. The gateway's end-to-end tests and the benchmarks use it as the
 //!   upstream; it also misbehaves on request, for the gateway's upstream-strictness tests.
+//! - [`capacity`]: an origin with a fixed capacity (a worker pool with a FIFO queue), for the
+//!   overload benchmark.
+//! - [`overload`]: an open-loop load generator with request classes, for the overload benchmark.
 //!
 //! The benchmark scripts live in `loadtests/bench/` and write their reports to
 //! `loadtests/results/`; see `loadtests/README.md`.
 
+pub mod capacity;
 pub mod origin;
+pub mod overload;
 
 pub use origin::{pattern, Origin, OriginConfig, ReceivedRequest};

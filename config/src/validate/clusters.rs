@@ -1,4 +1,5 @@
-//! `[[clusters]]`: endpoints (resolved once, here), balancer, pool and connect timeout.
+//! `[[clusters]]`: endpoints (resolved once, here), balancer, pool, connect timeout, caps and
+//! adaptive concurrency.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 
@@ -9,6 +10,7 @@ use crate::problems::Problems;
 use crate::raw::{RawCluster, RawEndpoint};
 use crate::sections::Parsed;
 
+use super::concurrency;
 use super::fields::{check_name, choice, duration, int_in};
 use super::{check_unique_names, names, PLACEHOLDER_ADDRESS};
 
@@ -41,6 +43,16 @@ pub(super) fn convert(raw: &[Parsed<RawCluster>], p: &mut Problems<'_>) -> Vec<C
             endpoints.push(endpoint);
         }
         let pool_path = path.key("pool");
+        let caps_path = path.key("caps");
+        let caps = concurrency::caps(&c.caps, p, &caps_path);
+        let adaptive_concurrency = concurrency::adaptive(
+            &c.adaptive_concurrency,
+            &caps,
+            &c.caps,
+            p,
+            &path.key("adaptive_concurrency"),
+            &caps_path,
+        );
         out.push(Cluster {
             name: c.name.clone(),
             endpoints,
@@ -72,6 +84,8 @@ pub(super) fn convert(raw: &[Parsed<RawCluster>], p: &mut Problems<'_>) -> Vec<C
                 c.connect_timeout.as_ref(),
                 defaults::CONNECT_TIMEOUT,
             ),
+            caps,
+            adaptive_concurrency,
         });
     }
     out

@@ -1,8 +1,12 @@
 //! Raw sections -> the validated [`Config`]: every problem is recorded, none stops the others
 //! from being checked.
 
+mod cidr;
 mod clusters;
+mod concurrency;
 mod fields;
+mod overload;
+mod ratelimit;
 mod routes;
 #[cfg(test)]
 mod tests;
@@ -16,7 +20,7 @@ use crate::locate::KeyPath;
 use crate::model::{AccessLog, AccessLogFormat, AccessLogTarget, Timeouts, Workers};
 use crate::model::{Admin, Config, IoDriver, Limits, Listener, ListenerProtocol, Server};
 use crate::problems::Problems;
-use crate::raw::{IntOrStr, RawAdmin, RawListener, RawServer};
+use crate::raw::{IntOrStr, RawAdmin, RawListener, RawOverload, RawServer};
 use crate::sections::{Parsed, RawConfig};
 
 use fields::{check_name, choice, duration, int_in, is_field_value, is_token, size, size_usize};
@@ -40,10 +44,21 @@ pub(crate) fn convert(raw: &RawConfig, p: &mut Problems<'_>) -> Config {
     }
     let raw_clusters = raw.clusters.as_deref().unwrap_or_default();
     let clusters = clusters::convert(raw_clusters, p);
-    // When `clusters` is malformed (already reported), references to it are not checked.
+    let overload_path = KeyPath::root().key("overload");
+    let overload = match raw.overload.ok() {
+        Some(raw_overload) => overload::convert(raw_overload, p, &overload_path),
+        None => overload::convert(&RawOverload::default(), p, &overload_path),
+    };
+    // When `clusters` is malformed or `[overload]` is broken or has no classes (already
+    // reported), references to them are not checked.
     let cluster_names = raw.clusters.as_ref().map(|c| names(c, |c| &c.name));
-    let routes = routes::convert(raw.routes.as_deref().unwrap_or_default(), cluster_names.as_deref(), p);
-    Config { server, listeners, routes, clusters }
+    let refs = routes::Refs {
+        clusters: cluster_names.as_deref(),
+        classes: raw.overload.ok().map(|_| overload.classes.as_slice()).filter(|c| !c.is_empty()),
+        default_class: overload.default_class,
+    };
+    let routes = routes::convert(raw.routes.as_deref().unwrap_or_default(), &refs, p);
+    Config { server, listeners, routes, clusters, overload }
 }
 
 /// Names of all elements in file order (`None` for a broken element without a readable name).

@@ -1,4 +1,4 @@
-//! `[[routes]]`: matches and actions.
+//! `[[routes]]`: matches, actions, priority classes and rate limits.
 
 use crate::defaults;
 use crate::locate::KeyPath;
@@ -10,6 +10,8 @@ use crate::sections::Parsed;
 
 use super::fields::{check_name, check_path, duration, host_match, host_name, int_in};
 use super::fields::{is_field_value, is_token};
+use super::overload::class_index;
+use super::ratelimit;
 use super::{check_unique_names, names};
 
 /// Methods defined by RFC 9110 and RFC 5789; a lower-case spelling of one is a mistake, since
@@ -21,13 +23,20 @@ const GATEWAY_OWNED_HEADERS: [&str; 3] = ["content-length", "transfer-encoding",
 
 const REDIRECT_STATUSES: [u16; 5] = [301, 302, 303, 307, 308];
 
-/// Converts every route. `clusters` are the cluster names by index (an element is `None` when
-/// unreadable; the whole is `None` when the section is malformed and references are unchecked).
-pub(super) fn convert(
-    raw: &[Parsed<RawRoute>],
-    clusters: Option<&[Option<String>]>,
-    p: &mut Problems<'_>,
-) -> Vec<Route> {
+/// What routes refer to in other sections.
+pub(super) struct Refs<'a> {
+    /// Cluster names by index (an element is `None` when unreadable); `None` when `clusters` is
+    /// malformed, and cluster references are then unchecked.
+    pub clusters: Option<&'a [Option<String>]>,
+    /// Priority class names by index; `None` when `[overload]` is broken or lists no class,
+    /// and priority references are then unchecked.
+    pub classes: Option<&'a [String]>,
+    /// The class of routes without `priority`.
+    pub default_class: usize,
+}
+
+/// Converts every route.
+pub(super) fn convert(raw: &[Parsed<RawRoute>], refs: &Refs<'_>, p: &mut Problems<'_>) -> Vec<Route> {
     check_unique_names(&names(raw, |r| &r.name), "routes", p);
     let section = KeyPath::root().key("routes");
     raw.iter()
@@ -35,13 +44,32 @@ pub(super) fn convert(
         .filter_map(|(i, route)| Some((section.index(i), route.ok()?)))
         .map(|(path, route)| {
             check_name(p, &path.key("name"), &route.name);
+            let action = action(route, refs.clusters, p, &path);
+            let timeout = match &action {
+                Action::Proxy(proxy) => Some(proxy.timeout),
+                Action::Direct(_) | Action::Redirect(_) => None,
+            };
             Route {
                 name: route.name.clone(),
                 matcher: matcher(&route.matcher, p, &path.key("match")),
-                action: action(route, clusters, p, &path),
+                action,
+                priority: priority(route.priority.as_deref(), refs, p, &path.key("priority")),
+                rate_limit: route
+                    .rate_limit
+                    .as_ref()
+                    .map(|r| ratelimit::convert(r, timeout, p, &path.key("rate_limit"))),
             }
         })
         .collect()
+}
+
+/// The class index of `name`, or the default class when the route names none.
+fn priority(name: Option<&str>, refs: &Refs<'_>, p: &mut Problems<'_>, path: &KeyPath) -> usize {
+    let (Some(name), Some(classes)) = (name, refs.classes) else { return refs.default_class };
+    class_index(classes, name).unwrap_or_else(|message| {
+        p.at(path, message);
+        refs.default_class
+    })
 }
 
 fn matcher(raw: &RawMatch, p: &mut Problems<'_>, path: &KeyPath) -> RouteMatch {

@@ -11,9 +11,11 @@ use super::body::{self, Side, Source, TransferError};
 use super::exchange::Exchange;
 use super::h1::{self, BodyFraming, RequestHead, RequestLimits};
 use super::response;
+use crate::admission::limiter::Admission;
 use crate::route::RequestFacts;
 use crate::runtime::io::{make_room, read_append_timeout, write_from};
 use crate::runtime::worker::{ListenerHandle, Local, Worker};
+use std::time::Instant;
 
 /// Largest request body a gateway-answered request (404, direct response, redirect) may carry
 /// and still keep the connection: it is read and discarded. Larger ones close the connection.
@@ -52,14 +54,15 @@ pub enum Next {
 }
 
 /// Serves a connection until the client leaves, an error closes it, or the worker drains.
+/// The accept loop has already counted the connection in `connections_active`.
 pub async fn serve(worker: Rc<Worker>, listener: Rc<ListenerHandle>, stream: TcpStream, peer: SocketAddr) {
-    worker.stats.connections_active.inc();
     let peer_ip = peer.ip().to_string().into_bytes();
     let mut conn =
         Downstream { stream, peer, peer_ip, rbuf: Vec::new(), rpos: 0, served: 0, listener, ex: Exchange::default() };
     serve_requests(&worker, &mut conn).await;
     worker.buffers.give(std::mem::take(&mut conn.rbuf));
     worker.stats.connections_active.sub(1);
+    worker.connection_closed();
 }
 
 async fn serve_requests(worker: &Rc<Worker>, conn: &mut Downstream) {
@@ -197,8 +200,42 @@ async fn handle(worker: &Rc<Worker>, conn: &mut Downstream, local: &Rc<Local>, h
         return answer_locally(worker, conn, local, head, Local404).await;
     };
     conn.ex.route = Some(index);
+    let started = Instant::now();
+    // Rate limit first (it applies to every kind of route), then the cluster's admission.
+    match crate::admission::rate_limit(worker, conn, local, index, head).await {
+        Ok(()) => {}
+        Err(headers) => {
+            worker.stats.requests_rate_limited.inc();
+            return answer_locally(worker, conn, local, head, LocalAnswer::Refuse(429, headers)).await;
+        }
+    }
     match local.snap.config.routes.get(index).map(|r| &r.action) {
-        Some(Action::Proxy(p)) => crate::proxy::forward(worker, conn, local, head, p).await,
+        Some(Action::Proxy(p)) => {
+            let deadline = started + p.timeout;
+            let class = crate::admission::class_of(worker, conn, local, index, head);
+            let Some(cluster) = local.clusters.get(p.cluster) else {
+                return answer_locally(worker, conn, local, head, LocalAnswer::Refuse(503, Vec::new())).await;
+            };
+            let (admission, waited) = cluster.limiter.admit(class, deadline).await;
+            if waited {
+                worker.stats.requests_queued.inc();
+            }
+            match admission {
+                Admission::Admitted(permit) => {
+                    crate::proxy::forward(worker, conn, local, head, p, permit, deadline).await
+                }
+                Admission::Shed => {
+                    worker.stats.requests_shed.inc();
+                    let h = b"retry-after: 1\r\nx-gateway-reason: shed\r\n".to_vec();
+                    answer_locally(worker, conn, local, head, LocalAnswer::Refuse(503, h)).await
+                }
+                Admission::Overflow => {
+                    worker.stats.requests_overflow.inc();
+                    let h = b"retry-after: 1\r\nx-gateway-reason: overflow\r\n".to_vec();
+                    answer_locally(worker, conn, local, head, LocalAnswer::Refuse(503, h)).await
+                }
+            }
+        }
         Some(Action::Direct(_)) => answer_locally(worker, conn, local, head, LocalDirect(index)).await,
         Some(Action::Redirect(_)) => answer_locally(worker, conn, local, head, LocalRedirect(index)).await,
         None => answer_locally(worker, conn, local, head, Local404).await,
@@ -208,6 +245,8 @@ async fn handle(worker: &Rc<Worker>, conn: &mut Downstream, local: &Rc<Local>, h
 use LocalAnswer::{Direct as LocalDirect, NotFound as Local404, Redirect as LocalRedirect};
 
 enum LocalAnswer {
+    /// A refusal by admission control: status and extra header lines.
+    Refuse(u16, Vec<u8>),
     NotFound,
     Direct(usize),
     Redirect(usize),
@@ -236,6 +275,10 @@ async fn answer_locally(
     let mut out = worker.buffers.take();
     let buf = conn.rbuf.get(base..).unwrap_or_default();
     let status = match answer {
+        LocalAnswer::Refuse(status, headers) => {
+            response::write_refusal(&mut out, status, &headers, close, is_head);
+            status
+        }
         LocalAnswer::NotFound => {
             response::write_error(&mut out, 404, close, is_head);
             404

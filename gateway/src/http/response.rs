@@ -59,6 +59,25 @@ pub fn write_error(out: &mut Vec<u8>, status: u16, close: bool, head: bool) {
     }
 }
 
+/// Appends a refusal the gateway decided on (shed, overflow, rate-limited): like
+/// [`write_error`], with `headers` (complete `name: value\r\n` lines) added.
+pub fn write_refusal(out: &mut Vec<u8>, status: u16, headers: &[u8], close: bool, head: bool) {
+    let reason = reason(status);
+    status_line(out, status, reason);
+    out.extend_from_slice(headers);
+    out.extend_from_slice(b"content-type: text/plain; charset=utf-8\r\ncontent-length: ");
+    push_num(out, reason.len() as u64 + 1);
+    out.extend_from_slice(b"\r\n");
+    if close {
+        out.extend_from_slice(b"connection: close\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    if !head {
+        out.extend_from_slice(reason.as_bytes());
+        out.push(b'\n');
+    }
+}
+
 /// A direct response rendered once per config snapshot.
 #[derive(Debug)]
 pub struct Prerendered {

@@ -14,6 +14,7 @@ use super::buffers::BufferPool;
 use super::signal::Drain;
 use super::Shared;
 use crate::accesslog::{Entry, RequestId, RequestIds, WorkerLog};
+use crate::admission::RouteLimit;
 use crate::http::h1::HeadScratch;
 use crate::snapshot::Snapshot;
 use crate::stats::metrics::{ClusterMetrics, RouteMetrics, WorkerMetrics};
@@ -44,6 +45,8 @@ pub struct Worker {
     listeners: RefCell<HashMap<u64, Rc<ListenerHandle>>>,
     /// The snapshot version whose listeners are running.
     listeners_version: Cell<u64>,
+    /// Accept loops paused at the connection limit, woken when a connection closes.
+    accept_waiters: RefCell<Vec<std::task::Waker>>,
 }
 
 /// One listener as a worker runs it. Its connections close after their current request once
@@ -62,6 +65,9 @@ pub struct Local {
     pub route_metrics: Vec<Arc<RouteMetrics>>,
     /// Indexed like `snap.config.clusters`; kept across reloads by cluster name.
     pub cluster_metrics: Vec<Arc<ClusterMetrics>>,
+    /// Rate limiters by route index (`None` for routes without one); kept across reloads for
+    /// routes whose name and rate limit are unchanged.
+    pub route_limits: Vec<Option<Rc<RouteLimit>>>,
 }
 
 /// What a worker thread is given at start.
@@ -77,10 +83,12 @@ impl Worker {
         let mut cache = Cache::new(Arc::clone(&shared.snapshot));
         let snap = Arc::clone(cache.load());
         let max_headers = snap.config.server.limits.max_headers;
+        let policy = crate::admission::policy(&snap.config);
         let clusters: Vec<Rc<ClusterState>> =
-            snap.config.clusters.iter().map(|c| Rc::new(ClusterState::new(c))).collect();
+            snap.config.clusters.iter().map(|c| Rc::new(ClusterState::new(c, policy))).collect();
         publish_endpoints(&parts.endpoints, &clusters);
         let (route_metrics, cluster_metrics) = series_for(&parts.metrics, &snap);
+        let workers = shared.heartbeats.len().max(1);
         let seed = (id as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
             ^ std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -100,9 +108,16 @@ impl Worker {
             scratch: RefCell::new(HeadScratch::new(max_headers)),
             resp_scratch: RefCell::new(HeadScratch::new(max_headers)),
             cache: RefCell::new(cache),
-            local: RefCell::new(Rc::new(Local { snap, clusters, route_metrics, cluster_metrics })),
+            local: RefCell::new(Rc::new(Local {
+                route_limits: route_limits(&snap, None, workers),
+                snap,
+                clusters,
+                route_metrics,
+                cluster_metrics,
+            })),
             listeners: RefCell::new(HashMap::new()),
             listeners_version: Cell::new(0),
+            accept_waiters: RefCell::new(Vec::new()),
         }
     }
 
@@ -116,6 +131,7 @@ impl Worker {
             return current;
         }
         let snap = Arc::clone(latest);
+        let policy = crate::admission::policy(&snap.config);
         let clusters = snap
             .config
             .clusters
@@ -124,16 +140,29 @@ impl Worker {
                 current
                     .clusters
                     .iter()
-                    .find(|old| old.settings == *c)
+                    .find(|old| old.settings == *c && old.policy == policy)
                     .cloned()
-                    .unwrap_or_else(|| Rc::new(ClusterState::new(c)))
+                    .unwrap_or_else(|| Rc::new(ClusterState::new(c, policy)))
             })
             .collect::<Vec<_>>();
         publish_endpoints(&self.endpoints, &clusters);
         let (route_metrics, cluster_metrics) = series_for(&self.metrics, &snap);
-        let next = Rc::new(Local { snap, clusters, route_metrics, cluster_metrics });
+        let route_limits = route_limits(&snap, Some(&current), self.shared.heartbeats.len().max(1));
+        let next = Rc::new(Local { snap, clusters, route_metrics, cluster_metrics, route_limits });
         *self.local.borrow_mut() = Rc::clone(&next);
         next
+    }
+
+    /// Workers in this process.
+    pub fn workers(&self) -> usize {
+        self.shared.heartbeats.len().max(1)
+    }
+
+    /// Called when a downstream connection closes: wakes accept loops paused at the limit.
+    pub fn connection_closed(&self) {
+        for w in self.accept_waiters.borrow_mut().drain(..) {
+            w.wake();
+        }
     }
 
     pub fn next_request_id(&self) -> RequestId {
@@ -167,6 +196,36 @@ impl Worker {
     pub fn resp_scratch(&self, max_headers: usize) -> RefMut<'_, HeadScratch> {
         sized(&self.resp_scratch, max_headers)
     }
+}
+
+/// This worker's rate limiters for the snapshot's routes, reusing `previous` ones by route name
+/// when the limit is unchanged.
+fn route_limits(snap: &Snapshot, previous: Option<&Local>, workers: usize) -> Vec<Option<Rc<RouteLimit>>> {
+    snap.config
+        .routes
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let settings = r.rate_limit.as_ref()?;
+            let kept = previous.and_then(|p| {
+                let j = p
+                    .snap
+                    .config
+                    .routes
+                    .iter()
+                    .position(|o| o.name == r.name && o.rate_limit.as_ref() == Some(settings))?;
+                let old = p.route_limits.get(j).cloned().flatten()?;
+                // A process-wide bucket is the snapshot's; keep the worker's view only if it is the same.
+                match (&*old, snap.shared_buckets.get(i).and_then(Option::as_ref)) {
+                    (RouteLimit::Shared(a), Some(b)) if !Arc::ptr_eq(a, b) => None,
+                    _ => Some(old),
+                }
+            });
+            Some(kept.unwrap_or_else(|| {
+                Rc::new(RouteLimit::new(settings, workers, snap.shared_buckets.get(i).and_then(Option::as_ref)))
+            }))
+        })
+        .collect()
 }
 
 /// This worker's metric series for the snapshot's routes and clusters, by name; series of
@@ -239,6 +298,25 @@ pub async fn run(worker: Rc<Worker>) {
     }
 }
 
+/// Resolves once a downstream connection of this worker closes.
+struct SlotFreed<'a> {
+    worker: &'a Worker,
+    registered: bool,
+}
+
+impl std::future::Future for SlotFreed<'_> {
+    type Output = ();
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if self.registered {
+            return std::task::Poll::Ready(());
+        }
+        self.worker.accept_waiters.borrow_mut().push(cx.waker().clone());
+        self.registered = true;
+        std::task::Poll::Pending
+    }
+}
+
 /// Starts accept loops for listeners the current snapshot added and stops those it removed.
 fn sync_listeners(worker: &Rc<Worker>) {
     let local = worker.local();
@@ -284,6 +362,19 @@ fn sync_listeners(worker: &Rc<Worker>) {
 
 async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, handle: Rc<ListenerHandle>) {
     loop {
+        // At the connection limit, stop accepting: new connections wait in the kernel backlog
+        // (or go to other workers) until one of ours closes, instead of being accepted and dropped.
+        let max = worker.local().snap.config.server.limits.max_connections_per_worker as u64;
+        if worker.stats.connections_active.value() + 1 > max {
+            worker.stats.connections_rejected.inc();
+            while worker.stats.connections_active.value() >= max && !handle.stop.is_triggered() {
+                monoio::select! {
+                    _ = SlotFreed { worker: &worker, registered: false } => {}
+                    _ = handle.stop.wait() => {}
+                }
+            }
+            continue;
+        }
         let accepted = monoio::select! {
             r = listener.accept() => Some(r),
             _ = handle.stop.wait() => None,
@@ -299,12 +390,8 @@ async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, handle: Rc<Liste
             }
         };
         worker.stats.connections_accepted.inc();
-        let max = worker.local().snap.config.server.limits.max_connections_per_worker;
-        if worker.stats.connections_active.value() >= max as u64 {
-            worker.stats.connections_rejected.inc();
-            drop(stream);
-            continue;
-        }
+        // Counted here, not in the connection task, so the limit check above sees it at once.
+        worker.stats.connections_active.inc();
         let _ = stream.set_nodelay(true);
         monoio::spawn(crate::http::conn::serve(Rc::clone(&worker), Rc::clone(&handle), stream, peer));
     }

@@ -70,7 +70,7 @@ pub const WORKER_FAMILIES: &[WorkerFamily] = &[
         connections_rejected,
         Counter,
         "gateway_connections_rejected_total",
-        "Downstream connections closed at accept because the worker was at its connection limit."
+        "Times a worker stopped accepting because it was at its connection limit (the kernel backlog and other workers take the load)."
     ),
     per_worker!(connections_active, Gauge, "gateway_connections_active", "Downstream connections currently open."),
     per_worker!(requests_total, Counter, "gateway_requests_total", "Requests whose head was parsed completely."),
@@ -151,6 +151,21 @@ pub const WORKER_FAMILIES: &[WorkerFamily] = &[
         "gateway_upstream_requests_active",
         "Requests currently waiting on or exchanging with an upstream."
     ),
+    WorkerFamily {
+        family: Family {
+            name: "gateway_admission_decisions_total",
+            kind: Kind::Counter,
+            labels: &["decision", "worker"],
+            help: "Overload decisions: shed (503, class over capacity), overflow (503, cluster cap), rate_limited (429), delayed (rate limit, then served), queued (waited for an upstream slot).",
+        },
+        fields: &[
+            ("requests_shed", Some("shed")),
+            ("requests_overflow", Some("overflow")),
+            ("requests_rate_limited", Some("rate_limited")),
+            ("requests_delayed", Some("delayed")),
+            ("requests_queued", Some("queued")),
+        ],
+    },
 ];
 
 pub const ROUTE_REQUESTS: Family = Family {
@@ -310,10 +325,14 @@ mod tests {
             if wf.fields.len() == 1 {
                 assert_eq!(classes, [None], "{}", wf.family.name);
                 assert_eq!(wf.family.labels, ["worker"], "{}", wf.family.name);
-            } else {
+            } else if wf.family.labels.first() == Some(&"class") {
                 let expected: Vec<Option<&str>> = STATUS_CLASSES.iter().copied().map(Some).collect();
                 assert_eq!(classes, expected, "{}", wf.family.name);
                 assert_eq!(wf.family.labels, ["class", "worker"], "{}", wf.family.name);
+            } else {
+                assert!(classes.iter().all(Option::is_some), "{}", wf.family.name);
+                assert_eq!(wf.family.labels.len(), 2, "{}", wf.family.name);
+                assert_eq!(wf.family.labels.get(1), Some(&"worker"), "{}", wf.family.name);
             }
         }
     }

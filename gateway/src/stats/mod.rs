@@ -64,7 +64,7 @@ macro_rules! worker_stats {
 worker_stats! {
     /// Downstream connections accepted.
     connections_accepted,
-    /// Downstream connections closed at accept because the worker was at its connection limit.
+    /// Times the worker stopped accepting because it was at its connection limit.
     connections_rejected,
     /// Downstream connections currently open (gauge).
     connections_active,
@@ -104,6 +104,16 @@ worker_stats! {
     upstream_timeouts,
     /// Requests currently waiting on or exchanging with an upstream (gauge).
     upstream_requests_active,
+    /// Requests refused with 503 because their priority class had no capacity (shed).
+    requests_shed,
+    /// Requests refused with 503 because a cluster cap was reached (overflow).
+    requests_overflow,
+    /// Requests refused with 429 by a rate limit.
+    requests_rate_limited,
+    /// Requests delayed by a rate limit in delay mode (then served).
+    requests_delayed,
+    /// Requests that waited in a cluster's priority queue for an upstream slot.
+    requests_queued,
 }
 
 impl WorkerStats {

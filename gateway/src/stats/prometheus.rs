@@ -85,8 +85,10 @@ impl Writer<'_> {
                 for (field, class) in wf.fields {
                     let Some(value) = view.field(field) else { continue };
                     let worker = ("worker", view.id.as_str());
+                    // A family split over several fields labels them with its first label.
+                    let split = wf.family.labels.first().copied().unwrap_or("class");
                     let labels: &[(&str, &str)] = match class {
-                        Some(class) => &[("class", class), worker],
+                        Some(class) => &[(split, class), worker],
                         None => &[worker],
                     };
                     if wf.family.kind == super::metrics::Kind::Gauge {

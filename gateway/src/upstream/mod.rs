@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
+use crate::admission::limiter::{Limiter, Policy};
 use crate::stats::Counter;
 
 use gateway_config::{Balancer, Cluster};
@@ -19,7 +20,13 @@ pub use pool::IdlePool;
 /// One cluster, per worker.
 pub struct ClusterState {
     pub settings: Cluster,
+    /// The admission policy this state was built for (part of its identity across reloads).
+    pub policy: Policy,
     pub endpoints: Vec<EndpointState>,
+    /// Priority-class admission and the adaptive in-flight limit.
+    pub limiter: Rc<Limiter>,
+    /// Upstream connections open to this cluster (idle and busy), for `caps.max_connections`.
+    pub connections: Cell<usize>,
     rr: RoundRobin,
 }
 
@@ -57,7 +64,7 @@ impl Candidate for EndpointState {
 }
 
 impl ClusterState {
-    pub fn new(settings: &Cluster) -> Self {
+    pub fn new(settings: &Cluster, policy: Policy) -> Self {
         let endpoints = settings
             .endpoints
             .iter()
@@ -76,7 +83,14 @@ impl ClusterState {
                 }
             })
             .collect::<Vec<_>>();
-        Self { rr: RoundRobin::new(endpoints.len()), endpoints, settings: settings.clone() }
+        Self {
+            rr: RoundRobin::new(endpoints.len()),
+            endpoints,
+            limiter: Rc::new(Limiter::new(settings, policy)),
+            connections: Cell::new(0),
+            settings: settings.clone(),
+            policy,
+        }
     }
 
     /// Picks an endpoint with the cluster's balancer and counts a request in flight to it

@@ -7,7 +7,7 @@ use crate::model::Balancer;
 
 /// Listener on lines 1-3, then the cluster from line 4 (`[[clusters]]`, `name = "c"`), its
 /// other keys from line 6 on.
-fn with_cluster(keys: &str) -> String {
+pub(super) fn with_cluster(keys: &str) -> String {
     format!("{LISTENER}[[clusters]]\nname = \"c\"\n{keys}")
 }
 

@@ -4,6 +4,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 mod clusters;
+mod concurrency;
+mod overload;
+mod ratelimit;
 mod routes;
 mod server;
 

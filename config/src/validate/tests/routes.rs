@@ -6,7 +6,7 @@ use super::{assert_one, errors, valid, LISTENER};
 use crate::model::{Action, HeaderMatch, HostMatch, PathMatch, RouteMatch};
 
 /// Listener on lines 1-3, cluster "api" on lines 4-6, then `route` from line 7 on.
-fn with_route(route: &str) -> String {
+pub(super) fn with_route(route: &str) -> String {
     format!(
         "{LISTENER}[[clusters]]\nname = \"api\"\nendpoints = [\"127.0.0.1:9000\"]\n[[routes]]\nname = \"r\"\n{route}"
     )

@@ -203,6 +203,7 @@ fn listener_conflicts() {
 fn document_shape() {
     assert_one(&with_listener("[servr]\nworkers = 1\n"), "servr", Some(4), "unknown top-level key `servr`");
     assert_one(&format!("server = 1\n{LISTENER}"), "server", Some(1), "expected a [server] table");
+    assert_one(&format!("[[server]]\nworkers = 1\n{LISTENER}"), "server", Some(1), "write [server], not [[server]]");
     let syntax = errors(&with_listener("[server\n"));
     assert_eq!(syntax.len(), 1);
     assert_eq!((syntax[0].0.as_str(), syntax[0].1), ("", Some(4)));

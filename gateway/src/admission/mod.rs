@@ -1,0 +1,200 @@
+//! Admission control: priority classes, per-cluster limits and queues, rate limits.
+//!
+//! Order on the request path: the route's rate limit (429 or a bounded delay), then, for proxied
+//! requests, the cluster's priority-class admission (503 shed / overflow, or a bounded wait for a
+//! slot). Refusals cost no upstream work and are never retried.
+
+pub mod bucket;
+pub mod gradient;
+pub mod limiter;
+pub mod ratelimit_headers;
+
+use std::hash::Hash;
+use std::net::IpAddr;
+use std::rc::Rc;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use gateway_config::{Config, RateLimit, RateLimitKey, RateLimitMode, RateLimitScope};
+
+use crate::http::conn::Downstream;
+use crate::http::h1::RequestHead;
+use crate::runtime::worker::{Local, Worker};
+use bucket::{Decision, KeyedBuckets, LocalBucket, Rate, SharedBucket};
+use limiter::Policy;
+
+/// The limiter policy a config implies.
+pub fn policy(config: &Config) -> Policy {
+    Policy {
+        enabled: config.overload.enabled,
+        classes: config.overload.classes.len().clamp(1, limiter::MAX_CLASSES),
+        queue_wait_factor: config.overload.queue_wait_factor,
+    }
+}
+
+/// The request's priority class: the route's, or the one named by the priority header when the
+/// client is a trusted source (the header is removed before forwarding either way).
+pub fn class_of(worker: &Worker, conn: &Downstream, local: &Local, route: usize, head: &RequestHead) -> usize {
+    let overload = &local.snap.config.overload;
+    let route_class = local.snap.config.routes.get(route).map_or(overload.default_class, |r| r.priority);
+    let Some(header) = &overload.priority_header else { return route_class };
+    let peer = conn.peer.ip();
+    if !overload.trusted_sources.iter().any(|c| c.contains(peer)) {
+        return route_class;
+    }
+    let scratch = worker.scratch(local.snap.config.server.limits.max_headers);
+    let buf = conn.rbuf.get(conn.rpos..).unwrap_or_default();
+    let _ = head;
+    scratch
+        .headers()
+        .iter()
+        .find(|h| h.name(buf).eq_ignore_ascii_case(header.as_bytes()))
+        .and_then(|h| overload.classes.iter().position(|c| c.as_bytes().eq_ignore_ascii_case(h.value(buf))))
+        .unwrap_or(route_class)
+}
+
+/// Nanoseconds on the clock every bucket of the process shares.
+pub fn now_nanos() -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// A route's rate limiter as one worker runs it.
+pub enum RouteLimit {
+    Route(std::cell::RefCell<LocalBucket>),
+    Keyed(std::cell::RefCell<KeyedBuckets<KeyValue>>),
+    Shared(Arc<SharedBucket>),
+}
+
+/// A per-key bucket key: the client address or a hash of a header's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KeyValue {
+    Ip(IpAddr),
+    Hash(u64),
+    Missing,
+}
+
+impl RouteLimit {
+    /// This worker's limiter for `settings`; `shared` is the process bucket for process scope.
+    pub fn new(settings: &RateLimit, workers: usize, shared: Option<&Arc<SharedBucket>>) -> Self {
+        let rate = Rate { per_second: settings.rate, burst: settings.burst };
+        match (&settings.scope, shared) {
+            (RateLimitScope::Process, Some(b)) => RouteLimit::Shared(Arc::clone(b)),
+            _ => {
+                let rate = bucket::split_for_workers(rate, workers);
+                match settings.key {
+                    RateLimitKey::Route => RouteLimit::Route(std::cell::RefCell::new(LocalBucket::new(rate))),
+                    _ => RouteLimit::Keyed(std::cell::RefCell::new(KeyedBuckets::new(rate, settings.max_keys))),
+                }
+            }
+        }
+    }
+
+    fn acquire(&self, key: &KeyValue, now: u64, max_wait: Duration) -> Decision {
+        match self {
+            RouteLimit::Route(b) => b.borrow_mut().acquire(now, max_wait),
+            RouteLimit::Keyed(b) => b.borrow_mut().acquire(key, now, max_wait),
+            RouteLimit::Shared(b) => b.acquire(now, max_wait),
+        }
+    }
+
+    fn remaining(&self, key: &KeyValue, now: u64) -> u32 {
+        match self {
+            RouteLimit::Route(b) => b.borrow().remaining(now),
+            RouteLimit::Keyed(b) => b.borrow().remaining(key, now),
+            RouteLimit::Shared(b) => b.remaining(now),
+        }
+    }
+
+    fn reset_after(&self, key: &KeyValue, now: u64) -> Duration {
+        match self {
+            RouteLimit::Route(b) => b.borrow().reset_after(now),
+            RouteLimit::Keyed(b) => b.borrow().reset_after(key, now),
+            RouteLimit::Shared(b) => b.reset_after(now),
+        }
+    }
+
+    /// The rate this worker actually enforces (advertised in the RateLimit headers).
+    fn enforced(&self, settings: &RateLimit, workers: usize) -> Rate {
+        let rate = Rate { per_second: settings.rate, burst: settings.burst };
+        match self {
+            RouteLimit::Shared(_) => rate,
+            _ => bucket::split_for_workers(rate, workers),
+        }
+    }
+}
+
+/// Applies the route's rate limit. `Err(headers)`: refuse with 429 and these header lines.
+pub async fn rate_limit(
+    worker: &Worker,
+    conn: &Downstream,
+    local: &Rc<Local>,
+    route: usize,
+    head: &RequestHead,
+) -> Result<(), Vec<u8>> {
+    let (Some(Some(limit)), Some(settings)) =
+        (local.route_limits.get(route), local.snap.config.routes.get(route).and_then(|r| r.rate_limit.as_ref()))
+    else {
+        return Ok(());
+    };
+    let key = match &settings.key {
+        RateLimitKey::Route => KeyValue::Missing,
+        RateLimitKey::ClientIp => KeyValue::Ip(conn.peer.ip()),
+        RateLimitKey::Header(name) => {
+            let scratch = worker.scratch(local.snap.config.server.limits.max_headers);
+            let buf = conn.rbuf.get(conn.rpos..).unwrap_or_default();
+            let _ = head;
+            scratch
+                .headers()
+                .iter()
+                .find(|h| h.name(buf).eq_ignore_ascii_case(name.as_bytes()))
+                .map_or(KeyValue::Missing, |h| KeyValue::Hash(bucket::key_hash(h.value(buf))))
+        }
+    };
+    let max_wait = match settings.mode {
+        RateLimitMode::Reject => Duration::ZERO,
+        RateLimitMode::Delay { max_delay } => max_delay,
+    };
+    let now = now_nanos();
+    match limit.acquire(&key, now, max_wait) {
+        Decision::Admit => Ok(()),
+        Decision::Wait(d) => {
+            worker.stats.requests_delayed.inc();
+            monoio::time::sleep(d).await;
+            Ok(())
+        }
+        Decision::Reject { retry_after } => {
+            let rate = limit.enforced(settings, worker.workers());
+            let remaining = limit.remaining(&key, now);
+            let reset = limit.reset_after(&key, now);
+            let mut headers = Vec::with_capacity(160);
+            let name = local.snap.config.routes.get(route).map_or("route", |r| r.name.as_str());
+            ratelimit_headers::write_429_headers(&mut headers, name, &rate, remaining, reset, retry_after);
+            headers.extend_from_slice(b"x-gateway-reason: rate-limited\r\n");
+            Err(headers)
+        }
+    }
+}
+
+/// Process-wide buckets of `scope = "process"` limits, by route index (others `None`), carried
+/// over from `previous` for routes whose name and settings are unchanged.
+pub fn shared_buckets(
+    config: &Config,
+    previous: Option<(&Config, &[Option<Arc<SharedBucket>>])>,
+) -> Vec<Option<Arc<SharedBucket>>> {
+    config
+        .routes
+        .iter()
+        .map(|r| {
+            let settings = r.rate_limit.as_ref().filter(|l| l.scope == RateLimitScope::Process)?;
+            let kept = previous.and_then(|(old, buckets)| {
+                let i = old.routes.iter().position(|o| o.name == r.name && o.rate_limit.as_ref() == Some(settings))?;
+                buckets.get(i).cloned().flatten()
+            });
+            Some(kept.unwrap_or_else(|| {
+                Arc::new(SharedBucket::new(Rate { per_second: settings.rate, burst: settings.burst }))
+            }))
+        })
+        .collect()
+}

@@ -1,0 +1,842 @@
+#!/usr/bin/env bash
+# overload: a capacity-limited origin under three times its capacity, with request classes,
+# through the gateway (overload handling off and on), nginx and HAProxy (their best static
+# equivalents), in the same run.
+#
+#   loadtests/bench/overload.sh
+#
+# Environment (defaults in brackets):
+#   DURATION [30]          seconds of the overloaded phase of each run
+#   UNLOADED_DURATION [10] seconds of the unloaded phase before it (its latency is the reference)
+#   ROUNDS [1]             interleaved rounds: every proxy once per round, in PROXIES order
+#   PROXIES ["gateway-off gateway-on nginx haproxy"]
+#   CAPACITY [8]           requests the origin serves at once
+#   SERVICE_MS [40]        service time of each request at the origin (8 / 40 ms = 200 req/s)
+#   LOAD_FACTOR [3]        overloaded rate = LOAD_FACTOR x the origin's capacity in req/s
+#   UNLOADED_PERCENT [10]  unloaded rate = this % of the origin's capacity in req/s
+#   HALVE [1]              1: the origin's capacity halves at the midpoint of the overloaded phase
+#   MIX ["critical=10,normal=30,sheddable=60"]  weights of the three classes (names are fixed)
+#   ROUTE_TIMEOUT_MS [2000]   every proxy's upstream timeout per request
+#   CLIENT_TIMEOUT_MS [ROUTE_TIMEOUT_MS + 1000]  the load generator's timeout (so that a
+#                          proxy's own 504 is seen, and waiting beyond it is measured)
+#   HEADROOM [CAPACITY]    the check "origin in flight <= CAPACITY + HEADROOM"
+#   NGINX_POOL [CAPACITY - ceil(0.3 x CAPACITY)]  nginx: concurrent normal + sheddable requests
+#   NGINX_SHEDDABLE [max(1, CAPACITY / 8)]        nginx: concurrent sheddable requests
+#   HAPROXY_QUEUE_MS [SERVICE_MS]                 HAProxy: `timeout queue`
+#   SEED [1]               seed of the load generator's class choice
+#   PROXY_CPU [0]          CPU the proxies are pinned to
+#   LOAD_CPU [1]           CPU the origin and the load generator share
+#   SKIP_BUILD [0]         1: use the existing binaries instead of building them
+#   GATEWAY_BIN            a gateway binary to use instead of the one built here
+#   RESULTS_DIR [loadtests/results]
+#   KEEP_WORK [0]          1: keep the temporary directory (configs, logs, raw load reports)
+#
+# Each run starts a fresh origin (loadtests `capacity-origin`) and a fresh proxy, measures the
+# unloaded phase, resets the origin's statistics and halving clock, then runs the overloaded
+# phase (loadtests `overload-load`, open loop). nginx and HAProxy are tuned with the origin's
+# capacity (they cannot learn it); the gateway is not. See loadtests/README.md.
+#
+# Writes loadtests/results/overload-<UTC timestamp>.{json,md} and prints the tables.
+
+set -euo pipefail
+
+DURATION=${DURATION:-30}
+UNLOADED_DURATION=${UNLOADED_DURATION:-10}
+ROUNDS=${ROUNDS:-1}
+PROXIES=${PROXIES:-"gateway-off gateway-on nginx haproxy"}
+CAPACITY=${CAPACITY:-8}
+SERVICE_MS=${SERVICE_MS:-40}
+LOAD_FACTOR=${LOAD_FACTOR:-3}
+UNLOADED_PERCENT=${UNLOADED_PERCENT:-10}
+HALVE=${HALVE:-1}
+MIX=${MIX:-"critical=10,normal=30,sheddable=60"}
+ROUTE_TIMEOUT_MS=${ROUTE_TIMEOUT_MS:-2000}
+CLIENT_TIMEOUT_MS=${CLIENT_TIMEOUT_MS:-$((ROUTE_TIMEOUT_MS + 1000))}
+HEADROOM=${HEADROOM:-$CAPACITY}
+NGINX_POOL=${NGINX_POOL:-$((CAPACITY - (3 * CAPACITY + 9) / 10))}
+NGINX_SHEDDABLE=${NGINX_SHEDDABLE:-$((CAPACITY / 8 > 1 ? CAPACITY / 8 : 1))}
+HAPROXY_QUEUE_MS=${HAPROXY_QUEUE_MS:-$SERVICE_MS}
+SEED=${SEED:-1}
+PROXY_CPU=${PROXY_CPU:-0}
+LOAD_CPU=${LOAD_CPU:-1}
+SKIP_BUILD=${SKIP_BUILD:-0}
+KEEP_WORK=${KEEP_WORK:-0}
+
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+LOADTESTS_DIR=$(dirname "$SCRIPT_DIR")
+ROOT=$(dirname "$LOADTESTS_DIR")
+RESULTS_DIR=${RESULTS_DIR:-$LOADTESTS_DIR/results}
+TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+STAMP=$(date -u +%Y%m%dT%H%M%SZ)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/overload.XXXXXX")
+
+STARTED=()            # PIDs this script started and has not stopped yet
+declare -A USED_PORTS=()
+SKIPPED_JSON=()       # {"proxy":..,"round":..,"reason":..}
+GATEWAY_BIN=${GATEWAY_BIN:-}
+GATEWAY_SKIP=""       # why no gateway row can run (build failed, no binary)
+ORIGIN_BIN=""
+LOAD_BIN=""
+NGINX=""
+HAPROXY=""
+CLK_TCK=""
+LOADAVG=""
+CAP_RPS=""            # the origin's nominal capacity in req/s
+RATE=""               # overloaded rate
+UNLOADED_RATE=""
+PROXY_PIDS=()         # the current run's proxy processes
+PROXY_PORT=""
+CONFIG_NOTE=""        # what the current run's config deviates from the documented one
+
+main() {
+    check_params
+    install_tools
+    check_cpus
+    build
+    raise_fd_limit
+    run_rounds
+    report
+}
+
+log() { printf '[overload] %s\n' "$*" >&2; }
+die() {
+    log "error: $*"
+    exit 1
+}
+
+# ---------------------------------------------------------------------------------------------
+# Cleanup: TERM every process still running that we started (and its children), wait up to
+# 5 s, then KILL what is left.
+
+cleanup() {
+    local status=$?
+    set +e
+    trap - EXIT INT TERM
+    stop_all
+    if [[ $KEEP_WORK == 1 ]]; then
+        log "work directory kept: $WORK"
+    else
+        rm -rf "$WORK"
+    fi
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# stop PID...: TERM the PIDs (which we started) and their descendants, wait up to 5 s, KILL
+# the rest, reap them and forget them.
+stop() {
+    local pid i kids pids=() keep=() s
+    for pid in "$@"; do
+        [[ -n $pid ]] || continue
+        read -r -a kids <<<"$(descendants "$pid")"
+        pids+=("$pid" "${kids[@]}")
+        kill -TERM "$pid" 2>/dev/null || true
+    done
+    for ((i = 0; i < 50; i++)); do
+        alive "${pids[@]}" || break
+        sleep 0.1
+    done
+    for pid in "${pids[@]}"; do
+        kill -KILL "$pid" 2>/dev/null || true
+    done
+    for pid in "$@"; do
+        wait "$pid" 2>/dev/null || true
+    done
+    for s in "${STARTED[@]}"; do
+        [[ " $* " == *" $s "* ]] || keep+=("$s")
+    done
+    STARTED=("${keep[@]}")
+}
+
+stop_all() {
+    local i rev=()
+    for ((i = ${#STARTED[@]} - 1; i >= 0; i--)); do
+        rev+=("${STARTED[i]}")
+    done
+    ((${#rev[@]} == 0)) || stop "${rev[@]}"
+}
+
+alive() {
+    local pid
+    for pid in "$@"; do
+        kill -0 "$pid" 2>/dev/null && return 0
+    done
+    return 1
+}
+
+# ---------------------------------------------------------------------------------------------
+# Setup
+
+check_params() {
+    local v
+    for v in DURATION UNLOADED_DURATION ROUNDS CAPACITY SERVICE_MS LOAD_FACTOR UNLOADED_PERCENT HALVE \
+        ROUTE_TIMEOUT_MS CLIENT_TIMEOUT_MS HEADROOM NGINX_POOL NGINX_SHEDDABLE HAPROXY_QUEUE_MS SEED \
+        PROXY_CPU LOAD_CPU; do
+        [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a whole number, not '${!v}'"
+    done
+    ((DURATION >= 2 && UNLOADED_DURATION > 0 && ROUNDS > 0 && CAPACITY > 0 && SERVICE_MS > 0)) ||
+        die "DURATION >= 2, UNLOADED_DURATION, ROUNDS, CAPACITY, SERVICE_MS > 0"
+    ((LOAD_FACTOR > 0 && UNLOADED_PERCENT > 0 && ROUTE_TIMEOUT_MS > 0 && CLIENT_TIMEOUT_MS > 0)) ||
+        die "LOAD_FACTOR, UNLOADED_PERCENT, ROUTE_TIMEOUT_MS, CLIENT_TIMEOUT_MS must be > 0"
+    ((NGINX_POOL > 0 && NGINX_SHEDDABLE > 0)) || die "NGINX_POOL and NGINX_SHEDDABLE must be > 0"
+    [[ $HALVE == 0 || $HALVE == 1 ]] || die "HALVE must be 0 or 1"
+    [[ $MIX =~ ^critical=[0-9]+,normal=[0-9]+,sheddable=[0-9]+$ ]] ||
+        die "MIX must be critical=N,normal=N,sheddable=N (the routes and the checks use these classes)"
+    for v in $PROXIES; do
+        case $v in
+        gateway-off | gateway-on | nginx | haproxy) ;;
+        *) die "unknown proxy '$v' in PROXIES (gateway-off gateway-on nginx haproxy)" ;;
+        esac
+    done
+    CAP_RPS=$(awk -v c="$CAPACITY" -v s="$SERVICE_MS" 'BEGIN { printf "%.6g", c * 1000 / s }')
+    RATE=$(awk -v r="$CAP_RPS" -v f="$LOAD_FACTOR" 'BEGIN { printf "%.6g", r * f }')
+    UNLOADED_RATE=$(awk -v r="$CAP_RPS" -v p="$UNLOADED_PERCENT" 'BEGIN { printf "%.6g", r * p / 100 }')
+}
+
+install_tools() {
+    local missing=()
+    command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || missing+=(nginx)
+    command -v haproxy >/dev/null || [[ -x /usr/sbin/haproxy ]] || missing+=(haproxy)
+    command -v taskset >/dev/null || missing+=(util-linux)
+    command -v curl >/dev/null || missing+=(curl)
+    command -v jq >/dev/null || missing+=(jq)
+    if ((${#missing[@]} > 0)); then
+        ((EUID == 0)) || die "missing ${missing[*]}: run as root or: sudo apt-get install -y ${missing[*]}"
+        log "installing from Debian: ${missing[*]}"
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    fi
+    NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+    HAPROXY=$(command -v haproxy || echo /usr/sbin/haproxy)
+    CLK_TCK=$(getconf CLK_TCK)
+}
+
+check_cpus() {
+    local cpu
+    for cpu in "$PROXY_CPU" "$LOAD_CPU"; do
+        taskset -c "$cpu" true 2>/dev/null || die "cannot pin to CPU $cpu (nproc: $(nproc))"
+    done
+    [[ $PROXY_CPU != "$LOAD_CPU" ]] || log "warning: proxy and load share CPU $PROXY_CPU"
+}
+
+# Builds the loadtests binaries and the gateway in release. A gateway that does not build (it is
+# being worked on) skips the gateway rows; the loadtests binaries must build.
+build() {
+    local wants_gateway=0
+    [[ " $PROXIES " == *" gateway-"* ]] && wants_gateway=1
+    if [[ $SKIP_BUILD == 1 ]]; then
+        log "SKIP_BUILD=1: using the binaries in $TARGET_DIR/release as they are"
+    else
+        local pkgs=(-p loadtests)
+        [[ $wants_gateway == 1 && -z $GATEWAY_BIN ]] && pkgs=(-p gateway -p loadtests)
+        log "building: cargo build --release ${pkgs[*]}"
+        if ! (cd "$ROOT" && cargo build --release "${pkgs[@]}") >"$WORK/build.log" 2>&1; then
+            tail -n 15 "$WORK/build.log" >&2
+            [[ ${#pkgs[@]} == 4 ]] || die "the loadtests binaries do not build"
+            GATEWAY_SKIP="the release build failed (cargo build --release -p gateway)"
+            log "the gateway does not build: building the loadtests binaries alone"
+            (cd "$ROOT" && cargo build --release -p loadtests) >"$WORK/build.log" 2>&1 || {
+                tail -n 15 "$WORK/build.log" >&2
+                die "the loadtests binaries do not build"
+            }
+        fi
+    fi
+    ORIGIN_BIN=$TARGET_DIR/release/capacity-origin
+    LOAD_BIN=$TARGET_DIR/release/overload-load
+    [[ -x $ORIGIN_BIN && -x $LOAD_BIN ]] || die "no capacity-origin / overload-load in $TARGET_DIR/release"
+    if [[ $wants_gateway == 1 && -z $GATEWAY_SKIP ]]; then
+        GATEWAY_BIN=${GATEWAY_BIN:-$TARGET_DIR/release/gateway}
+        [[ -x $GATEWAY_BIN ]] || GATEWAY_SKIP="no gateway binary at $GATEWAY_BIN"
+    fi
+}
+
+# The overloaded origin holds a connection per queued request and HAProxy sizes its tables
+# by the limit: use the hard limit.
+raise_fd_limit() {
+    ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+    log "file descriptor limit: $(ulimit -n)"
+}
+
+skip() { # PROXY ROUND REASON
+    log "SKIP $1 (round $2): $3"
+    SKIPPED_JSON+=("$(jq -cn --arg p "$1" --argjson r "$2" --arg why "$3" '{proxy: $p, round: $r, reason: $why}')")
+}
+
+# ---------------------------------------------------------------------------------------------
+# Processes
+
+# Picks a port below the ephemeral range that nothing listens on; sets PORT.
+pick_port() {
+    local i
+    for ((i = 0; i < 200; i++)); do
+        PORT=$((20000 + RANDOM % 12000))
+        [[ -z ${USED_PORTS[$PORT]:-} ]] || continue
+        port_open "$PORT" && continue
+        USED_PORTS[$PORT]=1
+        return 0
+    done
+    die "found no free port"
+}
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# start_pinned CPU LOGFILE CMD...: starts CMD in the background on CPU; sets PID.
+start_pinned() {
+    local cpu=$1 logfile=$2
+    shift 2
+    taskset -c "$cpu" "$@" >"$logfile" 2>&1 &
+    PID=$!
+    STARTED+=("$PID")
+}
+
+# wait_ready NAME PID PORT: until PORT accepts (5 s at most) while PID lives.
+wait_ready() {
+    local name=$1 pid=$2 port=$3 i
+    for ((i = 0; i < 100; i++)); do
+        port_open "$port" && return 0
+        kill -0 "$pid" 2>/dev/null || {
+            log "$name exited during startup"
+            return 1
+        }
+        sleep 0.05
+    done
+    log "$name did not accept on port $port within 5 s"
+    return 1
+}
+
+# answers_ok PORT: a GET /critical through it returns 200 "ok".
+answers_ok() {
+    local code
+    code=$(curl -sS --max-time 5 -o "$WORK/check.body" -w '%{http_code}' "http://127.0.0.1:$1/critical") || return 1
+    [[ $code == 200 && $(<"$WORK/check.body") == ok ]]
+}
+
+# descendants PID: every descendant of PID (nginx workers), from the ppid field of /proc/*/stat.
+descendants() {
+    local stat rest f parent pid
+    local -A children=()
+    for stat in /proc/[0-9]*/stat; do
+        { read -r rest <"$stat"; } 2>/dev/null || continue
+        pid=${rest%% *}
+        rest=${rest##*) }
+        read -r -a f <<<"$rest"
+        parent=${f[1]}
+        children[$parent]+="$pid "
+    done
+    local queue=("$1") found=()
+    while ((${#queue[@]} > 0)); do
+        parent=${queue[0]}
+        queue=("${queue[@]:1}")
+        for pid in ${children[$parent]:-}; do
+            found+=("$pid")
+            queue+=("$pid")
+        done
+    done
+    echo "${found[*]}"
+}
+
+# cpu_ticks PID...: utime+stime+cutime+cstime (fields 14-17 of /proc/PID/stat), summed.
+cpu_ticks() {
+    local total=0 pid rest f
+    for pid in "$@"; do
+        { read -r rest <"/proc/$pid/stat"; } 2>/dev/null || continue
+        rest=${rest##*) }
+        read -r -a f <<<"$rest" # f[0] is field 3
+        total=$((total + f[11] + f[12] + f[13] + f[14]))
+    done
+    echo "$total"
+}
+
+# status_kb FIELD PID...: a /proc/PID/status field (VmRSS, VmHWM) in kB, summed.
+status_kb() {
+    local field=$1 total=0 pid key value rest
+    shift
+    for pid in "$@"; do
+        while read -r key value rest; do
+            [[ $key == "$field:" ]] && total=$((total + value))
+        done <"/proc/$pid/status" 2>/dev/null || true
+    done
+    echo "$total"
+}
+
+# sample_rss OUT PID...: appends the summed VmRSS (kB) of the PIDs to OUT once a second.
+sample_rss() {
+    local out=$1
+    shift
+    while :; do
+        status_kb VmRSS "$@" >>"$out"
+        sleep 1
+    done
+}
+
+start_origin() { # DIR
+    local dir=$1 halve=()
+    pick_port
+    ORIGIN_PORT=$PORT
+    ((HALVE == 1)) && halve=(--halve-at-s "$(awk -v d="$DURATION" 'BEGIN { print d / 2 }')")
+    start_pinned "$LOAD_CPU" "$dir/origin.log" "$ORIGIN_BIN" --listen "127.0.0.1:$ORIGIN_PORT" \
+        --capacity "$CAPACITY" --service-ms "$SERVICE_MS" "${halve[@]}"
+    ORIGIN_PID=$PID
+    wait_ready "capacity-origin" "$ORIGIN_PID" "$ORIGIN_PORT" || {
+        cat "$dir/origin.log" >&2
+        die "the origin did not start"
+    }
+}
+
+origin_get() { # PATH
+    curl -sS --max-time 5 "http://127.0.0.1:$ORIGIN_PORT$1"
+}
+
+# start_proxy NAME DIR: writes NAME's config, starts it on CPU PROXY_CPU; sets PROXY_PIDS,
+# PROXY_PORT, CONFIG_NOTE. Returns 1 with SKIP_REASON set if it cannot run.
+start_proxy() {
+    local name=$1 dir=$2 logfile
+    pick_port
+    PROXY_PORT=$PORT
+    CONFIG_NOTE=""
+    case $name in
+    gateway-off | gateway-on)
+        [[ -z $GATEWAY_SKIP ]] || {
+            SKIP_REASON=$GATEWAY_SKIP
+            return 1
+        }
+        gateway_config "$name" "$dir" || return 1
+        logfile=$dir/gateway.log
+        start_pinned "$PROXY_CPU" "$logfile" "$GATEWAY_BIN" run --config "$dir/proxy.conf"
+        ;;
+    nginx)
+        nginx_config "$dir"
+        logfile=$dir/error.log
+        start_pinned "$PROXY_CPU" "$dir/stderr.log" "$NGINX" -p "$dir" -e "$dir/error.log" -c "$dir/proxy.conf"
+        ;;
+    haproxy)
+        haproxy_config "$dir"
+        logfile=$dir/haproxy.log
+        start_pinned "$PROXY_CPU" "$logfile" "$HAPROXY" -db -f "$dir/proxy.conf"
+        ;;
+    esac
+    local pid=$PID
+    if wait_ready "$name" "$pid" "$PROXY_PORT" && answers_ok "$PROXY_PORT"; then
+        read -r -a PROXY_PIDS <<<"$pid $(descendants "$pid")"
+        log "$name: on 127.0.0.1:$PROXY_PORT (CPU $PROXY_CPU), processes ${PROXY_PIDS[*]}"
+        return 0
+    fi
+    tail -n 15 "$logfile" >&2 2>/dev/null || true
+    stop "$pid"
+    SKIP_REASON="did not start or did not answer 200 ok on /critical (see its log above)"
+    return 1
+}
+
+# gateway_config NAME DIR: the documented config; for gateway-off, if this build does not know
+# the overload keys yet, the same config without them (which has no overload handling either).
+gateway_config() {
+    local name=$1 dir=$2 enabled=false out
+    [[ $name == gateway-on ]] && enabled=true
+    write_gateway_config "$enabled" 1 >"$dir/proxy.conf"
+    if out=$("$GATEWAY_BIN" check --config "$dir/proxy.conf" 2>&1); then
+        return 0
+    fi
+    if [[ $name == gateway-on ]]; then
+        SKIP_REASON="the gateway rejects the config: $(tr '\n' ' ' <<<"$out" | cut -c1-300)"
+        return 1
+    fi
+    write_gateway_config false 0 >"$dir/proxy.conf"
+    "$GATEWAY_BIN" check --config "$dir/proxy.conf" >/dev/null 2>&1 || {
+        SKIP_REASON="the gateway rejects the config: $(tr '\n' ' ' <<<"$out" | cut -c1-300)"
+        return 1
+    }
+    CONFIG_NOTE="this gateway build rejects [overload] and priority ($(tr '\n' ' ' <<<"$out" | cut -c1-200)); ran the same config without them"
+    log "gateway-off: $CONFIG_NOTE"
+}
+
+write_gateway_config() { # ENABLED WITH_OVERLOAD_KEYS
+    local class
+    cat <<EOF
+[server]
+workers = 1
+admin = false
+log_level = "warn"
+EOF
+    [[ $2 == 1 ]] && printf '\n[overload]\nenabled = %s\n' "$1"
+    cat <<EOF
+
+[[listeners]]
+name = "bench"
+address = "127.0.0.1:$PROXY_PORT"
+EOF
+    for class in critical normal sheddable; do
+        printf '\n[[routes]]\nname = "%s"\nmatch = { path_prefix = "/%s" }\ncluster = "origin"\n' "$class" "$class"
+        [[ $2 == 1 ]] && printf 'priority = "%s"\n' "$class"
+        printf 'timeout = "%sms"\n' "$ROUTE_TIMEOUT_MS"
+    done
+    cat <<EOF
+
+[[clusters]]
+name = "origin"
+endpoints = ["127.0.0.1:$ORIGIN_PORT"]
+EOF
+}
+
+# nginx: one worker, upstream keep-alive. limit_conn reserves origin capacity for critical:
+# normal + sheddable together may hold NGINX_POOL origin slots, sheddable NGINX_SHEDDABLE of
+# them; beyond that nginx answers 503 at once. Critical is never limited.
+nginx_config() {
+    local dir=$1
+    cat >"$dir/proxy.conf" <<EOF
+worker_processes 1;
+worker_rlimit_nofile 20000;
+daemon off;
+master_process on;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
+events {
+    worker_connections 16384;
+}
+http {
+    access_log off;
+    keepalive_requests 10000000;
+    keepalive_timeout 120s;
+    client_body_temp_path $dir/client_body;
+    proxy_temp_path $dir/proxy;
+    fastcgi_temp_path $dir/fastcgi;
+    uwsgi_temp_path $dir/uwsgi;
+    scgi_temp_path $dir/scgi;
+
+    # Requests of a class share a key; an empty key is not limited.
+    map \$uri \$pool_key {
+        ~^/(normal|sheddable) pool;
+        default "";
+    }
+    map \$uri \$sheddable_key {
+        ~^/sheddable sheddable;
+        default "";
+    }
+    limit_conn_zone \$pool_key zone=pool:1m;
+    limit_conn_zone \$sheddable_key zone=sheddable:1m;
+    limit_conn_status 503;
+    limit_conn_log_level info;
+
+    upstream origin {
+        server 127.0.0.1:$ORIGIN_PORT;
+        keepalive 64;
+        keepalive_requests 10000000;
+    }
+    server {
+        listen 127.0.0.1:$PROXY_PORT backlog=4096;
+        proxy_http_version 1.1;
+        proxy_set_header Connection "";
+        proxy_connect_timeout ${ROUTE_TIMEOUT_MS}ms;
+        proxy_send_timeout ${ROUTE_TIMEOUT_MS}ms;
+        proxy_read_timeout ${ROUTE_TIMEOUT_MS}ms;
+        proxy_next_upstream off;
+        location /critical {
+            proxy_pass http://origin;
+        }
+        location /normal {
+            limit_conn pool $NGINX_POOL;
+            proxy_pass http://origin;
+        }
+        location /sheddable {
+            limit_conn pool $NGINX_POOL;
+            limit_conn sheddable $NGINX_SHEDDABLE;
+            proxy_pass http://origin;
+        }
+    }
+}
+EOF
+}
+
+# HAProxy: one thread; the origin server gets maxconn CAPACITY, the rest waits in HAProxy's
+# queue ordered by priority class (critical first) for at most HAPROXY_QUEUE_MS (then 503);
+# sheddable is refused at once while anything is queued.
+haproxy_config() {
+    local dir=$1
+    cat >"$dir/proxy.conf" <<EOF
+global
+    nbthread 1
+    maxconn 8000
+
+defaults
+    mode http
+    timeout connect ${ROUTE_TIMEOUT_MS}ms
+    timeout client 120s
+    timeout http-keep-alive 120s
+    timeout server ${ROUTE_TIMEOUT_MS}ms
+    timeout queue ${HAPROXY_QUEUE_MS}ms
+    option http-keep-alive
+    retries 0
+
+frontend bench
+    bind 127.0.0.1:$PROXY_PORT
+    maxconn 8000
+    # Lower classes leave the queue first.
+    http-request set-priority-class int(-10) if { path_beg /critical }
+    http-request set-priority-class int(0) if { path_beg /normal }
+    http-request set-priority-class int(10) if { path_beg /sheddable }
+    http-request deny deny_status 503 if { path_beg /sheddable } { queue(origin) gt 0 }
+    default_backend origin
+
+backend origin
+    http-reuse always
+    server origin 127.0.0.1:$ORIGIN_PORT maxconn $CAPACITY
+EOF
+}
+
+# ---------------------------------------------------------------------------------------------
+# Runs
+
+run_rounds() {
+    local round p
+    : >"$WORK/runs.jsonl"
+    LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
+    log "origin: capacity $CAPACITY x ${SERVICE_MS} ms = $CAP_RPS req/s$( ((HALVE == 1)) && echo ", halving at ${DURATION}/2 s")"
+    log "load: $UNLOADED_RATE req/s for ${UNLOADED_DURATION} s, then $RATE req/s for ${DURATION} s; mix $MIX"
+    log "load average before the rounds: $LOADAVG"
+    for ((round = 1; round <= ROUNDS; round++)); do
+        for p in $PROXIES; do
+            measure "$p" "$round"
+        done
+    done
+}
+
+# measure NAME ROUND: one run with a fresh origin and proxy; appends a JSON line to runs.jsonl.
+measure() {
+    local name=$1 round=$2 dir=$WORK/$1-$2
+    mkdir -p "$dir"
+    log "round $round $name: starting"
+    start_origin "$dir"
+    if ! start_proxy "$name" "$dir"; then
+        skip "$name" "$round" "$SKIP_REASON"
+        stop "$ORIGIN_PID"
+        return 0
+    fi
+
+    origin_get /__reset >/dev/null
+    load "$UNLOADED_RATE" "$UNLOADED_DURATION" "$dir/unloaded.json" || {
+        skip "$name" "$round" "the load generator failed in the unloaded phase"
+        stop "${PROXY_PIDS[0]}" "$ORIGIN_PID"
+        return 0
+    }
+
+    origin_get /__reset >/dev/null
+    local t0 t1 sampler split=()
+    ((HALVE == 1)) && split=(--split-at-s "$(awk -v d="$DURATION" 'BEGIN { print d / 2 }')")
+    : >"$dir/rss.txt"
+    sample_rss "$dir/rss.txt" "${PROXY_PIDS[@]}" &
+    sampler=$!
+    STARTED+=("$sampler")
+    t0=$(cpu_ticks "${PROXY_PIDS[@]}")
+    local loaded=0
+    load "$RATE" "$DURATION" "$dir/overload.json" "${split[@]}" && loaded=1
+    t1=$(cpu_ticks "${PROXY_PIDS[@]}")
+    stop "$sampler"
+    local stats hwm
+    stats=$(origin_get /__stats) || stats=null
+    hwm=$(status_kb VmHWM "${PROXY_PIDS[@]}")
+    alive "${PROXY_PIDS[@]}" || log "round $round $name: the proxy died during the run"
+    stop "${PROXY_PIDS[0]}" "$ORIGIN_PID"
+    if [[ $loaded == 0 ]]; then
+        skip "$name" "$round" "the load generator failed in the overloaded phase"
+        return 0
+    fi
+
+    jq -cn \
+        --arg proxy "$name" --argjson round "$round" --arg note "$CONFIG_NOTE" \
+        --slurpfile unloaded "$dir/unloaded.json" --slurpfile overload "$dir/overload.json" \
+        --argjson origin "$stats" --argjson hwm "$hwm" \
+        --argjson rss "$(jq -s . "$dir/rss.txt")" \
+        --argjson ticks "$((t1 - t0))" --argjson tck "$CLK_TCK" \
+        --arg config "$(cat "$dir/proxy.conf")" '
+        {
+          proxy: $proxy, round: $round, config_note: (if $note == "" then null else $note end),
+          unloaded: ($unloaded[0] | {params, generator, total, classes}),
+          overload: $overload[0],
+          origin: $origin,
+          proxy_peak_rss_kb: $hwm,
+          proxy_rss_kb_per_s: $rss,
+          proxy_cpu_s: ($ticks / $tck),
+          config: $config
+        }' >>"$WORK/runs.jsonl"
+    log "$(jq -r '"round \(.round) \(.proxy): " + ([.overload.classes | to_entries[] |
+        "\(.key) \(.value.succeeded)/\(.value.offered) ok"] | join(", ")) +
+        ", origin max in flight \(.origin.max_in_flight // "?"), peak RSS \(.proxy_peak_rss_kb) kB"' \
+        <<<"$(tail -n 1 "$WORK/runs.jsonl")")"
+}
+
+# load RATE SECONDS OUT [ARGS...]: the load generator, pinned to LOAD_CPU, at the current proxy.
+load() {
+    local rate=$1 seconds=$2 out=$3
+    shift 3
+    taskset -c "$LOAD_CPU" "$LOAD_BIN" --target "http://127.0.0.1:$PROXY_PORT" --rate "$rate" \
+        --duration-s "$seconds" --mix "$MIX" --timeout-ms "$CLIENT_TIMEOUT_MS" --seed "$SEED" \
+        --out "$out" "$@" 2>>"$WORK/load.log" || {
+        tail -n 5 "$WORK/load.log" >&2
+        return 1
+    }
+}
+
+# ---------------------------------------------------------------------------------------------
+# Report
+
+report() {
+    local base=$RESULTS_DIR/overload-$STAMP json md
+    mkdir -p "$RESULTS_DIR"
+    json=$base.json
+    md=$base.md
+    local git_commit git_dirty=false
+    git_commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+    [[ -z $(git -C "$ROOT" status --porcelain 2>/dev/null) ]] || git_dirty=true
+    jq -n \
+        --slurpfile runs "$WORK/runs.jsonl" \
+        --argjson skipped "$(printf '%s\n' "${SKIPPED_JSON[@]}" | jq -s 'map(select(. != null))')" \
+        --arg stamp "$STAMP" --arg kernel "$(uname -r)" --argjson nproc "$(nproc)" --arg loadavg "$LOADAVG" \
+        --arg cpu "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//' || true)" \
+        --arg nginx "$("$NGINX" -v 2>&1 | sed 's|^nginx version: nginx/||')" \
+        --arg haproxy "$("$HAPROXY" -v 2>&1 | head -n 1 | awk '{print $3}')" \
+        --arg commit "$git_commit" --argjson dirty "$git_dirty" \
+        --argjson capacity "$CAPACITY" --argjson service_ms "$SERVICE_MS" --argjson cap_rps "$CAP_RPS" \
+        --argjson rate "$RATE" --argjson unloaded_rate "$UNLOADED_RATE" --argjson duration "$DURATION" \
+        --argjson unloaded_duration "$UNLOADED_DURATION" --argjson halve "$HALVE" --arg mix "$MIX" \
+        --argjson route_timeout_ms "$ROUTE_TIMEOUT_MS" --argjson client_timeout_ms "$CLIENT_TIMEOUT_MS" \
+        --argjson headroom "$HEADROOM" --argjson rounds "$ROUNDS" \
+        --argjson nginx_pool "$NGINX_POOL" --argjson nginx_sheddable "$NGINX_SHEDDABLE" \
+        --argjson haproxy_queue_ms "$HAPROXY_QUEUE_MS" \
+        --argjson pcpu "$PROXY_CPU" --argjson lcpu "$LOAD_CPU" --arg order "$PROXIES" \
+        "$(summary_jq)" >"$json"
+    markdown "$json" >"$md"
+    cat "$md"
+    log "wrote $json and $md"
+}
+
+summary_jq() {
+    cat <<'EOF'
+def pct(a; b): if b > 0 then a * 100 / b else null end;
+def check(ok; value): {pass: ok, value: value};
+($halve == 1) as $halved
+| (if $halved then [$cap_rps, $cap_rps / 2] else [$cap_rps] end) as $caps
+| ($duration / ($caps | length)) as $phase_s
+| ($caps | map(. * $phase_s) | add) as $capacity_requests
+| {
+  benchmark: "overload",
+  description: "capacity-limited origin under \($rate / $cap_rps) x its capacity, classes critical/normal/sheddable, open-loop load",
+  timestamp: $stamp,
+  machine: {kernel: $kernel, nproc: $nproc, cpu_model: $cpu, nginx: $nginx, haproxy: $haproxy,
+            loadavg_before: $loadavg},
+  git: {commit: $commit, dirty: $dirty},
+  params: {
+    origin: {capacity: $capacity, service_ms: $service_ms, capacity_rps: $cap_rps,
+             halves_at_s: (if $halved then $duration / 2 else null end),
+             capacity_requests: $capacity_requests},
+    load: {mix: $mix, rate: $rate, duration_s: $duration, unloaded_rate: $unloaded_rate,
+           unloaded_duration_s: $unloaded_duration, client_timeout_ms: $client_timeout_ms},
+    route_timeout_ms: $route_timeout_ms, headroom: $headroom, rounds: $rounds,
+    nginx: {pool: $nginx_pool, sheddable: $nginx_sheddable},
+    haproxy: {queue_timeout_ms: $haproxy_queue_ms},
+    proxy_cpu: $pcpu, load_cpu: $lcpu, order: $order
+  },
+  skipped: $skipped,
+  runs: [$runs[] | . as $r | .overload as $o
+    | (if ($o.phases | length) == ($caps | length) then $o.phases
+       else [{from_s: 0, to_s: $duration, total: $o.total, classes: $o.classes}] end) as $phases
+    | ([range($phases | length) as $i | $phases[$i] as $p | ($caps[$i] * ($p.to_s - $p.from_s)) as $cr
+        | ($p.classes.critical.offered) as $co
+        | {critical: ([$co, $cr] | min), normal: ([$p.classes.normal.offered, ([0, $cr - $co] | max)] | min)}]) as $servable
+    | ($servable | map(.normal) | add // 0) as $normal_servable
+    | ([$o.classes[] | .timed_out] | add) as $client_timeouts
+    | ([$o.classes[] | .max_ms // 0] | max) as $max_ms
+    | ($r.proxy_rss_kb_per_s) as $rss
+    | ($rss[5] // $rss[-1] // null) as $rss_early
+    | ($rss[-1] // null) as $rss_end
+    | ($o.classes.critical) as $c | ($o.classes.normal) as $n | ($o.classes.sheddable) as $s
+    | ($r.unloaded.classes) as $u
+    | {
+      proxy: $r.proxy, round: $r.round, config_note: $r.config_note,
+      valid: ($o.generator.overloaded == 0 and $r.unloaded.generator.overloaded == 0),
+      classes: ($o.classes | with_entries(.value |= {
+        offered, succeeded, ok_pct: pct(.succeeded; .offered), shed, rate_limited,
+        timed_out: (.timed_out + (.error_status["504"] // 0)),
+        client_timeouts: .timed_out, status_504: (.error_status["504"] // 0),
+        other_errors: (.errors - (.error_status["504"] // 0)),
+        ok_p50_ms: .ok_ms.p50, ok_p99_ms: .ok_ms.p99, ok_max_ms: .ok_ms.max,
+        shed_p50_ms: .shed_ms.p50, shed_p99_ms: .shed_ms.p99, max_ms
+      })),
+      unloaded: ($u | with_entries(.value |= {p50_ms: .ok_ms.p50, p99_ms: .ok_ms.p99, ok: .succeeded, offered})),
+      phases: [$phases[] | {from_s, to_s, ok_per_s: (.classes | with_entries(.value |= (.succeeded / ($phase_s)))),
+                           ok_pct: (.classes | with_entries(.value |= pct(.succeeded; .offered)))}],
+      goodput_pct: pct($o.total.succeeded; $capacity_requests),
+      normal_servable: $normal_servable,
+      normal_served_pct: pct($n.succeeded; $normal_servable),
+      origin: $r.origin,
+      proxy_peak_rss_kb: $r.proxy_peak_rss_kb,
+      proxy_rss_kb: {at_5s: $rss_early, end: $rss_end, max: ($rss | max)},
+      proxy_cpu_s: $r.proxy_cpu_s,
+      generator: {overloaded: ($o.generator.overloaded + $r.unloaded.generator.overloaded),
+                  scheduler_max_lag_ms: ([$o.generator.scheduler_max_lag_ms, $r.unloaded.generator.scheduler_max_lag_ms] | max),
+                  connections_opened: $o.generator.connections_opened},
+      checks: {
+        critical_all_ok: check($c.succeeded == $c.offered; pct($c.succeeded; $c.offered)),
+        critical_p99: (($u.critical.ok_ms.p99) as $ref | check($c.ok_ms.p99 != null and $ref != null and $c.ok_ms.p99 <= 1.3 * $ref;
+                       (if $c.ok_ms.p99 and $ref then $c.ok_ms.p99 / $ref else null end))),
+        normal_served: check(($n.succeeded) >= 0.9 * $normal_servable; pct($n.succeeded; $normal_servable)),
+        normal_p99: (($u.normal.ok_ms.p99) as $ref | check($n.ok_ms.p99 != null and $ref != null and $n.ok_ms.p99 <= 2 * $ref;
+                     (if $n.ok_ms.p99 and $ref then $n.ok_ms.p99 / $ref else null end))),
+        sheddable_fast_503: check($s.shed > 0 and $s.shed_ms.p99 != null and $s.shed_ms.p99 <= 1; $s.shed_ms.p99),
+        goodput: check(pct($o.total.succeeded; $capacity_requests) >= 97; pct($o.total.succeeded; $capacity_requests)),
+        route_timeout: check($client_timeouts == 0 and $max_ms <= $route_timeout_ms + 100; $max_ms),
+        origin_headroom: check(($r.origin.max_in_flight // 1e9) <= $capacity + $headroom; $r.origin.max_in_flight),
+        memory_flat: check($rss_early != null and $rss_end <= $rss_early * 1.1 + 1024;
+                           (if $rss_early then ($rss_end - $rss_early) else null end))
+      },
+      series: $o.series,
+      config: $r.config
+    }]
+}
+EOF
+}
+
+markdown() {
+    jq -r '
+    def fixed(n): if . == null then "–" elif . < 0 then "-" + (-. | fixed(n)) elif n == 0 then round | tostring
+      else pow(10; n) as $m | (. * $m | round) as $c | ($c % $m | tostring) as $f
+        | "\($c / $m | floor).\([range(n - ($f | length))] | map("0") | join(""))\($f)" end;
+    def mib: if . == null then "–" else (. / 1024 | fixed(1)) end;
+    def mark: if .pass then "✓ " else "✗ " end;
+    def name: if $rounds > 1 then "\(.proxy) #\(.round)" else .proxy end;
+    .params as $p |
+    "## overload \(.timestamp)",
+    "",
+    "Origin: `capacity-origin`, \($p.origin.capacity) requests at once × \($p.origin.service_ms) ms = \($p.origin.capacity_rps) req/s, FIFO queue without bound\(if $p.origin.halves_at_s then ", capacity halved at \($p.origin.halves_at_s) s" else "" end) (\($p.origin.capacity_requests) requests of capacity in the overloaded phase). Load: `overload-load`, open loop, mix \($p.load.mix), \($p.load.unloaded_rate) req/s for \($p.load.unloaded_duration_s) s (unloaded reference), then \($p.load.rate) req/s for \($p.load.duration_s) s; client timeout \($p.load.client_timeout_ms) ms, route timeout \($p.route_timeout_ms) ms. A fresh origin and proxy per run; proxy pinned to CPU \($p.proxy_cpu), origin and load to CPU \($p.load_cpu); \($p.rounds) round(s). nginx: limit_conn pool \($p.nginx.pool), sheddable \($p.nginx.sheddable); HAProxy: maxconn \($p.origin.capacity), timeout queue \($p.haproxy.queue_timeout_ms) ms.",
+    "",
+    "Machine: Linux \(.machine.kernel), \(.machine.nproc) CPUs (\(.machine.cpu_model)), load average \(.machine.loadavg_before) before the rounds; nginx \(.machine.nginx); HAProxy \(.machine.haproxy); commit \(.git.commit)\(if .git.dirty then " (dirty tree)" else "" end).",
+    "",
+    "### Per class, overloaded phase",
+    "",
+    "| proxy | class | offered | ok % | shed 503 | 429 | timed out | other errors | p50 ok ms | p99 ok ms | p99 503 ms | unloaded p50 / p99 ms |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    (.runs[] as $r | $r.classes | to_entries[] | .key as $k | .value |
+      "| \($r | name) | \($k) | \(.offered) | \(.ok_pct | fixed(1)) | \(.shed) | \(.rate_limited) | \(.timed_out) | \(.other_errors) | \(.ok_p50_ms | fixed(1)) | \(.ok_p99_ms | fixed(1)) | \(.shed_p99_ms | fixed(2)) | \($r.unloaded[$k].p50_ms | fixed(1)) / \($r.unloaded[$k].p99_ms | fixed(1)) |"),
+    "",
+    "Timed out: the proxy'"'"'s own 504 plus client timeouts (none in a run where every proxy keeps its route timeout).",
+    "",
+    "### Per proxy",
+    "",
+    "| proxy | goodput % of capacity | ok/s critical / normal / sheddable\(if $p.origin.halves_at_s then ", before → after halving" else "" end) | origin max in flight | origin max queue | origin unanswered | proxy peak RSS MiB | RSS at 5 s → end MiB | proxy CPU s | generator |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    (.runs[] | "| \(name) | \(.goodput_pct | fixed(1)) | \([.phases[] | [.ok_per_s.critical, .ok_per_s.normal, .ok_per_s.sheddable] | map(fixed(0)) | join(" / ")] | join(" → ")) | \(.origin.max_in_flight // "–") | \(.origin.max_queued // "–") | \(.origin.unanswered // "–") | \(.proxy_peak_rss_kb | mib) | \(.proxy_rss_kb.at_5s | mib) → \(.proxy_rss_kb.end | mib) | \(.proxy_cpu_s | fixed(2)) | \(if .valid then "ok" else "OVERLOADED (\(.generator.overloaded) not sent): not valid" end) |"),
+    "",
+    "### Targets",
+    "",
+    "| proxy | critical 100% ok | critical p99 ≤ 1.3× unloaded | normal ≥ 90% of servable | normal p99 ≤ 2× unloaded | sheddable 503 p99 ≤ 1 ms | goodput ≥ 97% | nothing waits > route timeout (max ms) | origin in flight ≤ \($p.origin.capacity) + \($p.headroom) | RSS flat (growth kB) |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    (.runs[] | .checks as $c |
+      "| \(name) | \($c.critical_all_ok | mark)\($c.critical_all_ok.value | fixed(1))% | \($c.critical_p99 | mark)\($c.critical_p99.value | fixed(2))× | \($c.normal_served | mark)\($c.normal_served.value | fixed(1))% | \($c.normal_p99 | mark)\($c.normal_p99.value | fixed(2))× | \($c.sheddable_fast_503 | mark)\($c.sheddable_fast_503.value | fixed(2)) ms | \($c.goodput | mark)\($c.goodput.value | fixed(1))% | \($c.route_timeout | mark)\($c.route_timeout.value | fixed(0)) | \($c.origin_headroom | mark)\($c.origin_headroom.value // "–") | \($c.memory_flat | mark)\($c.memory_flat.value // "–") |"),
+    "",
+    "Servable normal requests: per phase, min(normal offered, capacity − critical offered). The p99 ratios compare with the same class in the unloaded phase of the same run.",
+    (.runs[] | select(.config_note) | "", "Note (\(name)): \(.config_note)."),
+    (if (.skipped | length) > 0 then "", "Skipped: " + ([.skipped[] | "\(.proxy) (round \(.round)): \(.reason)"] | join("; ")) else empty end)
+    ' --argjson rounds "$ROUNDS" "$1"
+}
+
+main "$@"

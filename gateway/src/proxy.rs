@@ -23,7 +23,7 @@ use crate::http::response::{self, push_num};
 use crate::runtime::io::{make_room, read_append_timeout, write_from};
 use crate::runtime::worker::{Local, Worker};
 use crate::stats::metrics::FailureReason;
-use crate::upstream::EndpointState;
+use crate::upstream::{EndpointState, UpConn};
 
 /// Why an upstream exchange failed before a response head was forwarded.
 #[derive(Debug)]
@@ -39,6 +39,8 @@ enum UpstreamError {
     Protocol(&'static str),
     /// The client's request body failed (too large, malformed, slow, gone).
     ClientBody(TransferError),
+    /// The cluster is at `caps.max_connections` and no pooled connection is free.
+    Overflow,
 }
 
 impl std::fmt::Display for UpstreamError {
@@ -50,6 +52,7 @@ impl std::fmt::Display for UpstreamError {
             Self::ClosedEarly => f.write_str("upstream closed before responding"),
             Self::Protocol(why) => write!(f, "invalid response: {why}"),
             Self::ClientBody(e) => write!(f, "client request body: {e:?}"),
+            Self::Overflow => f.write_str("cluster at its connection cap"),
         }
     }
 }
@@ -127,6 +130,10 @@ pub async fn forward(
                     (Some(504), Some(FailureReason::Timeout))
                 }
                 UpstreamError::ClientBody(t) => (request_body_status(t), None),
+                UpstreamError::Overflow => {
+                    worker.stats.requests_overflow.inc();
+                    (Some(503), None)
+                }
             };
             if let (Some(m), Some(r)) = (metrics, reason) {
                 m.failure(r);
@@ -134,9 +141,12 @@ pub async fn forward(
             tracing::debug!(upstream = %endpoint.address, error = %e, "upstream exchange failed");
             // Without a request body the connection is still in sync: answer and keep it.
             let keep = head.body == BodyFraming::None && head.keep_alive && !conn.closing();
+            let extra: &[u8] = match e {
+                UpstreamError::Overflow => b"retry-after: 1\r\nx-gateway-reason: overflow\r\n",
+                _ => b"",
+            };
             match status {
-                Some(s) if keep => reply_keep_alive(worker, conn, local, head, s).await,
-                Some(s) => fail(worker, conn, local, s).await,
+                Some(s) => reply(worker, conn, local, head, s, extra, !keep).await,
                 None => Next::Close,
             }
         }
@@ -158,7 +168,7 @@ async fn exchange(
     endpoint: &EndpointState,
     wbuf: &mut Vec<u8>,
     deadline: Instant,
-) -> Result<(TcpStream, Vec<u8>, usize, ResponseHead), UpstreamError> {
+) -> Result<(UpConn, Vec<u8>, usize, ResponseHead), UpstreamError> {
     let server = &local.snap.config.server;
     let cluster = &local.clusters.get(action.cluster).map(|c| c.settings.connect_timeout);
     let connect_timeout = cluster.unwrap_or(Duration::from_secs(3));
@@ -175,6 +185,9 @@ async fn exchange(
                 (s, true)
             }
             None => {
+                if !endpoint.may_connect() {
+                    return Err(UpstreamError::Overflow);
+                }
                 let left = deadline.saturating_duration_since(Instant::now());
                 let up = connect(endpoint, connect_timeout.min(left)).await.map_err(|e| {
                     worker.stats.upstream_connect_errors.inc();
@@ -184,6 +197,7 @@ async fn exchange(
                         UpstreamError::Connect(e)
                     }
                 })?;
+                let up = endpoint.adopt(up);
                 worker.stats.upstream_connects.inc();
                 if let Some(m) = local.cluster_metrics.get(action.cluster) {
                     m.connect();
@@ -191,11 +205,11 @@ async fn exchange(
                 (up, false)
             }
         };
-        let sent = send_request(worker, conn, server, head, &mut up, wbuf, deadline).await;
+        let sent = send_request(worker, conn, server, head, &mut up.stream, wbuf, deadline).await;
         let err = match sent {
             Ok(()) => {
                 let mut ubuf = worker.buffers.take();
-                match read_response_head(worker, &mut up, &mut ubuf, server, is_head, deadline).await {
+                match read_response_head(worker, &mut up.stream, &mut ubuf, server, is_head, deadline).await {
                     Ok((upos, resp)) => return Ok((up, ubuf, upos, resp)),
                     Err(e) => {
                         worker.buffers.give(ubuf);
@@ -330,7 +344,7 @@ async fn relay_response(
     head: &RequestHead,
     action: &ProxyAction,
     endpoint: &EndpointState,
-    mut up: TcpStream,
+    mut up: UpConn,
     mut ubuf: Vec<u8>,
     mut upos: usize,
     resp: ResponseHead,
@@ -371,7 +385,7 @@ async fn relay_response(
                 write_timeout: server.timeouts.body_io,
             };
             let mut scratch = worker.buffers.take();
-            let side = Side { stream: &mut up, buf: &mut ubuf, pos: &mut upos };
+            let side = Side { stream: &mut up.stream, buf: &mut ubuf, pos: &mut upos };
             let result =
                 body::transfer(side, Some(&mut conn.stream), &mut wbuf, source, chunk_out, &limits, &mut scratch).await;
             worker.buffers.give(scratch);
@@ -404,22 +418,25 @@ async fn relay_response(
     }
 }
 
-async fn reply_keep_alive(
+/// Answers with a gateway error (`extra`: header lines), keeping the connection unless `close`.
+async fn reply(
     worker: &Rc<Worker>,
     conn: &mut Downstream,
     local: &Local,
     head: &RequestHead,
     status: u16,
+    extra: &[u8],
+    close: bool,
 ) -> Next {
     let mut out = worker.buffers.take();
-    response::write_error(&mut out, status, false, head.method == h1::Method::Head);
+    response::write_refusal(&mut out, status, extra, close, head.method == h1::Method::Head);
     conn.ex.status = status;
     let n = out.len() as u64;
     let (res, out) = write_from(&mut conn.stream, out, 0, local.snap.config.server.timeouts.body_io).await;
     worker.buffers.give(out);
     worker.stats.downstream_bytes_out.add(n);
     conn.ex.bytes_out += n;
-    if res.is_ok() {
+    if res.is_ok() && !close {
         Next::KeepAlive
     } else {
         Next::Close

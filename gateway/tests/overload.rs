@@ -277,3 +277,26 @@ fn at_the_connection_limit_a_new_connection_waits_and_is_served_when_a_slot_free
         assert!(gw.total("connections_rejected") >= 1);
     });
 }
+
+#[test]
+fn the_connection_cap_of_a_cluster_answers_overflow_and_reuses_what_it_has() {
+    each_driver(|d| {
+        let o = origin();
+        let toml = config(d, o.addr(), "", "").replace(
+            "connect_timeout = \"1s\"",
+            "connect_timeout = \"1s\"\ncaps = { max_connections = 1 }\nadaptive_concurrency = { enabled = false }",
+        );
+        let gw = TestGateway::start(&toml);
+        let addr = gw.addr;
+        let busy = std::thread::spawn(move || get(addr, "/delay/400"));
+        assert!(wait_until(Duration::from_secs(3), || o.received().len() == 1));
+        let r = get(gw.addr, "/bytes/1");
+        assert_eq!((r.status, r.header("x-gateway-reason")), (503, Some("overflow")), "{d}");
+        assert_eq!(busy.join().unwrap().status, 200);
+        // The one connection, now idle in the pool, serves the next requests.
+        for _ in 0..3 {
+            assert_eq!(get(gw.addr, "/bytes/1").status, 200, "{d}");
+        }
+        assert_eq!(o.connections(), 1);
+    });
+}

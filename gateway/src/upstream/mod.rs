@@ -26,12 +26,15 @@ pub struct ClusterState {
     /// Priority-class admission and the adaptive in-flight limit.
     pub limiter: Rc<Limiter>,
     /// Upstream connections open to this cluster (idle and busy), for `caps.max_connections`.
-    pub connections: Cell<usize>,
+    pub connections: Rc<Cell<usize>>,
     rr: RoundRobin,
 }
 
 pub struct EndpointState {
     pub address: SocketAddr,
+    /// The cluster's open-connection count and cap (`caps.max_connections`).
+    connections: Rc<Cell<usize>>,
+    max_connections: usize,
     pub weight: u32,
     outstanding: Cell<u32>,
     pub pool: IdlePool,
@@ -51,6 +54,31 @@ pub struct EndpointGauge {
 /// A worker's published list of endpoints (rebuilt when its config snapshot changes).
 pub type EndpointViews = Mutex<Vec<(String, SocketAddr, Arc<EndpointGauge>)>>;
 
+/// An upstream connection, counted against its cluster's `caps.max_connections` while it exists.
+pub struct UpConn {
+    pub stream: monoio::net::TcpStream,
+    count: Rc<Cell<usize>>,
+}
+
+impl Drop for UpConn {
+    fn drop(&mut self) {
+        self.count.set(self.count.get().saturating_sub(1));
+    }
+}
+
+impl EndpointState {
+    /// Counts a newly opened connection against the cluster's cap.
+    pub fn adopt(&self, stream: monoio::net::TcpStream) -> UpConn {
+        self.connections.set(self.connections.get() + 1);
+        UpConn { stream, count: Rc::clone(&self.connections) }
+    }
+
+    /// Whether the cluster may open another connection.
+    pub fn may_connect(&self) -> bool {
+        self.connections.get() < self.max_connections
+    }
+}
+
 impl Candidate for EndpointState {
     fn weight(&self) -> u32 {
         self.weight
@@ -65,6 +93,7 @@ impl Candidate for EndpointState {
 
 impl ClusterState {
     pub fn new(settings: &Cluster, policy: Policy) -> Self {
+        let connections = Rc::new(Cell::new(0));
         let endpoints = settings
             .endpoints
             .iter()
@@ -72,6 +101,8 @@ impl ClusterState {
                 let gauge = Arc::new(EndpointGauge::default());
                 EndpointState {
                     address: e.address,
+                    connections: Rc::clone(&connections),
+                    max_connections: settings.caps.max_connections,
                     weight: e.weight,
                     outstanding: Cell::new(0),
                     pool: IdlePool::new(
@@ -87,7 +118,7 @@ impl ClusterState {
             rr: RoundRobin::new(endpoints.len()),
             endpoints,
             limiter: Rc::new(Limiter::new(settings, policy)),
-            connections: Cell::new(0),
+            connections,
             settings: settings.clone(),
             policy,
         }

@@ -10,12 +10,10 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
-use monoio::net::TcpStream;
-
-use super::EndpointGauge;
+use super::{EndpointGauge, UpConn};
 
 pub struct IdlePool {
-    idle: RefCell<VecDeque<(TcpStream, Instant)>>,
+    idle: RefCell<VecDeque<(UpConn, Instant)>>,
     max_idle: usize,
     idle_timeout: Duration,
     gauge: Arc<EndpointGauge>,
@@ -26,7 +24,7 @@ impl IdlePool {
         Self { idle: RefCell::new(VecDeque::new()), max_idle, idle_timeout, gauge }
     }
 
-    fn publish(&self, idle: &VecDeque<(TcpStream, Instant)>) {
+    fn publish(&self, idle: &VecDeque<(UpConn, Instant)>) {
         let n = idle.len() as u64;
         let old = self.gauge.idle.value();
         if n >= old {
@@ -37,7 +35,7 @@ impl IdlePool {
     }
 
     /// The most recently returned connection that has not expired.
-    pub fn take(&self) -> Option<TcpStream> {
+    pub fn take(&self) -> Option<UpConn> {
         let mut idle = self.idle.borrow_mut();
         let now = Instant::now();
         let mut found = None;
@@ -56,7 +54,7 @@ impl IdlePool {
 
     /// Returns a connection whose last exchange completed cleanly. The oldest one is closed when
     /// the pool is full.
-    pub fn put(&self, conn: TcpStream) {
+    pub fn put(&self, conn: UpConn) {
         if self.max_idle == 0 {
             return;
         }

@@ -71,7 +71,7 @@ pub async fn forward(
     let base = conn.rpos;
     let mut wbuf = worker.buffers.take();
     {
-        let scratch = worker.scratch(server.limits.max_headers);
+        let scratch = crate::http::conn::request_scratch(worker, conn, server);
         let buf = conn.rbuf.get(base..).unwrap_or_default();
         let ids = RequestIdentity {
             peer: &conn.peer_ip,

@@ -300,3 +300,33 @@ fn the_connection_cap_of_a_cluster_answers_overflow_and_reuses_what_it_has() {
         assert_eq!(o.connections(), 1);
     });
 }
+
+#[test]
+fn a_request_that_waited_for_a_slot_is_forwarded_with_its_own_headers() {
+    each_driver(|d| {
+        let o = origin();
+        let gw = TestGateway::start(&cfg(d, o.addr(), 2, "queue_wait_factor = 10.0", ""));
+        let busy = hold(gw.addr, "normal", 150);
+        wait_in_flight(&o, 1);
+        let addr = gw.addr;
+        let waiting = std::thread::spawn(move || {
+            exchange(
+                addr,
+                b"GET /bytes/4?who=waiter HTTP/1.1\r\nhost: waiter.local\r\nx-class: high\r\nx-marker: waiter\r\n\r\n",
+            )
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        // Other requests parsed on the same worker while it waits.
+        for i in 0..3 {
+            let raw = format!("GET /other/{i} HTTP/1.1\r\nhost: other.local\r\nx-class: sheddable\r\nx-other: {i}\r\nx-pad: {}\r\n\r\n", "p".repeat(i * 40));
+            assert_eq!(exchange(gw.addr, raw.as_bytes()).status, 503);
+        }
+        assert_eq!(busy.join().unwrap().status, 200);
+        assert_eq!(waiting.join().unwrap().status, 200, "{d}");
+        let seen = o.received();
+        let req = seen.iter().find(|r| r.target.contains("who=waiter")).expect("the waiter reached the origin");
+        assert_eq!(req.header("x-marker"), Some("waiter"), "{d}: {:?}", req.headers);
+        assert_eq!(req.header("host"), Some("waiter.local"));
+        assert_eq!(req.header("x-other"), None);
+    });
+}

@@ -42,7 +42,7 @@ pub fn class_of(worker: &Worker, conn: &Downstream, local: &Local, route: usize,
     if !overload.trusted_sources.iter().any(|c| c.contains(peer)) {
         return route_class;
     }
-    let scratch = worker.scratch(local.snap.config.server.limits.max_headers);
+    let scratch = crate::http::conn::request_scratch(worker, conn, &local.snap.config.server);
     let buf = conn.rbuf.get(conn.rpos..).unwrap_or_default();
     let _ = head;
     scratch
@@ -142,7 +142,7 @@ pub async fn rate_limit(
         RateLimitKey::Route => KeyValue::Missing,
         RateLimitKey::ClientIp => KeyValue::Ip(conn.peer.ip()),
         RateLimitKey::Header(name) => {
-            let scratch = worker.scratch(local.snap.config.server.limits.max_headers);
+            let scratch = crate::http::conn::request_scratch(worker, conn, &local.snap.config.server);
             let buf = conn.rbuf.get(conn.rpos..).unwrap_or_default();
             let _ = head;
             scratch

@@ -37,6 +37,8 @@ pub struct Downstream {
     pub listener: Rc<ListenerHandle>,
     /// Accounting of the current request.
     pub ex: Exchange,
+    /// The current head's claim on the worker's header scratch (see `Worker::head_scratch`).
+    pub head_token: u64,
 }
 
 impl Downstream {
@@ -57,8 +59,17 @@ pub enum Next {
 /// The accept loop has already counted the connection in `connections_active`.
 pub async fn serve(worker: Rc<Worker>, listener: Rc<ListenerHandle>, stream: TcpStream, peer: SocketAddr) {
     let peer_ip = peer.ip().to_string().into_bytes();
-    let mut conn =
-        Downstream { stream, peer, peer_ip, rbuf: Vec::new(), rpos: 0, served: 0, listener, ex: Exchange::default() };
+    let mut conn = Downstream {
+        stream,
+        peer,
+        peer_ip,
+        rbuf: Vec::new(),
+        rpos: 0,
+        served: 0,
+        listener,
+        ex: Exchange::default(),
+        head_token: 0,
+    };
     serve_requests(&worker, &mut conn).await;
     worker.buffers.give(std::mem::take(&mut conn.rbuf));
     worker.stats.connections_active.sub(1);
@@ -84,7 +95,7 @@ async fn serve_requests(worker: &Rc<Worker>, conn: &mut Downstream) {
         worker.stats.requests_total.inc();
         worker.stats.requests_active.inc();
         {
-            let scratch = worker.scratch(local.snap.config.server.limits.max_headers);
+            let scratch = request_scratch(worker, conn, &local.snap.config.server);
             let buf = conn.rbuf.get(conn.rpos..).unwrap_or_default();
             conn.ex.begin(worker, buf, &head, &scratch);
         }
@@ -139,7 +150,10 @@ async fn read_head(worker: &Rc<Worker>, conn: &mut Downstream, local: &Local) ->
             h1::parse_request(conn.rbuf.get(conn.rpos..).unwrap_or_default(), &limits, &mut scratch)
         };
         match parsed {
-            Ok(Some(head)) => return Ok(head),
+            Ok(Some(head)) => {
+                conn.head_token = worker.claim_scratch();
+                return Ok(head);
+            }
             Err(e) => return Err(HeadEnd::Reply(e.status())),
             Ok(None) => {}
         }
@@ -162,6 +176,21 @@ async fn read_head(worker: &Rc<Worker>, conn: &mut Downstream, local: &Local) ->
     }
 }
 
+/// The worker's header scratch describing this connection's current head (re-parsed if another
+/// connection used the scratch meanwhile). The head must still start at `conn.rpos`.
+pub fn request_scratch<'w>(
+    worker: &'w Worker,
+    conn: &Downstream,
+    server: &gateway_config::Server,
+) -> std::cell::RefMut<'w, h1::HeadScratch> {
+    let limits = RequestLimits {
+        max_request_line: server.limits.max_request_line_bytes,
+        max_header_bytes: server.limits.max_header_bytes,
+        max_headers: server.limits.max_headers,
+    };
+    worker.head_scratch(conn.head_token, conn.rbuf.get(conn.rpos..).unwrap_or_default(), &limits)
+}
+
 /// Routes and answers one request whose head is at `conn.rbuf[conn.rpos..]`.
 async fn handle(worker: &Rc<Worker>, conn: &mut Downstream, local: &Rc<Local>, head: &RequestHead) -> Next {
     let server = &local.snap.config.server;
@@ -181,7 +210,7 @@ async fn handle(worker: &Rc<Worker>, conn: &mut Downstream, local: &Rc<Local>, h
     }
     let base = conn.rpos;
     let route = {
-        let scratch = worker.scratch(server.limits.max_headers);
+        let scratch = request_scratch(worker, conn, server);
         let buf = conn.rbuf.get(base..).unwrap_or_default();
         let facts = RequestFacts {
             method: buf.get(head.method_range.clone()).unwrap_or_default(),

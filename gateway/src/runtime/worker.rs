@@ -47,6 +47,9 @@ pub struct Worker {
     listeners_version: Cell<u64>,
     /// Accept loops paused at the connection limit, woken when a connection closes.
     accept_waiters: RefCell<Vec<std::task::Waker>>,
+    /// Which request's head the request scratch currently describes (see [`Worker::head_scratch`]).
+    scratch_owner: Cell<u64>,
+    next_token: Cell<u64>,
 }
 
 /// One listener as a worker runs it. Its connections close after their current request once
@@ -118,6 +121,8 @@ impl Worker {
             listeners: RefCell::new(HashMap::new()),
             listeners_version: Cell::new(0),
             accept_waiters: RefCell::new(Vec::new()),
+            scratch_owner: Cell::new(0),
+            next_token: Cell::new(0),
         }
     }
 
@@ -187,9 +192,37 @@ impl Worker {
         }
     }
 
-    /// The request-head scratch, sized for `max_headers`. Never hold it across an `.await`.
+    /// The request-head scratch, sized for `max_headers`, for parsing a new head. Never hold it
+    /// across an `.await`. After a successful parse, claim it with [`Worker::claim_scratch`].
     pub fn scratch(&self, max_headers: usize) -> RefMut<'_, HeadScratch> {
         sized(&self.scratch, max_headers)
+    }
+
+    /// Marks the scratch as describing a newly parsed head; returns the head's token.
+    pub fn claim_scratch(&self) -> u64 {
+        let token = self.next_token.get() + 1;
+        self.next_token.set(token);
+        self.scratch_owner.set(token);
+        token
+    }
+
+    /// The scratch describing the head with `token`, which sits at `buf` (the connection's read
+    /// buffer from the head's first byte). Other connections of this worker parse their own
+    /// heads into the same scratch while this request awaits (a queue, a delay), so the head is
+    /// parsed again when the scratch was taken over meanwhile. Never hold it across an `.await`.
+    pub fn head_scratch(
+        &self,
+        token: u64,
+        buf: &[u8],
+        limits: &crate::http::h1::RequestLimits,
+    ) -> RefMut<'_, HeadScratch> {
+        let mut scratch = sized(&self.scratch, limits.max_headers);
+        if self.scratch_owner.get() != token {
+            // The head parsed before, so it parses again to the same ranges.
+            let _ = crate::http::h1::parse_request(buf, limits, &mut scratch);
+            self.scratch_owner.set(token);
+        }
+        scratch
     }
 
     /// The response-head scratch. Never hold it across an `.await`.

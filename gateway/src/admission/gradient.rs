@@ -1,7 +1,8 @@
 //! The adaptive concurrency limit of one cluster, per worker: a gradient controller on the
 //! upstream's latency.
 //!
-//! Every window (at least 5 samples and at least one baseline latency long) the mean upstream
+//! Every window (at least 5 samples and at least one baseline latency long, or as soon as the
+//! mean latency has doubled) the mean upstream
 //! latency of the window is compared with the no-load baseline: `gradient = baseline * (1 +
 //! tolerance) / mean`, clamped to 0.5..=1.5 (and to at most 1 when the window never used half of
 //! the limit: an idle cluster gives no evidence that more would be fine). The new limit is
@@ -73,11 +74,17 @@ impl Gradient {
     pub fn sample(&mut self, rtt: Duration, now: Instant) {
         self.samples += 1;
         self.sum_nanos += rtt.as_nanos();
-        let window = self.baseline.unwrap_or(MIN_WINDOW).max(MIN_WINDOW);
-        if self.samples < MIN_SAMPLES || now.saturating_duration_since(self.window_start) < window {
+        if self.samples < MIN_SAMPLES {
             return;
         }
         let mean = Duration::from_nanos(u64::try_from(self.sum_nanos / u128::from(self.samples)).unwrap_or(u64::MAX));
+        let window = self.baseline.unwrap_or(MIN_WINDOW).max(MIN_WINDOW);
+        // A window closes after one baseline latency, or at once when latency has already
+        // doubled (an overload starting: shrink now rather than a window later).
+        let doubled = self.baseline.is_some_and(|b| mean > b * 2) && !self.probing;
+        if now.saturating_duration_since(self.window_start) < window && !doubled {
+            return;
+        }
         self.close_window(mean, now);
     }
 

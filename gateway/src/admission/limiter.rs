@@ -5,14 +5,17 @@
 //!
 //! - is admitted at once when fewer than `L` requests are in flight and no request of its rank
 //!   or better is waiting;
-//! - rank 0 may also use a headroom above `L` (`max(1, L/4)`), and otherwise waits first in line;
+//! - rank 0 is admitted whenever the hard cap `max_requests` allows (it waits, first in line,
+//!   only at the cap); its requests count against `L`, so the adaptive limit makes room for it
+//!   by shrinking what the other classes get;
 //! - the last rank never waits: no free slot means a fast 503 (shed);
 //! - middle ranks wait for a slot at most `baseline * factor * (last - r) / (last - 1)` (the
 //!   baseline being the upstream's measured no-load latency), then are shed;
 //! - more than `max_pending` waiters, or `max_requests` in flight (the hard cap), means 503
 //!   overflow.
 //!
-//! Without the adaptive limit, `L` is `max_requests` minus the first class's headroom.
+//! Without the adaptive limit, `L` is `max_requests` minus a reserve of `max(1, max_requests/4)`
+//! that only the first class can use.
 //!
 //! A finishing request hands its slot directly to the best waiter (lowest rank first, then
 //! arrival order), so a freed slot is never taken by a newcomer of a lower class. Nothing here is
@@ -153,10 +156,9 @@ impl Limiter {
             if rank != 0 || self.pending.get() >= self.max_pending {
                 return Ok(Admission::Overflow);
             }
-        } else if (in_flight < limit && !self.waiting_at_or_above(rank))
-            || (rank == 0 && in_flight < (limit + headroom(limit)).min(self.max_requests))
-        {
-            // A free slot nobody of this class or better waits for; or the first class's headroom.
+        } else if (in_flight < limit && !self.waiting_at_or_above(rank)) || rank == 0 {
+            // A free slot nobody of this class or better waits for; the first class is only
+            // held back by the hard cap (the adaptive limit then shrinks for the others).
             return Ok(Admission::Admitted(self.grant()));
         }
         if rank == last && last > 0 {
@@ -213,7 +215,7 @@ impl Limiter {
         let limit = self.limit();
         let mut waiters = self.waiters.borrow_mut();
         for (rank, queue) in waiters.iter_mut().enumerate() {
-            let cap = if rank == 0 { (limit + headroom(limit)).min(self.max_requests) } else { limit };
+            let cap = if rank == 0 { self.max_requests } else { limit };
             while self.in_flight.get() < cap {
                 let Some(w) = queue.pop_front() else { break };
                 self.in_flight.set(self.in_flight.get() + 1);
@@ -320,7 +322,7 @@ mod tests {
     #[test]
     fn lower_classes_are_shed_first_and_the_first_class_uses_the_headroom() {
         run(async {
-            // Cap 8: limit 6, headroom 1 for the first class.
+            // Cap 8: limit 6, the rest reserved for the first class.
             let l = limiter(8);
             assert_eq!(l.limit(), 6);
             let mut held = Vec::new();

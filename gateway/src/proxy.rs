@@ -107,6 +107,9 @@ pub async fn forward(
             permit.success();
         }
     }
+    if let (Some(m), Some(c)) = (local.cluster_metrics.get(action.cluster), local.clusters.get(action.cluster)) {
+        m.set_limit(c.limiter.limit() as u64);
+    }
     worker.stats.upstream_requests_active.sub(1);
     let metrics = local.cluster_metrics.get(action.cluster);
     let next = match result {

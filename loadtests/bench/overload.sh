@@ -24,6 +24,8 @@
 #   NGINX_SHEDDABLE [max(1, CAPACITY / 8)]        nginx: concurrent sheddable requests
 #   HAPROXY_QUEUE_MS [SERVICE_MS]                 HAProxy: `timeout queue`
 #   SEED [1]               seed of the load generator's class choice
+#   RETRIES [2]            repeat a run whose origin or proxy was killed from outside (SIGTERM,
+#                          SIGKILL, SIGINT: on a shared machine, someone's pkill) at most this often
 #   PROXY_CPU [0]          CPU the proxies are pinned to
 #   LOAD_CPU [1]           CPU the origin and the load generator share
 #   SKIP_BUILD [0]         1: use the existing binaries instead of building them
@@ -36,7 +38,8 @@
 # phase (loadtests `overload-load`, open loop). nginx and HAProxy are tuned with the origin's
 # capacity (they cannot learn it); the gateway is not. See loadtests/README.md.
 #
-# Writes loadtests/results/overload-<UTC timestamp>.{json,md} and prints the tables.
+# Runs of this script on one machine take turns (a lock file in TMPDIR). Writes
+# loadtests/results/overload-<UTC timestamp>.{json,md} and prints the tables.
 
 set -euo pipefail
 
@@ -57,6 +60,7 @@ NGINX_POOL=${NGINX_POOL:-$((CAPACITY - (3 * CAPACITY + 9) / 10))}
 NGINX_SHEDDABLE=${NGINX_SHEDDABLE:-$((CAPACITY / 8 > 1 ? CAPACITY / 8 : 1))}
 HAPROXY_QUEUE_MS=${HAPROXY_QUEUE_MS:-$SERVICE_MS}
 SEED=${SEED:-1}
+RETRIES=${RETRIES:-2}
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 SKIP_BUILD=${SKIP_BUILD:-0}
@@ -87,6 +91,9 @@ UNLOADED_RATE=""
 PROXY_PIDS=()         # the current run's proxy processes
 PROXY_PORT=""
 CONFIG_NOTE=""        # what the current run's config deviates from the documented one
+INTERRUPTED=""        # why the current run was discarded
+STATUS=""             # set by reap
+declare -A EXIT_STATUS=() # PID -> exit status, for children reaped before stop()
 
 main() {
     check_params
@@ -94,6 +101,7 @@ main() {
     check_cpus
     build
     raise_fd_limit
+    take_lock
     run_rounds
     report
 }
@@ -125,11 +133,11 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # stop PID...: TERM the PIDs (which we started) and their descendants, wait up to 5 s, KILL
-# the rest, reap them and forget them.
+# the rest, reap them and forget them. PIDs already reaped are left alone (they may be reused).
 stop() {
-    local pid i kids pids=() keep=() s
+    local pid i kids pids=()
     for pid in "$@"; do
-        [[ -n $pid ]] || continue
+        [[ -n $pid && -z ${EXIT_STATUS[$pid]:-} ]] || continue # reaped already: not ours any more
         read -r -a kids <<<"$(descendants "$pid")"
         pids+=("$pid" "${kids[@]}")
         kill -TERM "$pid" 2>/dev/null || true
@@ -142,10 +150,15 @@ stop() {
         kill -KILL "$pid" 2>/dev/null || true
     done
     for pid in "$@"; do
-        wait "$pid" 2>/dev/null || true
+        [[ -n ${EXIT_STATUS[$pid]:-} ]] || wait "$pid" 2>/dev/null || true
+        forget "$pid"
     done
+}
+
+forget() { # PID: no longer ours to stop
+    local s keep=()
     for s in "${STARTED[@]}"; do
-        [[ " $* " == *" $s "* ]] || keep+=("$s")
+        [[ $s == "$1" ]] || keep+=("$s")
     done
     STARTED=("${keep[@]}")
 }
@@ -172,7 +185,7 @@ alive() {
 check_params() {
     local v
     for v in DURATION UNLOADED_DURATION ROUNDS CAPACITY SERVICE_MS LOAD_FACTOR UNLOADED_PERCENT HALVE \
-        ROUTE_TIMEOUT_MS CLIENT_TIMEOUT_MS HEADROOM NGINX_POOL NGINX_SHEDDABLE HAPROXY_QUEUE_MS SEED \
+        ROUTE_TIMEOUT_MS CLIENT_TIMEOUT_MS HEADROOM NGINX_POOL NGINX_SHEDDABLE HAPROXY_QUEUE_MS SEED RETRIES \
         PROXY_CPU LOAD_CPU; do
         [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a whole number, not '${!v}'"
     done
@@ -257,6 +270,17 @@ build() {
 raise_fd_limit() {
     ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
     log "file descriptor limit: $(ulimit -n)"
+}
+
+# Two benchmark runs pinned to the same CPUs distort each other: wait (at most an hour) until no
+# other run holds the lock. It is released when this shell exits.
+take_lock() {
+    local lockfile=${TMPDIR:-/tmp}/loadtests-bench.lock
+    exec 9>"$lockfile"
+    if ! flock -n 9; then
+        log "another benchmark run holds $lockfile: waiting for it to finish"
+        flock -w 3600 9 || die "$lockfile still held after an hour"
+    fi
 }
 
 skip() { # PROXY ROUND REASON
@@ -356,7 +380,7 @@ status_kb() {
     for pid in "$@"; do
         while read -r key value rest; do
             [[ $key == "$field:" ]] && total=$((total + value))
-        done <"/proc/$pid/status" 2>/dev/null || true
+        done 2>/dev/null <"/proc/$pid/status" || true
     done
     echo "$total"
 }
@@ -601,42 +625,64 @@ run_rounds() {
     done
 }
 
-# measure NAME ROUND: one run with a fresh origin and proxy; appends a JSON line to runs.jsonl.
+# measure NAME ROUND: one run, repeated (at most RETRIES more times) if the origin or the proxy
+# was killed by a signal from outside (on a shared machine, someone's `pkill`); a proxy that
+# crashes on its own is a result and is recorded as such.
 measure() {
-    local name=$1 round=$2 dir=$WORK/$1-$2
+    local name=$1 round=$2 attempt
+    for ((attempt = 1; attempt <= RETRIES + 1; attempt++)); do
+        if run_once "$name" "$round" "$WORK/$name-$round-$attempt"; then
+            return 0
+        fi
+        log "round $round $name: $INTERRUPTED, run discarded"
+    done
+    skip "$name" "$round" "$INTERRUPTED, in each of $((RETRIES + 1)) attempts"
+}
+
+# run_once NAME ROUND DIR: a fresh origin and proxy, the unloaded then the overloaded phase;
+# appends a JSON line to runs.jsonl (or records a skip) and returns 0, or returns 1 with
+# INTERRUPTED set when a process was killed from outside.
+run_once() {
+    local name=$1 round=$2 dir=$3
     mkdir -p "$dir"
     log "round $round $name: starting"
     start_origin "$dir"
     if ! start_proxy "$name" "$dir"; then
-        skip "$name" "$round" "$SKIP_REASON"
         stop "$ORIGIN_PID"
+        skip "$name" "$round" "$SKIP_REASON"
         return 0
     fi
+    local proxy_pid=${PROXY_PIDS[0]} proxy_exit=""
 
-    origin_get /__reset >/dev/null
-    load "$UNLOADED_RATE" "$UNLOADED_DURATION" "$dir/unloaded.json" || {
-        skip "$name" "$round" "the load generator failed in the unloaded phase"
-        stop "${PROXY_PIDS[0]}" "$ORIGIN_PID"
+    if ! origin_get /__reset >/dev/null || ! load "$UNLOADED_RATE" "$UNLOADED_DURATION" "$dir/unloaded.json"; then
+        interrupted "$proxy_pid" && return 1
+        stop "$proxy_pid" "$ORIGIN_PID"
+        skip "$name" "$round" "the unloaded phase failed (see the load generator's message above)"
         return 0
-    }
+    fi
+    interrupted "$proxy_pid" && return 1
 
-    origin_get /__reset >/dev/null
-    local t0 t1 sampler split=()
+    local t0 t1 sampler split=() loaded=1
     ((HALVE == 1)) && split=(--split-at-s "$(awk -v d="$DURATION" 'BEGIN { print d / 2 }')")
+    origin_get /__reset >/dev/null || true
     : >"$dir/rss.txt"
     sample_rss "$dir/rss.txt" "${PROXY_PIDS[@]}" &
     sampler=$!
     STARTED+=("$sampler")
     t0=$(cpu_ticks "${PROXY_PIDS[@]}")
-    local loaded=0
-    load "$RATE" "$DURATION" "$dir/overload.json" "${split[@]}" && loaded=1
+    load "$RATE" "$DURATION" "$dir/overload.json" "${split[@]}" || loaded=0
     t1=$(cpu_ticks "${PROXY_PIDS[@]}")
     stop "$sampler"
     local stats hwm
     stats=$(origin_get /__stats) || stats=null
     hwm=$(status_kb VmHWM "${PROXY_PIDS[@]}")
-    alive "${PROXY_PIDS[@]}" || log "round $round $name: the proxy died during the run"
-    stop "${PROXY_PIDS[0]}" "$ORIGIN_PID"
+    interrupted "$proxy_pid" && return 1
+    if ! kill -0 "$proxy_pid" 2>/dev/null; then
+        reap "$proxy_pid"
+        proxy_exit=$STATUS
+        log "round $round $name: the proxy exited during the run (status $proxy_exit)"
+    fi
+    stop "$proxy_pid" "$ORIGIN_PID"
     if [[ $loaded == 0 ]]; then
         skip "$name" "$round" "the load generator failed in the overloaded phase"
         return 0
@@ -645,12 +691,15 @@ measure() {
     jq -cn \
         --arg proxy "$name" --argjson round "$round" --arg note "$CONFIG_NOTE" \
         --slurpfile unloaded "$dir/unloaded.json" --slurpfile overload "$dir/overload.json" \
-        --argjson origin "$stats" --argjson hwm "$hwm" \
+        --argjson origin "$stats" --argjson hwm "$hwm" --arg proxy_exit "$proxy_exit" \
         --argjson rss "$(jq -s . "$dir/rss.txt")" \
         --argjson ticks "$((t1 - t0))" --argjson tck "$CLK_TCK" \
         --arg config "$(cat "$dir/proxy.conf")" '
         {
-          proxy: $proxy, round: $round, config_note: (if $note == "" then null else $note end),
+          proxy: $proxy, round: $round,
+          config_note: ([(if $note == "" then empty else $note end),
+                         (if $proxy_exit == "" then empty else "the proxy exited during the overloaded phase (status \($proxy_exit))" end)]
+                        | if length == 0 then null else join("; ") end),
           unloaded: ($unloaded[0] | {params, generator, total, classes}),
           overload: $overload[0],
           origin: $origin,
@@ -663,6 +712,40 @@ measure() {
         "\(.key) \(.value.succeeded)/\(.value.offered) ok"] | join(", ")) +
         ", origin max in flight \(.origin.max_in_flight // "?"), peak RSS \(.proxy_peak_rss_kb) kB"' \
         <<<"$(tail -n 1 "$WORK/runs.jsonl")")"
+}
+
+# interrupted PROXY_PID: true, with INTERRUPTED set and both processes stopped, if the origin
+# ended, or the proxy was ended by SIGTERM, SIGKILL or SIGINT (none of which this script sent).
+interrupted() {
+    local proxy_pid=$1
+    if ! kill -0 "$ORIGIN_PID" 2>/dev/null; then
+        reap "$ORIGIN_PID"
+        INTERRUPTED="the origin ended during the run (exit status $STATUS)"
+        stop "$proxy_pid"
+        return 0
+    fi
+    if ! kill -0 "$proxy_pid" 2>/dev/null; then
+        reap "$proxy_pid"
+        if [[ $STATUS == 143 || $STATUS == 137 || $STATUS == 130 ]]; then
+            INTERRUPTED="the proxy was killed from outside (exit status $STATUS)"
+            stop "$ORIGIN_PID"
+            return 0
+        fi
+        # A crash: a result, not an interruption (reap remembers the status for the caller).
+    fi
+    return 1
+}
+
+# reap PID: sets STATUS to the exit status of a child that has ended (reaped once, then
+# remembered). Not in a subshell: only this shell can wait for its children.
+reap() {
+    local pid=$1 status=0
+    if [[ -z ${EXIT_STATUS[$pid]:-} ]]; then
+        wait "$pid" 2>/dev/null || status=$?
+        EXIT_STATUS[$pid]=$status
+        forget "$pid"
+    fi
+    STATUS=${EXIT_STATUS[$pid]}
 }
 
 # load RATE SECONDS OUT [ARGS...]: the load generator, pinned to LOAD_CPU, at the current proxy.
@@ -751,6 +834,7 @@ def check(ok; value): {pass: ok, value: value};
     | ($rss[-1] // null) as $rss_end
     | ($o.classes.critical) as $c | ($o.classes.normal) as $n | ($o.classes.sheddable) as $s
     | ($r.unloaded.classes) as $u
+    | ($r.unloaded.total.ok_ms.p99) as $ref
     | {
       proxy: $r.proxy, round: $r.round, config_note: $r.config_note,
       valid: ($o.generator.overloaded == 0 and $r.unloaded.generator.overloaded == 0),
@@ -760,9 +844,11 @@ def check(ok; value): {pass: ok, value: value};
         client_timeouts: .timed_out, status_504: (.error_status["504"] // 0),
         other_errors: (.errors - (.error_status["504"] // 0)),
         ok_p50_ms: .ok_ms.p50, ok_p99_ms: .ok_ms.p99, ok_max_ms: .ok_ms.max,
-        shed_p50_ms: .shed_ms.p50, shed_p99_ms: .shed_ms.p99, max_ms
+        shed_p50_ms: .shed_ms.p50, shed_p99_ms: .shed_ms.p99,
+        shed_from_send_p50_ms: .shed_from_send_ms.p50, shed_from_send_p99_ms: .shed_from_send_ms.p99, max_ms
       })),
       unloaded: ($u | with_entries(.value |= {p50_ms: .ok_ms.p50, p99_ms: .ok_ms.p99, ok: .succeeded, offered})),
+      unloaded_p99_ms: $ref,
       phases: [$phases[] | {from_s, to_s, ok_per_s: (.classes | with_entries(.value |= (.succeeded / ($phase_s)))),
                            ok_pct: (.classes | with_entries(.value |= pct(.succeeded; .offered)))}],
       goodput_pct: pct($o.total.succeeded; $capacity_requests),
@@ -774,15 +860,17 @@ def check(ok; value): {pass: ok, value: value};
       proxy_cpu_s: $r.proxy_cpu_s,
       generator: {overloaded: ($o.generator.overloaded + $r.unloaded.generator.overloaded),
                   scheduler_max_lag_ms: ([$o.generator.scheduler_max_lag_ms, $r.unloaded.generator.scheduler_max_lag_ms] | max),
+                  send_lag_p50_ms: $o.generator.send_lag_ms.p50, send_lag_p99_ms: $o.generator.send_lag_ms.p99,
                   connections_opened: $o.generator.connections_opened},
       checks: {
         critical_all_ok: check($c.succeeded == $c.offered; pct($c.succeeded; $c.offered)),
-        critical_p99: (($u.critical.ok_ms.p99) as $ref | check($c.ok_ms.p99 != null and $ref != null and $c.ok_ms.p99 <= 1.3 * $ref;
-                       (if $c.ok_ms.p99 and $ref then $c.ok_ms.p99 / $ref else null end))),
+        critical_p99: check($c.ok_ms.p99 != null and $ref != null and $c.ok_ms.p99 <= 1.3 * $ref;
+                            (if $c.ok_ms.p99 and $ref then $c.ok_ms.p99 / $ref else null end)),
         normal_served: check(($n.succeeded) >= 0.9 * $normal_servable; pct($n.succeeded; $normal_servable)),
-        normal_p99: (($u.normal.ok_ms.p99) as $ref | check($n.ok_ms.p99 != null and $ref != null and $n.ok_ms.p99 <= 2 * $ref;
-                     (if $n.ok_ms.p99 and $ref then $n.ok_ms.p99 / $ref else null end))),
-        sheddable_fast_503: check($s.shed > 0 and $s.shed_ms.p99 != null and $s.shed_ms.p99 <= 1; $s.shed_ms.p99),
+        normal_p99: check($n.ok_ms.p99 != null and $ref != null and $n.ok_ms.p99 <= 2 * $ref;
+                          (if $n.ok_ms.p99 and $ref then $n.ok_ms.p99 / $ref else null end)),
+        sheddable_fast_503: check($s.shed > 0 and $s.shed_from_send_ms.p99 != null and $s.shed_from_send_ms.p99 <= 1;
+                                  $s.shed_from_send_ms.p99),
         goodput: check(pct($o.total.succeeded; $capacity_requests) >= 97; pct($o.total.succeeded; $capacity_requests)),
         route_timeout: check($client_timeouts == 0 and $max_ms <= $route_timeout_ms + 100; $max_ms),
         origin_headroom: check(($r.origin.max_in_flight // 1e9) <= $capacity + $headroom; $r.origin.max_in_flight),
@@ -813,27 +901,27 @@ markdown() {
     "",
     "### Per class, overloaded phase",
     "",
-    "| proxy | class | offered | ok % | shed 503 | 429 | timed out | other errors | p50 ok ms | p99 ok ms | p99 503 ms | unloaded p50 / p99 ms |",
+    "| proxy | class | offered | ok % | shed 503 | 429 | timed out | other errors | p50 ok ms | p99 ok ms | p99 503 ms (from send) | unloaded p50 / p99 ms |",
     "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     (.runs[] as $r | $r.classes | to_entries[] | .key as $k | .value |
-      "| \($r | name) | \($k) | \(.offered) | \(.ok_pct | fixed(1)) | \(.shed) | \(.rate_limited) | \(.timed_out) | \(.other_errors) | \(.ok_p50_ms | fixed(1)) | \(.ok_p99_ms | fixed(1)) | \(.shed_p99_ms | fixed(2)) | \($r.unloaded[$k].p50_ms | fixed(1)) / \($r.unloaded[$k].p99_ms | fixed(1)) |"),
+      "| \($r | name) | \($k) | \(.offered) | \(.ok_pct | fixed(1)) | \(.shed) | \(.rate_limited) | \(.timed_out) | \(.other_errors) | \(.ok_p50_ms | fixed(1)) | \(.ok_p99_ms | fixed(1)) | \(.shed_p99_ms | fixed(2)) (\(.shed_from_send_p99_ms | fixed(2))) | \($r.unloaded[$k].p50_ms | fixed(1)) / \($r.unloaded[$k].p99_ms | fixed(1)) |"),
     "",
-    "Timed out: the proxy'"'"'s own 504 plus client timeouts (none in a run where every proxy keeps its route timeout).",
+    "Latencies run from each request'"'"'s scheduled send time (open loop), except \"from send\": from the moment a load worker began sending it, without the generator'"'"'s own delay (see the generator column below). Timed out: the proxy'"'"'s own 504 plus client timeouts (none when the proxy keeps its route timeout).",
     "",
     "### Per proxy",
     "",
-    "| proxy | goodput % of capacity | ok/s critical / normal / sheddable\(if $p.origin.halves_at_s then ", before → after halving" else "" end) | origin max in flight | origin max queue | origin unanswered | proxy peak RSS MiB | RSS at 5 s → end MiB | proxy CPU s | generator |",
+    "| proxy | goodput % of capacity | ok/s critical / normal / sheddable\(if $p.origin.halves_at_s then ", before → after halving" else "" end) | origin max in flight | origin max queue | origin unanswered | proxy peak RSS MiB | RSS at 5 s → end MiB | proxy CPU s | generator lag p50 / p99 ms |",
     "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    (.runs[] | "| \(name) | \(.goodput_pct | fixed(1)) | \([.phases[] | [.ok_per_s.critical, .ok_per_s.normal, .ok_per_s.sheddable] | map(fixed(0)) | join(" / ")] | join(" → ")) | \(.origin.max_in_flight // "–") | \(.origin.max_queued // "–") | \(.origin.unanswered // "–") | \(.proxy_peak_rss_kb | mib) | \(.proxy_rss_kb.at_5s | mib) → \(.proxy_rss_kb.end | mib) | \(.proxy_cpu_s | fixed(2)) | \(if .valid then "ok" else "OVERLOADED (\(.generator.overloaded) not sent): not valid" end) |"),
+    (.runs[] | "| \(name) | \(.goodput_pct | fixed(1)) | \([.phases[] | [.ok_per_s.critical, .ok_per_s.normal, .ok_per_s.sheddable] | map(fixed(0)) | join(" / ")] | join(" → ")) | \(.origin.max_in_flight // "–") | \(.origin.max_queued // "–") | \(.origin.unanswered // "–") | \(.proxy_peak_rss_kb | mib) | \(.proxy_rss_kb.at_5s | mib) → \(.proxy_rss_kb.end | mib) | \(.proxy_cpu_s | fixed(2)) | \(.generator.send_lag_p50_ms | fixed(2)) / \(.generator.send_lag_p99_ms | fixed(2))\(if .valid then "" else ", OVERLOADED (\(.generator.overloaded) not sent): not valid" end) |"),
     "",
     "### Targets",
     "",
-    "| proxy | critical 100% ok | critical p99 ≤ 1.3× unloaded | normal ≥ 90% of servable | normal p99 ≤ 2× unloaded | sheddable 503 p99 ≤ 1 ms | goodput ≥ 97% | nothing waits > route timeout (max ms) | origin in flight ≤ \($p.origin.capacity) + \($p.headroom) | RSS flat (growth kB) |",
+    "| proxy | critical 100% ok | critical p99 ≤ 1.3× unloaded | normal ≥ 90% of servable | normal p99 ≤ 2× unloaded | sheddable 503 p99 ≤ 1 ms (from send) | goodput ≥ 97% | nothing waits > route timeout (max ms) | origin in flight ≤ \($p.origin.capacity) + \($p.headroom) | RSS flat (growth kB) |",
     "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     (.runs[] | .checks as $c |
       "| \(name) | \($c.critical_all_ok | mark)\($c.critical_all_ok.value | fixed(1))% | \($c.critical_p99 | mark)\($c.critical_p99.value | fixed(2))× | \($c.normal_served | mark)\($c.normal_served.value | fixed(1))% | \($c.normal_p99 | mark)\($c.normal_p99.value | fixed(2))× | \($c.sheddable_fast_503 | mark)\($c.sheddable_fast_503.value | fixed(2)) ms | \($c.goodput | mark)\($c.goodput.value | fixed(1))% | \($c.route_timeout | mark)\($c.route_timeout.value | fixed(0)) | \($c.origin_headroom | mark)\($c.origin_headroom.value // "–") | \($c.memory_flat | mark)\($c.memory_flat.value // "–") |"),
     "",
-    "Servable normal requests: per phase, min(normal offered, capacity − critical offered). The p99 ratios compare with the same class in the unloaded phase of the same run.",
+    "Servable normal requests: per phase, min(normal offered, capacity − critical offered). The p99 ratios compare with the p99 of all successes in the unloaded phase of the same run (\([.runs[] | "\(name) \(.unloaded_p99_ms | fixed(1)) ms"] | join(", "))): every class takes the same path when nothing is contended, and the pooled sample is ten times larger than the critical one.",
     (.runs[] | select(.config_note) | "", "Note (\(name)): \(.config_note)."),
     (if (.skipped | length) > 0 then "", "Skipped: " + ([.skipped[] | "\(.proxy) (round \(.round)): \(.reason)"] | join("; ")) else empty end)
     ' --argjson rounds "$ROUNDS" "$1"

@@ -57,7 +57,10 @@ pub struct LoadConfig {
 /// A job for a worker.
 struct Job {
     class: usize,
+    /// From the start of the run.
     scheduled: Duration,
+    /// The same, as an instant.
+    due: Instant,
 }
 
 /// Resolves `http://host:port[/...]` to an address and a `Host` header value.
@@ -102,15 +105,12 @@ pub fn run(cfg: &LoadConfig) -> io::Result<Report> {
             .collect(),
     );
     let idle: Arc<Mutex<Vec<usize>>> = Arc::new(Mutex::new((0..cfg.workers).rev().collect()));
-    // The run starts after the workers exist; they measure from this same origin.
-    let start = Instant::now() + Duration::from_millis(200);
     let mut senders: Vec<SyncSender<Job>> = Vec::with_capacity(cfg.workers);
     let mut workers = Vec::with_capacity(cfg.workers);
     for id in 0..cfg.workers {
         let (tx, rx) = sync_channel::<Job>(1);
         let ctx = Worker {
             id,
-            start,
             timeout: cfg.timeout,
             requests: Arc::clone(&requests),
             idle: Arc::clone(&idle),
@@ -128,6 +128,8 @@ pub fn run(cfg: &LoadConfig) -> io::Result<Report> {
         senders.push(tx);
     }
 
+    // The run starts once every worker exists (spawning thousands takes a while).
+    let start = Instant::now() + Duration::from_millis(50);
     let (unsent, max_lag) = schedule(cfg, start, &idle, &senders);
     drop(senders);
     let mut records = unsent;
@@ -177,6 +179,7 @@ pub fn run(cfg: &LoadConfig) -> io::Result<Report> {
         generator: GeneratorStats {
             overloaded: total.generator_overloaded,
             scheduler_max_lag_ms: max_lag.as_micros() as f64 / 1000.0,
+            send_lag_ms: Latency::of(records.iter().filter(|r| r.outcome.is_some()).map(|r| r.lag).collect()),
             workers: cfg.workers,
             connections_opened: opened,
         },
@@ -212,9 +215,10 @@ fn schedule(
         max_lag = max_lag.max(Instant::now().saturating_duration_since(due));
         let class = cfg.mix.pick(rng.next_u64());
         let worker = lock(idle).pop();
-        let sent = worker.and_then(|w| senders.get(w)).is_some_and(|tx| tx.try_send(Job { class, scheduled }).is_ok());
+        let job = Job { class, scheduled, due };
+        let sent = worker.and_then(|w| senders.get(w)).is_some_and(|tx| tx.try_send(job).is_ok());
         if !sent {
-            unsent.push(Record { class, outcome: None, scheduled, latency: Duration::ZERO });
+            unsent.push(Record { class, outcome: None, scheduled, latency: Duration::ZERO, lag: Duration::ZERO });
         }
         n += 1;
         at = match cfg.arrivals {
@@ -228,7 +232,6 @@ fn schedule(
 /// A worker thread: one connection, one request at a time.
 struct Worker {
     id: usize,
-    start: Instant,
     timeout: Duration,
     requests: Arc<Vec<Vec<u8>>>,
     idle: Arc<Mutex<Vec<usize>>>,
@@ -239,7 +242,8 @@ impl Worker {
     fn run(mut self, jobs: &Receiver<Job>) -> (Vec<Record>, u64) {
         let mut records = Vec::new();
         while let Ok(job) = jobs.recv() {
-            let due = self.start + job.scheduled;
+            let due = job.due;
+            let lag = Instant::now().saturating_duration_since(due);
             let outcome = match self.requests.get(job.class) {
                 Some(request) => self.client.exchange(request, due + self.timeout),
                 None => Outcome::Io,
@@ -248,7 +252,7 @@ impl Worker {
             // An answer that ended after the deadline (the thread ran late) is not one either.
             let (outcome, latency) =
                 if latency > self.timeout { (Outcome::TimedOut, self.timeout) } else { (outcome, latency) };
-            records.push(Record { class: job.class, outcome: Some(outcome), scheduled: job.scheduled, latency });
+            records.push(Record { class: job.class, outcome: Some(outcome), scheduled: job.scheduled, latency, lag });
             lock(&self.idle).push(self.id);
         }
         (records, self.client.opened)

@@ -198,6 +198,12 @@ pub const CLUSTER_CONNECTS: Family = Family {
     labels: &["cluster", "worker"],
     help: "New upstream connections opened to a cluster.",
 };
+pub const CLUSTER_LIMIT: Family = Family {
+    name: "gateway_cluster_concurrency_limit",
+    kind: Kind::Gauge,
+    labels: &["cluster", "worker"],
+    help: "The cluster's in-flight limit on a worker: adaptive (following upstream latency) or the fixed cap.",
+};
 pub const CLUSTER_REUSES: Family = Family {
     name: "gateway_cluster_upstream_reuses_total",
     kind: Kind::Counter,
@@ -250,6 +256,7 @@ pub const FAMILIES: &[Family] = &[
     CLUSTER_DURATION,
     CLUSTER_CONNECTS,
     CLUSTER_REUSES,
+    CLUSTER_LIMIT,
     CLUSTER_FAILURES,
     CONFIG_VERSION,
     CONFIG_RELOADS,

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use super::histogram::{HistogramSnapshot, LE_LABELS};
 use super::metrics::{
-    Family, ACCESS_LOG_LINES, CLUSTER_CONNECTS, CLUSTER_DURATION, CLUSTER_FAILURES, CLUSTER_REQUESTS, CLUSTER_REUSES,
-    CONFIG_RELOADS, CONFIG_VERSION, DRAINING, ROUTE_DURATION, ROUTE_REQUESTS, UPTIME, WORKER_FAMILIES,
+    Family, ACCESS_LOG_LINES, CLUSTER_CONNECTS, CLUSTER_DURATION, CLUSTER_FAILURES, CLUSTER_LIMIT, CLUSTER_REQUESTS,
+    CLUSTER_REUSES, CONFIG_RELOADS, CONFIG_VERSION, DRAINING, ROUTE_DURATION, ROUTE_REQUESTS, UPTIME, WORKER_FAMILIES,
 };
 use super::recorder::ProcessHandle;
 use super::series::{ClusterMetrics, FailureReason, RouteMetrics, WorkerMetrics, STATUS_CLASSES};
@@ -140,6 +140,7 @@ impl Writer<'_> {
         }
         self.cluster_counter(&CLUSTER_CONNECTS, views, ClusterMetrics::connects);
         self.cluster_counter(&CLUSTER_REUSES, views, ClusterMetrics::reuses);
+        self.cluster_counter(&CLUSTER_LIMIT, views, ClusterMetrics::limit);
         self.header(&CLUSTER_FAILURES);
         for view in views {
             for (cluster, metrics) in &view.clusters {

@@ -48,6 +48,8 @@ pub struct ClusterMetrics {
     connects: Counter,
     reuses: Counter,
     failures: [Counter; 5],
+    /// The cluster's current in-flight limit on this worker (a gauge).
+    limit: Counter,
 }
 
 /// One worker's registry of route and cluster metric sets. The worker calls [`Self::route`] and
@@ -140,6 +142,20 @@ impl ClusterMetrics {
     /// Requests sent on a pooled connection.
     pub fn reuses(&self) -> u64 {
         self.reuses.value()
+    }
+
+    /// Publishes the in-flight limit. Owning worker only.
+    pub fn set_limit(&self, limit: u64) {
+        let old = self.limit.value();
+        if limit >= old {
+            self.limit.add(limit - old);
+        } else {
+            self.limit.sub(old - limit);
+        }
+    }
+
+    pub fn limit(&self) -> u64 {
+        self.limit.value()
     }
 
     /// Failures, indexed like [`FailureReason::ALL`].

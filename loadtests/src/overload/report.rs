@@ -17,6 +17,9 @@ pub(crate) struct Record {
     pub scheduled: Duration,
     /// From the scheduled send time to the end of the answer (or the timeout, or the error).
     pub latency: Duration,
+    /// From the scheduled send time to the moment a worker started sending: the generator's
+    /// own delay, part of `latency`.
+    pub lag: Duration,
 }
 
 /// The whole report, as `overload-load --out` writes it.
@@ -54,6 +57,9 @@ pub struct GeneratorStats {
     pub overloaded: u64,
     /// Latest the scheduler woke for a scheduled request.
     pub scheduler_max_lag_ms: f64,
+    /// From the scheduled time to the start of sending, over the requests sent: the floor under
+    /// every latency measured from the schedule (thread wake-ups on a busy or virtual CPU).
+    pub send_lag_ms: Latency,
     pub workers: usize,
     pub connections_opened: u64,
 }
@@ -83,6 +89,9 @@ pub struct ClassStats {
     pub ok_ms: Latency,
     /// Latency of the 503s.
     pub shed_ms: Latency,
+    /// Latency of the 503s from the moment a worker started sending them (without the
+    /// generator's own lag).
+    pub shed_from_send_ms: Latency,
     /// Longest any sent request took to end, however it ended (timeouts included).
     pub max_ms: Option<f64>,
 }
@@ -123,7 +132,7 @@ pub struct ClassSeries {
 impl ClassStats {
     pub(crate) fn of<'a>(records: impl Iterator<Item = &'a Record>) -> ClassStats {
         let mut s = ClassStats::default();
-        let (mut ok, mut shed, mut max) = (Vec::new(), Vec::new(), None::<Duration>);
+        let (mut ok, mut shed, mut shed_from_send, mut max) = (Vec::new(), Vec::new(), Vec::new(), None::<Duration>);
         for r in records {
             s.offered += 1;
             let Some(outcome) = r.outcome else {
@@ -139,6 +148,7 @@ impl ClassStats {
                 Outcome::Status(503) => {
                     s.shed += 1;
                     shed.push(r.latency);
+                    shed_from_send.push(r.latency.saturating_sub(r.lag));
                 }
                 Outcome::Status(429) => s.rate_limited += 1,
                 Outcome::Status(code) => *s.error_status.entry(code.to_string()).or_default() += 1,
@@ -150,13 +160,14 @@ impl ClassStats {
         s.errors = s.error_status.values().sum::<u64>() + s.connect_errors + s.io_errors;
         s.ok_ms = Latency::of(ok);
         s.shed_ms = Latency::of(shed);
+        s.shed_from_send_ms = Latency::of(shed_from_send);
         s.max_ms = max.map(ms);
         s
     }
 }
 
 impl Latency {
-    fn of(mut samples: Vec<Duration>) -> Latency {
+    pub(crate) fn of(mut samples: Vec<Duration>) -> Latency {
         samples.sort_unstable();
         Latency {
             count: samples.len() as u64,
@@ -239,6 +250,7 @@ mod tests {
             outcome,
             scheduled: Duration::from_millis(scheduled_ms),
             latency: Duration::from_millis(latency_ms),
+            lag: Duration::ZERO,
         }
     }
 
@@ -272,6 +284,7 @@ mod tests {
         assert_eq!(s.error_status.get("504"), Some(&1));
         assert_eq!((s.ok_ms.count, s.ok_ms.p50, s.ok_ms.max), (2, Some(40.0), Some(42.0)));
         assert_eq!(s.shed_ms.p99, Some(1.0));
+        assert_eq!(s.shed_from_send_ms.p99, Some(1.0));
         assert_eq!(s.max_ms, Some(3000.0));
     }
 

@@ -44,19 +44,7 @@ pub fn reason(status: u16) -> &'static str {
 /// Appends a gateway error response (`text/plain`, body = reason phrase) to `out`.
 /// `close` adds `connection: close`; `head` omits the body (HEAD requests).
 pub fn write_error(out: &mut Vec<u8>, status: u16, close: bool, head: bool) {
-    let reason = reason(status);
-    status_line(out, status, reason);
-    out.extend_from_slice(b"content-type: text/plain; charset=utf-8\r\ncontent-length: ");
-    push_num(out, reason.len() as u64 + 1);
-    out.extend_from_slice(b"\r\n");
-    if close {
-        out.extend_from_slice(b"connection: close\r\n");
-    }
-    out.extend_from_slice(b"\r\n");
-    if !head {
-        out.extend_from_slice(reason.as_bytes());
-        out.push(b'\n');
-    }
+    write_refusal(out, status, b"", close, head);
 }
 
 /// Appends a refusal the gateway decided on (shed, overflow, rate-limited): like

@@ -124,6 +124,7 @@ fn prometheus(ctx: &AdminContext) -> Response {
         draining: ctx.shared.draining.load(Ordering::Acquire),
         uptime: ctx.started.elapsed(),
         recorder: Some(ctx.recorder.handle()),
+        classes: ctx.shared.snapshot.load().config.overload.classes.clone(),
     };
     let workers: Vec<_> = ctx.stats.iter().cloned().zip(ctx.metrics.iter().cloned()).collect();
     let mut out = String::with_capacity(16 * 1024);

@@ -66,6 +66,8 @@ pub struct Gateway {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ServerInfo {
     pub version: &'static str,
+    /// Build profile and target, e.g. `release x86_64-linux`.
+    pub build: String,
     pub workers: Vec<WorkerInfo>,
     pub cpus_allowed: Vec<usize>,
     pub cgroup_cpu_quota: Option<f64>,
@@ -173,6 +175,12 @@ impl Gateway {
         if let Some(admin) = admin_cfg {
             let info = ServerInfo {
                 version: env!("CARGO_PKG_VERSION"),
+                build: format!(
+                    "{} {}-{}",
+                    if cfg!(debug_assertions) { "debug" } else { "release" },
+                    std::env::consts::ARCH,
+                    std::env::consts::OS
+                ),
                 workers: gateway.workers.clone(),
                 cpus_allowed: budget.allowed.clone(),
                 cgroup_cpu_quota: budget.quota,

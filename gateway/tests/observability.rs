@@ -99,6 +99,9 @@ fn metrics_are_valid_prometheus_text_with_route_and_cluster_series() {
     assert_eq!(m[r#"gateway_cluster_upstream_connects_total{cluster="origin",worker="0"}"#], 1.0);
     assert_eq!(m[r#"gateway_cluster_upstream_reuses_total{cluster="origin",worker="0"}"#], 1.0);
     assert_eq!(m[r#"gateway_requests_total{worker="0"}"#], 5.0);
+    // Routes without a priority are in the default class.
+    assert_eq!(m[r#"gateway_priority_requests_total{priority="normal",outcome="served",worker="0"}"#], 5.0);
+    assert_eq!(m[r#"gateway_priority_requests_total{priority="critical",outcome="shed",worker="0"}"#], 0.0);
     assert_eq!(m["gateway_config_version"], 1.0);
     assert_eq!(m[r#"gateway_config_reloads_total{result="ok"}"#], 0.0);
     assert!(

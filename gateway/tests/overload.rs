@@ -84,7 +84,8 @@ fn wait_in_flight(o: &Origin, n: usize) {
 fn sheddable_is_refused_at_once_with_503_and_reaches_no_origin() {
     each_driver(|d| {
         let o = origin();
-        let gw = TestGateway::start(&cfg(d, o.addr(), 2, "", ""));
+        let toml = cfg(d, o.addr(), 2, "", "").replace("admin = false", "admin = { address = \"127.0.0.1:0\" }");
+        let gw = TestGateway::start(&toml);
         let busy = hold(gw.addr, "normal", 600);
         wait_in_flight(&o, 1);
         let started = Instant::now();
@@ -97,6 +98,15 @@ fn sheddable_is_refused_at_once_with_503_and_reaches_no_origin() {
         assert_eq!(busy.join().unwrap().status, 200);
         assert_eq!(o.received().len(), 1, "{d}: the shed request never reached the origin");
         assert!(wait_until(Duration::from_secs(2), || gw.total("requests_shed") == 1));
+        let admin = gw.gw.as_ref().unwrap().admin_addr().unwrap();
+        let metrics = get(admin, "/metrics").text();
+        for line in [
+            r#"gateway_priority_requests_total{priority="sheddable",outcome="shed",worker="0"} 1"#,
+            r#"gateway_priority_requests_total{priority="normal",outcome="served",worker="0"} 1"#,
+            r#"gateway_admission_decisions_total{decision="shed",worker="0"} 1"#,
+        ] {
+            assert!(metrics.lines().any(|l| l == line), "{d}: missing {line}");
+        }
     });
 }
 

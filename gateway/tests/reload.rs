@@ -184,6 +184,8 @@ fn admin_config_shows_the_effective_config_with_secrets_redacted() {
     let info = admin_json(admin, "/server_info");
     assert_eq!(info["workers"].as_array().unwrap().len(), 2);
     assert!(info["workers"][0]["driver"].as_str().unwrap().starts_with("io_uring"), "{info}");
+    assert!(info["build"].as_str().unwrap().starts_with("debug "), "{info}");
+    assert!(info["uptime_seconds"].is_u64());
     assert_eq!(get(admin, "/ready").status, 200);
     assert_eq!(post(admin, "/drain", Some("s3cret")).status, 202);
     assert_eq!(get(admin, "/ready").status, 503);

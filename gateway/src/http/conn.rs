@@ -15,6 +15,7 @@ use crate::admission::limiter::Admission;
 use crate::route::RequestFacts;
 use crate::runtime::io::{make_room, read_append_timeout, write_from};
 use crate::runtime::worker::{ListenerHandle, Local, Worker};
+use crate::stats::metrics::ClassOutcome;
 use std::time::Instant;
 
 /// Largest request body a gateway-answered request (404, direct response, redirect) may carry
@@ -230,18 +231,20 @@ async fn handle(worker: &Rc<Worker>, conn: &mut Downstream, local: &Rc<Local>, h
     };
     conn.ex.route = Some(index);
     let started = Instant::now();
+    let class = crate::admission::class_of(worker, conn, local, index, head);
+    let count = |outcome| worker.metrics.count_class(class, outcome);
     // Rate limit first (it applies to every kind of route), then the cluster's admission.
     match crate::admission::rate_limit(worker, conn, local, index, head).await {
         Ok(()) => {}
         Err(headers) => {
             worker.stats.requests_rate_limited.inc();
+            count(ClassOutcome::RateLimited);
             return answer_locally(worker, conn, local, head, LocalAnswer::Refuse(429, headers)).await;
         }
     }
     match local.snap.config.routes.get(index).map(|r| &r.action) {
         Some(Action::Proxy(p)) => {
             let deadline = started + p.timeout;
-            let class = crate::admission::class_of(worker, conn, local, index, head);
             let Some(cluster) = local.clusters.get(p.cluster) else {
                 return answer_locally(worker, conn, local, head, LocalAnswer::Refuse(503, Vec::new())).await;
             };
@@ -251,22 +254,31 @@ async fn handle(worker: &Rc<Worker>, conn: &mut Downstream, local: &Rc<Local>, h
             }
             match admission {
                 Admission::Admitted(permit) => {
+                    count(ClassOutcome::Served);
                     crate::proxy::forward(worker, conn, local, head, p, permit, deadline).await
                 }
                 Admission::Shed => {
                     worker.stats.requests_shed.inc();
+                    count(ClassOutcome::Shed);
                     let h = b"retry-after: 1\r\nx-gateway-reason: shed\r\n".to_vec();
                     answer_locally(worker, conn, local, head, LocalAnswer::Refuse(503, h)).await
                 }
                 Admission::Overflow => {
                     worker.stats.requests_overflow.inc();
+                    count(ClassOutcome::Overflow);
                     let h = b"retry-after: 1\r\nx-gateway-reason: overflow\r\n".to_vec();
                     answer_locally(worker, conn, local, head, LocalAnswer::Refuse(503, h)).await
                 }
             }
         }
-        Some(Action::Direct(_)) => answer_locally(worker, conn, local, head, LocalDirect(index)).await,
-        Some(Action::Redirect(_)) => answer_locally(worker, conn, local, head, LocalRedirect(index)).await,
+        Some(Action::Direct(_)) => {
+            count(ClassOutcome::Served);
+            answer_locally(worker, conn, local, head, LocalDirect(index)).await
+        }
+        Some(Action::Redirect(_)) => {
+            count(ClassOutcome::Served);
+            answer_locally(worker, conn, local, head, LocalRedirect(index)).await
+        }
         None => answer_locally(worker, conn, local, head, Local404).await,
     }
 }

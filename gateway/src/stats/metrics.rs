@@ -10,7 +10,10 @@
 pub use super::histogram::{Histogram, HistogramSnapshot, LE_LABELS};
 pub use super::prometheus::{render_prometheus, ProcessInfo, CONTENT_TYPE};
 pub use super::recorder::{ProcessHandle, ProcessRecorder};
-pub use super::series::{ClusterMetrics, FailureReason, RouteMetrics, WorkerMetrics, STATUS_CLASSES};
+pub use super::series::{
+    ClassOutcome, ClusterMetrics, FailureReason, RouteMetrics, WorkerMetrics, CLASS_OUTCOMES, MAX_PRIORITY_CLASSES,
+    STATUS_CLASSES,
+};
 
 /// A Prometheus metric type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -198,6 +201,13 @@ pub const CLUSTER_CONNECTS: Family = Family {
     labels: &["cluster", "worker"],
     help: "New upstream connections opened to a cluster.",
 };
+pub const PRIORITY_REQUESTS: Family = Family {
+    name: "gateway_priority_requests_total",
+    kind: Kind::Counter,
+    labels: &["priority", "outcome", "worker"],
+    help:
+        "Routed requests by priority class and outcome: served, shed (503), overflow (503, a cap), rate_limited (429).",
+};
 pub const CLUSTER_LIMIT: Family = Family {
     name: "gateway_cluster_concurrency_limit",
     kind: Kind::Gauge,
@@ -250,6 +260,7 @@ pub const UPTIME: Family = Family {
 
 /// Families other than [`WORKER_FAMILIES`] written by [`render_prometheus`], in output order.
 pub const FAMILIES: &[Family] = &[
+    PRIORITY_REQUESTS,
     ROUTE_REQUESTS,
     ROUTE_DURATION,
     CLUSTER_REQUESTS,

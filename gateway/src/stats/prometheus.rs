@@ -12,10 +12,11 @@ use std::time::Duration;
 use super::histogram::{HistogramSnapshot, LE_LABELS};
 use super::metrics::{
     Family, ACCESS_LOG_LINES, CLUSTER_CONNECTS, CLUSTER_DURATION, CLUSTER_FAILURES, CLUSTER_LIMIT, CLUSTER_REQUESTS,
-    CLUSTER_REUSES, CONFIG_RELOADS, CONFIG_VERSION, DRAINING, ROUTE_DURATION, ROUTE_REQUESTS, UPTIME, WORKER_FAMILIES,
+    CLUSTER_REUSES, CONFIG_RELOADS, CONFIG_VERSION, DRAINING, PRIORITY_REQUESTS, ROUTE_DURATION, ROUTE_REQUESTS,
+    UPTIME, WORKER_FAMILIES,
 };
 use super::recorder::ProcessHandle;
-use super::series::{ClusterMetrics, FailureReason, RouteMetrics, WorkerMetrics, STATUS_CLASSES};
+use super::series::{ClusterMetrics, FailureReason, RouteMetrics, WorkerMetrics, CLASS_OUTCOMES, STATUS_CLASSES};
 use super::WorkerStats;
 
 /// The `Content-Type` of [`render_prometheus`]'s output.
@@ -33,6 +34,8 @@ pub struct ProcessInfo {
     pub uptime: Duration,
     /// The process-level `metrics` recorder, whose families are appended after ours.
     pub recorder: Option<ProcessHandle>,
+    /// The configured priority class names, in order (labels of `gateway_priority_requests_total`).
+    pub classes: Vec<String>,
 }
 
 /// Appends the exposition of every family to `out`. Each pair is one worker's stats and metric
@@ -41,6 +44,7 @@ pub fn render_prometheus(out: &mut String, workers: &[(Arc<WorkerStats>, Arc<Wor
     let views: Vec<WorkerView> = workers.iter().map(|(stats, metrics)| WorkerView::read(stats, metrics)).collect();
     let mut w = Writer { out };
     w.worker_families(&views);
+    w.priority_families(&views, &process.classes);
     w.route_families(&views);
     w.cluster_families(&views);
     w.process_families(process);
@@ -53,6 +57,7 @@ pub fn render_prometheus(out: &mut String, workers: &[(Arc<WorkerStats>, Arc<Wor
 struct WorkerView {
     id: String,
     stats: Vec<u64>,
+    classes: Vec<[u64; CLASS_OUTCOMES.len()]>,
     routes: Vec<(Arc<str>, Arc<RouteMetrics>)>,
     clusters: Vec<(Arc<str>, Arc<ClusterMetrics>)>,
 }
@@ -62,6 +67,7 @@ impl WorkerView {
         Self {
             id: metrics.worker().to_string(),
             stats: stats.values(),
+            classes: (0..super::series::MAX_PRIORITY_CLASSES).map(|c| metrics.class_counts(c)).collect(),
             routes: metrics.routes(),
             clusters: metrics.clusters(),
         }
@@ -157,6 +163,18 @@ impl Writer<'_> {
         for view in views {
             for (cluster, metrics) in &view.clusters {
                 self.sample(family.name, "", &[("cluster", cluster), ("worker", &view.id)], read(metrics));
+            }
+        }
+    }
+
+    fn priority_families(&mut self, views: &[WorkerView], classes: &[String]) {
+        self.header(&PRIORITY_REQUESTS);
+        for view in views {
+            for (name, counts) in classes.iter().zip(&view.classes) {
+                for (outcome, value) in CLASS_OUTCOMES.iter().zip(counts) {
+                    let labels = [("priority", name.as_str()), ("outcome", *outcome), ("worker", &view.id)];
+                    self.sample(PRIORITY_REQUESTS.name, "", &labels, *value);
+                }
             }
         }
     }

@@ -60,6 +60,23 @@ pub struct WorkerMetrics {
     worker: usize,
     routes: Named<RouteMetrics>,
     clusters: Named<ClusterMetrics>,
+    /// Requests by priority class (index into the config's classes) and outcome.
+    classes: [[Counter; CLASS_OUTCOMES.len()]; MAX_PRIORITY_CLASSES],
+}
+
+/// Priority classes counted per worker (the config allows at most this many).
+pub const MAX_PRIORITY_CLASSES: usize = 8;
+
+/// What happened to a request of a priority class: the `outcome` label values.
+pub const CLASS_OUTCOMES: [&str; 4] = ["served", "shed", "overflow", "rate_limited"];
+
+/// Index into [`CLASS_OUTCOMES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClassOutcome {
+    Served = 0,
+    Shed = 1,
+    Overflow = 2,
+    RateLimited = 3,
 }
 
 impl FailureReason {
@@ -167,7 +184,25 @@ impl ClusterMetrics {
 impl WorkerMetrics {
     /// An empty registry for worker `worker` (the value of its `worker` label).
     pub fn new(worker: usize) -> Self {
-        Self { worker, routes: Named::default(), clusters: Named::default() }
+        Self { worker, routes: Named::default(), clusters: Named::default(), classes: Default::default() }
+    }
+
+    /// Counts a request of priority class `class`. Owning worker only.
+    pub fn count_class(&self, class: usize, outcome: ClassOutcome) {
+        if let Some(c) = self.classes.get(class).and_then(|row| row.get(outcome as usize)) {
+            c.inc();
+        }
+    }
+
+    /// Requests of priority class `class`, indexed like [`CLASS_OUTCOMES`].
+    pub fn class_counts(&self, class: usize) -> [u64; CLASS_OUTCOMES.len()] {
+        let mut out = [0; CLASS_OUTCOMES.len()];
+        if let Some(row) = self.classes.get(class) {
+            for (o, c) in out.iter_mut().zip(row) {
+                *o = c.value();
+            }
+        }
+        out
     }
 
     /// The worker's id, as passed to [`Self::new`].

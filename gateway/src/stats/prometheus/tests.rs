@@ -56,7 +56,9 @@ fn two_workers_render_valid_and_complete() {
         draining: true,
         uptime: Duration::from_millis(1500),
         recorder: Some(recorder.handle()),
+        classes: vec!["critical".into(), "normal".into()],
     };
+    m1.count_class(1, super::super::series::ClassOutcome::Shed);
     let mut out = String::new();
     render_prometheus(&mut out, &[(s0, m0), (s1, m1)], &process);
     let exp = parse(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
@@ -76,6 +78,14 @@ fn two_workers_render_valid_and_complete() {
     }
 
     let v = |name: &str, labels: &[(&str, &str)]| exp.value(name, labels);
+    assert_eq!(
+        v("gateway_priority_requests_total", &[("priority", "normal"), ("outcome", "shed"), ("worker", "1")]),
+        1.0
+    );
+    assert_eq!(
+        v("gateway_priority_requests_total", &[("priority", "critical"), ("outcome", "served"), ("worker", "0")]),
+        0.0
+    );
     assert_eq!(v("gateway_requests_total", &[("worker", "0")]), 5.0);
     assert_eq!(v("gateway_requests_total", &[("worker", "1")]), 0.0);
     assert_eq!(v("gateway_responses_total", &[("class", "2xx"), ("worker", "0")]), 1.0);

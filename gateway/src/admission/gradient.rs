@@ -108,7 +108,11 @@ impl Gradient {
                 gradient = gradient.min(1.0);
             }
             let growth = if gradient >= 1.0 && !app_limited { 1.0 } else { 0.0 };
-            self.limit = (gradient * self.limit + growth).clamp(self.settings.min_limit as f64, self.max_limit);
+            let target = gradient * self.limit + growth;
+            // Smoothed, so one noisy window moves the limit half way; a doubled latency (gradient
+            // at its floor) still cuts it at once.
+            let next = if gradient <= 0.5 { target } else { (self.limit + target) / 2.0 };
+            self.limit = next.clamp(self.settings.min_limit as f64, self.max_limit);
             if now >= self.next_probe {
                 self.probing = true;
             }

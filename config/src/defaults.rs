@@ -76,8 +76,10 @@ pub const CAPS_MAX_REQUESTS: usize = 1024;
 /// `clusters[].caps.max_retries`: retries per worker in flight to the cluster.
 pub const CAPS_MAX_RETRIES: usize = 3;
 
-/// `clusters[].adaptive_concurrency.enabled`.
-pub const ADAPTIVE_ENABLED: bool = true;
+/// `clusters[].adaptive_concurrency.enabled`: off by default, so that a healthy upstream whose
+/// latency merely rises under load is never shed; with it off the class limit is the cap
+/// (`max_requests`) minus the first class's reserve.
+pub const ADAPTIVE_ENABLED: bool = false;
 /// `clusters[].adaptive_concurrency.initial_limit`: the in-flight limit before any latency
 /// was measured.
 pub const ADAPTIVE_INITIAL_LIMIT: usize = 16;

@@ -37,29 +37,24 @@ LOAD_CPU=${LOAD_CPU:-1}
 SKIP_BUILD=${SKIP_BUILD:-0}
 KEEP_WORK=${KEEP_WORK:-0}
 
-SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-LOADTESTS_DIR=$(dirname "$SCRIPT_DIR")
-ROOT=$(dirname "$LOADTESTS_DIR")
-RESULTS_DIR=${RESULTS_DIR:-$LOADTESTS_DIR/results}
-STAMP=$(date -u +%Y%m%dT%H%M%SZ)
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/h1-small.XXXXXX")
+# Shared with the other benchmarks: log/die, cleanup on exit, tools, ports, pinned processes,
+# CPU accounting, nginx config parts, write_report. bench_init sets ROOT, RESULTS_DIR, STAMP, WORK.
+# shellcheck source=SCRIPTDIR/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_init h1-small
 
-STARTED=()                 # every PID this script started, in start order
 declare -A PROXY_PID=()    # proxy name -> PID of its (main) process
 declare -A PROXY_PORT=()   # proxy name -> port wrk loads
-declare -A USED_PORTS=()
 ACTIVE=()                  # proxies that started and answered correctly
 SKIPPED_JSON=()            # {"proxy":..,"reason":..} for the ones that did not
 GATEWAY_BIN=""
-NGINX=""
 ORIGIN_PID=""
 ORIGIN_PORT=""
-CLK_TCK=""
 LOADAVG=""                 # /proc/loadavg when the measured rounds start
 
 main() {
     check_params
-    install_tools
+    install_tools nginx wrk
     check_cpus
     build_gateway
     start_origin
@@ -70,63 +65,12 @@ main() {
     report
 }
 
-log() { printf '[h1-small] %s\n' "$*" >&2; }
-die() {
-    log "error: $*"
-    exit 1
-}
-
-# ---------------------------------------------------------------------------------------------
-# Cleanup: TERM every process we started (nginx masters stop their workers), wait up to 5 s,
-# then KILL what is left, workers included.
-
-cleanup() {
-    local status=$? pid i kids pids=()
-    set +e
-    trap - EXIT INT TERM
-    for ((i = ${#STARTED[@]} - 1; i >= 0; i--)); do
-        pid=${STARTED[i]}
-        read -r -a kids <<<"$(descendants "$pid")"
-        pids+=("$pid" "${kids[@]}")
-        kill -TERM "$pid" 2>/dev/null
-    done
-    for ((i = 0; i < 50; i++)); do
-        alive "${pids[@]}" || break
-        sleep 0.1
-    done
-    for pid in "${pids[@]}"; do
-        kill -KILL "$pid" 2>/dev/null
-    done
-    for pid in "${STARTED[@]}"; do
-        wait "$pid" 2>/dev/null
-    done
-    if [[ $KEEP_WORK == 1 ]]; then
-        log "work directory kept: $WORK"
-    else
-        rm -rf "$WORK"
-    fi
-    exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-alive() {
-    local pid
-    for pid in "$@"; do
-        kill -0 "$pid" 2>/dev/null && return 0
-    done
-    return 1
-}
-
 # ---------------------------------------------------------------------------------------------
 # Setup
 
 check_params() {
     local v
-    for v in DURATION WARMUP ROUNDS CONNECTIONS PROXY_CPU LOAD_CPU; do
-        [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a whole number, not '${!v}'"
-    done
+    whole_numbers DURATION WARMUP ROUNDS CONNECTIONS PROXY_CPU LOAD_CPU
     ((DURATION > 0 && ROUNDS > 0 && CONNECTIONS > 0)) || die "DURATION, ROUNDS, CONNECTIONS must be > 0"
     for v in $PROXIES; do
         case $v in
@@ -135,31 +79,6 @@ check_params() {
         *) die "unknown proxy '$v' in PROXIES (gateway-uring gateway-epoll gateway-uring-log gateway-baseline nginx direct)" ;;
         esac
     done
-}
-
-install_tools() {
-    local missing=()
-    command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || missing+=(nginx)
-    command -v wrk >/dev/null || missing+=(wrk)
-    command -v taskset >/dev/null || missing+=(util-linux)
-    command -v curl >/dev/null || missing+=(curl)
-    command -v jq >/dev/null || missing+=(jq)
-    if ((${#missing[@]} > 0)); then
-        ((EUID == 0)) || die "missing ${missing[*]}: run as root or: sudo apt-get install -y ${missing[*]}"
-        log "installing from Debian: ${missing[*]}"
-        DEBIAN_FRONTEND=noninteractive apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-    fi
-    NGINX=$(command -v nginx || echo /usr/sbin/nginx)
-    CLK_TCK=$(getconf CLK_TCK)
-}
-
-check_cpus() {
-    local cpu
-    for cpu in "$PROXY_CPU" "$LOAD_CPU"; do
-        taskset -c "$cpu" true 2>/dev/null || die "cannot pin to CPU $cpu (nproc: $(nproc))"
-    done
-    [[ $PROXY_CPU != "$LOAD_CPU" ]] || log "warning: proxy and load share CPU $PROXY_CPU"
 }
 
 build_gateway() {
@@ -206,121 +125,13 @@ is_skipped() {
 # ---------------------------------------------------------------------------------------------
 # Processes
 
-# Picks a port below the ephemeral range that nothing listens on; sets PORT.
-pick_port() {
-    local i
-    for ((i = 0; i < 200; i++)); do
-        PORT=$((20000 + RANDOM % 12000))
-        [[ -z ${USED_PORTS[$PORT]:-} ]] || continue
-        port_open "$PORT" && continue
-        USED_PORTS[$PORT]=1
-        return 0
-    done
-    die "found no free port"
-}
-
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-# start_pinned CPU LOGFILE CMD...: starts CMD in the background on CPU; sets PID.
-start_pinned() {
-    local cpu=$1 logfile=$2
-    shift 2
-    taskset -c "$cpu" "$@" >"$logfile" 2>&1 &
-    PID=$!
-    STARTED+=("$PID")
-}
-
-# wait_ready NAME PID PORT: until PORT accepts (5 s at most) while PID lives.
-wait_ready() {
-    local name=$1 pid=$2 port=$3 i
-    for ((i = 0; i < 100; i++)); do
-        port_open "$port" && return 0
-        kill -0 "$pid" 2>/dev/null || {
-            log "$name exited during startup"
-            return 1
-        }
-        sleep 0.05
-    done
-    log "$name did not accept on port $port within 5 s"
-    return 1
-}
-
-# answers_ok PORT: a GET / through it returns 200 "ok".
-answers_ok() {
-    local code
-    code=$(curl -sS --max-time 5 -o "$WORK/check.body" -w '%{http_code}' "http://127.0.0.1:$1/") || return 1
-    [[ $code == 200 && $(<"$WORK/check.body") == ok ]]
-}
-
-# descendants PID: every descendant of PID (nginx workers), from the ppid field of /proc/*/stat.
-descendants() {
-    local stat rest f parent pid
-    local -A children=()
-    for stat in /proc/[0-9]*/stat; do
-        { read -r rest <"$stat"; } 2>/dev/null || continue
-        pid=${rest%% *}
-        rest=${rest##*) }
-        read -r -a f <<<"$rest"
-        parent=${f[1]}
-        children[$parent]+="$pid "
-    done
-    local queue=("$1") found=()
-    while ((${#queue[@]} > 0)); do
-        parent=${queue[0]}
-        queue=("${queue[@]:1}")
-        for pid in ${children[$parent]:-}; do
-            found+=("$pid")
-            queue+=("$pid")
-        done
-    done
-    echo "${found[*]}"
-}
-
-# cpu_ticks PID...: utime+stime+cutime+cstime (fields 14-17 of /proc/PID/stat), summed.
-cpu_ticks() {
-    local total=0 pid rest f
-    for pid in "$@"; do
-        { read -r rest <"/proc/$pid/stat"; } 2>/dev/null || continue
-        rest=${rest##*) }
-        read -r -a f <<<"$rest" # f[0] is field 3
-        total=$((total + f[11] + f[12] + f[13] + f[14]))
-    done
-    echo "$total"
-}
-
-write_nginx_common() { # DIR: the parts every nginx config here shares
-    cat <<EOF
-worker_processes 1;
-daemon off;
-master_process on;
-pid $1/nginx.pid;
-error_log $1/error.log warn;
-events {
-    worker_connections 4096;
-}
-EOF
-}
-
-write_nginx_http_common() { # DIR
-    cat <<EOF
-    access_log off;
-    keepalive_requests 10000000;
-    keepalive_timeout 120s;
-    client_body_temp_path $1/client_body;
-    proxy_temp_path $1/proxy;
-    fastcgi_temp_path $1/fastcgi;
-    uwsgi_temp_path $1/uwsgi;
-    scgi_temp_path $1/scgi;
-EOF
-}
-
 start_origin() {
     local dir=$WORK/origin
     mkdir -p "$dir"
     pick_port
     ORIGIN_PORT=$PORT
     {
-        write_nginx_common "$dir"
+        write_nginx_common "$dir" 4096
         echo "http {"
         write_nginx_http_common "$dir"
         cat <<EOF
@@ -333,7 +144,7 @@ start_origin() {
 }
 EOF
     } >"$dir/nginx.conf"
-    start_pinned "$LOAD_CPU" "$dir/stderr.log" "$NGINX" -p "$dir" -e "$dir/error.log" -c "$dir/nginx.conf"
+    start_nginx "$LOAD_CPU" "$dir" "$dir/nginx.conf"
     ORIGIN_PID=$PID
     wait_ready "origin nginx" "$ORIGIN_PID" "$ORIGIN_PORT" || {
         cat "$dir/stderr.log" "$dir/error.log" >&2 2>/dev/null
@@ -395,7 +206,7 @@ start_nginx_proxy() {
     mkdir -p "$dir"
     pick_port
     {
-        write_nginx_common "$dir"
+        write_nginx_common "$dir" 4096
         echo "http {"
         write_nginx_http_common "$dir"
         cat <<EOF
@@ -415,7 +226,7 @@ start_nginx_proxy() {
 }
 EOF
     } >"$dir/nginx.conf"
-    start_pinned "$PROXY_CPU" "$dir/stderr.log" "$NGINX" -p "$dir" -e "$dir/error.log" -c "$dir/nginx.conf"
+    start_nginx "$PROXY_CPU" "$dir" "$dir/nginx.conf"
     check_started nginx "$PID" "$PORT" "$dir/error.log"
 }
 
@@ -524,27 +335,11 @@ measure() {
 # Report
 
 report() {
-    local base=$RESULTS_DIR/h1-small-$STAMP json md
-    mkdir -p "$RESULTS_DIR"
-    json=$base.json
-    md=$base.md
-    local git_commit git_dirty=false
-    git_commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-    [[ -z $(git -C "$ROOT" status --porcelain 2>/dev/null) ]] || git_dirty=true
-    jq -n \
-        --slurpfile runs "$WORK/runs.jsonl" \
-        --argjson skipped "$(printf '%s\n' "${SKIPPED_JSON[@]}" | jq -s 'map(select(. != null))')" \
-        --arg stamp "$STAMP" --arg kernel "$(uname -r)" --argjson nproc "$(nproc)" --arg loadavg "$LOADAVG" \
-        --arg cpu "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//' || true)" \
-        --arg nginx "$("$NGINX" -v 2>&1 | sed 's|^nginx version: nginx/||')" \
+    write_report \
         --arg wrk "$(wrk -v 2>&1 | head -n 1 | cut -d' ' -f2 || true)" \
-        --arg commit "$git_commit" --argjson dirty "$git_dirty" \
         --argjson duration "$DURATION" --argjson warmup "$WARMUP" --argjson rounds "$ROUNDS" \
         --argjson conns "$CONNECTIONS" --argjson pcpu "$PROXY_CPU" --argjson lcpu "$LOAD_CPU" \
-        --arg order "${ACTIVE[*]}" "$(summary_jq)" >"$json"
-    markdown "$json" >"$md"
-    cat "$md"
-    log "wrote $json and $md"
+        --arg order "${ACTIVE[*]}"
 }
 
 summary_jq() {

@@ -66,24 +66,19 @@ LOAD_CPU=${LOAD_CPU:-1}
 SKIP_BUILD=${SKIP_BUILD:-0}
 KEEP_WORK=${KEEP_WORK:-0}
 
-SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-LOADTESTS_DIR=$(dirname "$SCRIPT_DIR")
-ROOT=$(dirname "$LOADTESTS_DIR")
-RESULTS_DIR=${RESULTS_DIR:-$LOADTESTS_DIR/results}
+# Shared with the other benchmarks: log/die, cleanup on exit, tools, ports, pinned processes,
+# CPU accounting, nginx config parts, write_report. bench_init sets ROOT, RESULTS_DIR, STAMP, WORK.
+# shellcheck source=SCRIPTDIR/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_init overload
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
-STAMP=$(date -u +%Y%m%dT%H%M%SZ)
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/overload.XXXXXX")
 
-STARTED=()            # PIDs this script started and has not stopped yet
-declare -A USED_PORTS=()
 SKIPPED_JSON=()       # {"proxy":..,"round":..,"reason":..}
 GATEWAY_BIN=${GATEWAY_BIN:-}
 GATEWAY_SKIP=""       # why no gateway row can run (build failed, no binary)
 ORIGIN_BIN=""
 LOAD_BIN=""
-NGINX=""
 HAPROXY=""
-CLK_TCK=""
 LOADAVG=""
 CAP_RPS=""            # the origin's nominal capacity in req/s
 RATE=""               # overloaded rate
@@ -92,12 +87,11 @@ PROXY_PIDS=()         # the current run's proxy processes
 PROXY_PORT=""
 CONFIG_NOTE=""        # what the current run's config deviates from the documented one
 INTERRUPTED=""        # why the current run was discarded
-STATUS=""             # set by reap
-declare -A EXIT_STATUS=() # PID -> exit status, for children reaped before stop()
 
 main() {
     check_params
-    install_tools
+    install_tools nginx haproxy
+    HAPROXY=$(sbin_path haproxy)
     check_cpus
     build
     raise_fd_limit
@@ -106,89 +100,14 @@ main() {
     report
 }
 
-log() { printf '[overload] %s\n' "$*" >&2; }
-die() {
-    log "error: $*"
-    exit 1
-}
-
-# ---------------------------------------------------------------------------------------------
-# Cleanup: TERM every process still running that we started (and its children), wait up to
-# 5 s, then KILL what is left.
-
-cleanup() {
-    local status=$?
-    set +e
-    trap - EXIT INT TERM
-    stop_all
-    if [[ $KEEP_WORK == 1 ]]; then
-        log "work directory kept: $WORK"
-    else
-        rm -rf "$WORK"
-    fi
-    exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-# stop PID...: TERM the PIDs (which we started) and their descendants, wait up to 5 s, KILL
-# the rest, reap them and forget them. PIDs already reaped are left alone (they may be reused).
-stop() {
-    local pid i kids pids=()
-    for pid in "$@"; do
-        [[ -n $pid && -z ${EXIT_STATUS[$pid]:-} ]] || continue # reaped already: not ours any more
-        read -r -a kids <<<"$(descendants "$pid")"
-        pids+=("$pid" "${kids[@]}")
-        kill -TERM "$pid" 2>/dev/null || true
-    done
-    for ((i = 0; i < 50; i++)); do
-        alive "${pids[@]}" || break
-        sleep 0.1
-    done
-    for pid in "${pids[@]}"; do
-        kill -KILL "$pid" 2>/dev/null || true
-    done
-    for pid in "$@"; do
-        [[ -n ${EXIT_STATUS[$pid]:-} ]] || wait "$pid" 2>/dev/null || true
-        forget "$pid"
-    done
-}
-
-forget() { # PID: no longer ours to stop
-    local s keep=()
-    for s in "${STARTED[@]}"; do
-        [[ $s == "$1" ]] || keep+=("$s")
-    done
-    STARTED=("${keep[@]}")
-}
-
-stop_all() {
-    local i rev=()
-    for ((i = ${#STARTED[@]} - 1; i >= 0; i--)); do
-        rev+=("${STARTED[i]}")
-    done
-    ((${#rev[@]} == 0)) || stop "${rev[@]}"
-}
-
-alive() {
-    local pid
-    for pid in "$@"; do
-        kill -0 "$pid" 2>/dev/null && return 0
-    done
-    return 1
-}
-
 # ---------------------------------------------------------------------------------------------
 # Setup
 
 check_params() {
     local v
-    for v in DURATION UNLOADED_DURATION ROUNDS CAPACITY SERVICE_MS LOAD_FACTOR UNLOADED_PERCENT HALVE \
+    whole_numbers DURATION UNLOADED_DURATION ROUNDS CAPACITY SERVICE_MS LOAD_FACTOR UNLOADED_PERCENT HALVE \
         ROUTE_TIMEOUT_MS CLIENT_TIMEOUT_MS HEADROOM NGINX_POOL NGINX_SHEDDABLE HAPROXY_QUEUE_MS SEED RETRIES \
-        PROXY_CPU LOAD_CPU; do
-        [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a whole number, not '${!v}'"
-    done
+        PROXY_CPU LOAD_CPU
     ((DURATION >= 2 && UNLOADED_DURATION > 0 && ROUNDS > 0 && CAPACITY > 0 && SERVICE_MS > 0)) ||
         die "DURATION >= 2, UNLOADED_DURATION, ROUNDS, CAPACITY, SERVICE_MS > 0"
     ((LOAD_FACTOR > 0 && UNLOADED_PERCENT > 0 && ROUTE_TIMEOUT_MS > 0 && CLIENT_TIMEOUT_MS > 0)) ||
@@ -206,32 +125,6 @@ check_params() {
     CAP_RPS=$(awk -v c="$CAPACITY" -v s="$SERVICE_MS" 'BEGIN { printf "%.6g", c * 1000 / s }')
     RATE=$(awk -v r="$CAP_RPS" -v f="$LOAD_FACTOR" 'BEGIN { printf "%.6g", r * f }')
     UNLOADED_RATE=$(awk -v r="$CAP_RPS" -v p="$UNLOADED_PERCENT" 'BEGIN { printf "%.6g", r * p / 100 }')
-}
-
-install_tools() {
-    local missing=()
-    command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || missing+=(nginx)
-    command -v haproxy >/dev/null || [[ -x /usr/sbin/haproxy ]] || missing+=(haproxy)
-    command -v taskset >/dev/null || missing+=(util-linux)
-    command -v curl >/dev/null || missing+=(curl)
-    command -v jq >/dev/null || missing+=(jq)
-    if ((${#missing[@]} > 0)); then
-        ((EUID == 0)) || die "missing ${missing[*]}: run as root or: sudo apt-get install -y ${missing[*]}"
-        log "installing from Debian: ${missing[*]}"
-        DEBIAN_FRONTEND=noninteractive apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-    fi
-    NGINX=$(command -v nginx || echo /usr/sbin/nginx)
-    HAPROXY=$(command -v haproxy || echo /usr/sbin/haproxy)
-    CLK_TCK=$(getconf CLK_TCK)
-}
-
-check_cpus() {
-    local cpu
-    for cpu in "$PROXY_CPU" "$LOAD_CPU"; do
-        taskset -c "$cpu" true 2>/dev/null || die "cannot pin to CPU $cpu (nproc: $(nproc))"
-    done
-    [[ $PROXY_CPU != "$LOAD_CPU" ]] || log "warning: proxy and load share CPU $PROXY_CPU"
 }
 
 # Builds the loadtests binaries and the gateway in release. A gateway that does not build (it is
@@ -290,88 +183,6 @@ skip() { # PROXY ROUND REASON
 
 # ---------------------------------------------------------------------------------------------
 # Processes
-
-# Picks a port below the ephemeral range that nothing listens on; sets PORT.
-pick_port() {
-    local i
-    for ((i = 0; i < 200; i++)); do
-        PORT=$((20000 + RANDOM % 12000))
-        [[ -z ${USED_PORTS[$PORT]:-} ]] || continue
-        port_open "$PORT" && continue
-        USED_PORTS[$PORT]=1
-        return 0
-    done
-    die "found no free port"
-}
-
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-# start_pinned CPU LOGFILE CMD...: starts CMD in the background on CPU; sets PID.
-start_pinned() {
-    local cpu=$1 logfile=$2
-    shift 2
-    taskset -c "$cpu" "$@" >"$logfile" 2>&1 &
-    PID=$!
-    STARTED+=("$PID")
-}
-
-# wait_ready NAME PID PORT: until PORT accepts (5 s at most) while PID lives.
-wait_ready() {
-    local name=$1 pid=$2 port=$3 i
-    for ((i = 0; i < 100; i++)); do
-        port_open "$port" && return 0
-        kill -0 "$pid" 2>/dev/null || {
-            log "$name exited during startup"
-            return 1
-        }
-        sleep 0.05
-    done
-    log "$name did not accept on port $port within 5 s"
-    return 1
-}
-
-# answers_ok PORT: a GET /critical through it returns 200 "ok".
-answers_ok() {
-    local code
-    code=$(curl -sS --max-time 5 -o "$WORK/check.body" -w '%{http_code}' "http://127.0.0.1:$1/critical") || return 1
-    [[ $code == 200 && $(<"$WORK/check.body") == ok ]]
-}
-
-# descendants PID: every descendant of PID (nginx workers), from the ppid field of /proc/*/stat.
-descendants() {
-    local stat rest f parent pid
-    local -A children=()
-    for stat in /proc/[0-9]*/stat; do
-        { read -r rest <"$stat"; } 2>/dev/null || continue
-        pid=${rest%% *}
-        rest=${rest##*) }
-        read -r -a f <<<"$rest"
-        parent=${f[1]}
-        children[$parent]+="$pid "
-    done
-    local queue=("$1") found=()
-    while ((${#queue[@]} > 0)); do
-        parent=${queue[0]}
-        queue=("${queue[@]:1}")
-        for pid in ${children[$parent]:-}; do
-            found+=("$pid")
-            queue+=("$pid")
-        done
-    done
-    echo "${found[*]}"
-}
-
-# cpu_ticks PID...: utime+stime+cutime+cstime (fields 14-17 of /proc/PID/stat), summed.
-cpu_ticks() {
-    local total=0 pid rest f
-    for pid in "$@"; do
-        { read -r rest <"/proc/$pid/stat"; } 2>/dev/null || continue
-        rest=${rest##*) }
-        read -r -a f <<<"$rest" # f[0] is field 3
-        total=$((total + f[11] + f[12] + f[13] + f[14]))
-    done
-    echo "$total"
-}
 
 # status_kb FIELD PID...: a /proc/PID/status field (VmRSS, VmHWM) in kB, summed.
 status_kb() {
@@ -433,7 +244,7 @@ start_proxy() {
     nginx)
         nginx_config "$dir"
         logfile=$dir/error.log
-        start_pinned "$PROXY_CPU" "$dir/stderr.log" "$NGINX" -p "$dir" -e "$dir/error.log" -c "$dir/proxy.conf"
+        start_nginx "$PROXY_CPU" "$dir" "$dir/proxy.conf"
         ;;
     haproxy)
         haproxy_config "$dir"
@@ -442,7 +253,7 @@ start_proxy() {
         ;;
     esac
     local pid=$PID
-    if wait_ready "$name" "$pid" "$PROXY_PORT" && answers_ok "$PROXY_PORT"; then
+    if wait_ready "$name" "$pid" "$PROXY_PORT" && answers_ok "$PROXY_PORT" /critical; then
         read -r -a PROXY_PIDS <<<"$pid $(descendants "$pid")"
         log "$name: on 127.0.0.1:$PROXY_PORT (CPU $PROXY_CPU), processes ${PROXY_PIDS[*]}"
         return 0
@@ -501,6 +312,9 @@ EOF
 name = "origin"
 endpoints = ["127.0.0.1:$ORIGIN_PORT"]
 EOF
+    # The adaptive in-flight limit is opt-in; gateway-on turns it on (no capacity numbers).
+    [[ $1 == true ]] && printf 'adaptive_concurrency = { enabled = true }\n'
+    return 0
 }
 
 # nginx: one worker, upstream keep-alive. limit_conn reserves origin capacity for critical:
@@ -508,25 +322,11 @@ EOF
 # them; beyond that nginx answers 503 at once. Critical is never limited.
 nginx_config() {
     local dir=$1
-    cat >"$dir/proxy.conf" <<EOF
-worker_processes 1;
-worker_rlimit_nofile 20000;
-daemon off;
-master_process on;
-pid $dir/nginx.pid;
-error_log $dir/error.log warn;
-events {
-    worker_connections 16384;
-}
-http {
-    access_log off;
-    keepalive_requests 10000000;
-    keepalive_timeout 120s;
-    client_body_temp_path $dir/client_body;
-    proxy_temp_path $dir/proxy;
-    fastcgi_temp_path $dir/fastcgi;
-    uwsgi_temp_path $dir/uwsgi;
-    scgi_temp_path $dir/scgi;
+    {
+        write_nginx_common "$dir" 16384 20000
+        echo "http {"
+        write_nginx_http_common "$dir"
+        cat <<EOF
 
     # Requests of a class share a key; an empty key is not limited.
     map \$uri \$pool_key {
@@ -570,6 +370,7 @@ http {
     }
 }
 EOF
+    } >"$dir/proxy.conf"
 }
 
 # HAProxy: one thread; the origin server gets maxconn CAPACITY, the rest waits in HAProxy's
@@ -736,18 +537,6 @@ interrupted() {
     return 1
 }
 
-# reap PID: sets STATUS to the exit status of a child that has ended (reaped once, then
-# remembered). Not in a subshell: only this shell can wait for its children.
-reap() {
-    local pid=$1 status=0
-    if [[ -z ${EXIT_STATUS[$pid]:-} ]]; then
-        wait "$pid" 2>/dev/null || status=$?
-        EXIT_STATUS[$pid]=$status
-        forget "$pid"
-    fi
-    STATUS=${EXIT_STATUS[$pid]}
-}
-
 # load RATE SECONDS OUT [ARGS...]: the load generator, pinned to LOAD_CPU, at the current proxy.
 load() {
     local rate=$1 seconds=$2 out=$3
@@ -764,21 +553,8 @@ load() {
 # Report
 
 report() {
-    local base=$RESULTS_DIR/overload-$STAMP json md
-    mkdir -p "$RESULTS_DIR"
-    json=$base.json
-    md=$base.md
-    local git_commit git_dirty=false
-    git_commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-    [[ -z $(git -C "$ROOT" status --porcelain 2>/dev/null) ]] || git_dirty=true
-    jq -n \
-        --slurpfile runs "$WORK/runs.jsonl" \
-        --argjson skipped "$(printf '%s\n' "${SKIPPED_JSON[@]}" | jq -s 'map(select(. != null))')" \
-        --arg stamp "$STAMP" --arg kernel "$(uname -r)" --argjson nproc "$(nproc)" --arg loadavg "$LOADAVG" \
-        --arg cpu "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//' || true)" \
-        --arg nginx "$("$NGINX" -v 2>&1 | sed 's|^nginx version: nginx/||')" \
+    write_report \
         --arg haproxy "$("$HAPROXY" -v 2>&1 | head -n 1 | awk '{print $3}')" \
-        --arg commit "$git_commit" --argjson dirty "$git_dirty" \
         --argjson capacity "$CAPACITY" --argjson service_ms "$SERVICE_MS" --argjson cap_rps "$CAP_RPS" \
         --argjson rate "$RATE" --argjson unloaded_rate "$UNLOADED_RATE" --argjson duration "$DURATION" \
         --argjson unloaded_duration "$UNLOADED_DURATION" --argjson halve "$HALVE" --arg mix "$MIX" \
@@ -786,11 +562,7 @@ report() {
         --argjson headroom "$HEADROOM" --argjson rounds "$ROUNDS" \
         --argjson nginx_pool "$NGINX_POOL" --argjson nginx_sheddable "$NGINX_SHEDDABLE" \
         --argjson haproxy_queue_ms "$HAPROXY_QUEUE_MS" \
-        --argjson pcpu "$PROXY_CPU" --argjson lcpu "$LOAD_CPU" --arg order "$PROXIES" \
-        "$(summary_jq)" >"$json"
-    markdown "$json" >"$md"
-    cat "$md"
-    log "wrote $json and $md"
+        --argjson pcpu "$PROXY_CPU" --argjson lcpu "$LOAD_CPU" --arg order "$PROXIES"
 }
 
 summary_jq() {

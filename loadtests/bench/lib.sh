@@ -1,0 +1,314 @@
+# shellcheck shell=bash
+# lib.sh: what the benchmark scripts in this directory share: logging, the work directory and
+# cleanup, tool installation, CPU pinning, ports, starting and stopping processes, process-tree
+# CPU accounting, nginx config fragments and the report file. Sourced, not run:
+#
+#   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+#   bench_init NAME
+#
+# The sourcing script sets PROXY_CPU, LOAD_CPU and KEEP_WORK (and RESULTS_DIR, if not the
+# default) before bench_init, and defines summary_jq and markdown for write_report.
+
+# shellcheck disable=SC2034 # globals set here are read by the sourcing scripts
+
+STARTED=()                   # PIDs the script started and has not stopped yet, in start order
+declare -gA USED_PORTS=()    # ports pick_port handed out
+declare -gA EXIT_STATUS=()   # PID -> exit status, for children reaped before stop()
+STATUS=""                    # set by reap
+PORT=""                      # set by pick_port
+PID=""                       # set by start_pinned
+BENCH=""                     # the benchmark's name: log prefix, work and result file names
+NGINX=""
+CLK_TCK=""
+
+# bench_init NAME: sets BENCH, SCRIPT_DIR, LOADTESTS_DIR, ROOT, RESULTS_DIR, STAMP and WORK
+# (a fresh temporary directory), and installs the cleanup traps.
+bench_init() {
+    BENCH=$1
+    SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+    LOADTESTS_DIR=$(dirname "$SCRIPT_DIR")
+    ROOT=$(dirname "$LOADTESTS_DIR")
+    RESULTS_DIR=${RESULTS_DIR:-$LOADTESTS_DIR/results}
+    STAMP=$(date -u +%Y%m%dT%H%M%SZ)
+    WORK=$(mktemp -d "${TMPDIR:-/tmp}/$BENCH.XXXXXX")
+    trap cleanup EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+}
+
+log() { printf '[%s] %s\n' "$BENCH" "$*" >&2; }
+die() {
+    log "error: $*"
+    exit 1
+}
+
+# ---------------------------------------------------------------------------------------------
+# Cleanup: TERM every process still running that we started (and its children), wait up to
+# 5 s, then KILL what is left.
+
+cleanup() {
+    local status=$?
+    set +e
+    trap - EXIT INT TERM
+    stop_all
+    if [[ $KEEP_WORK == 1 ]]; then
+        log "work directory kept: $WORK"
+    else
+        rm -rf "$WORK"
+    fi
+    exit "$status"
+}
+
+# stop PID...: TERM the PIDs (which we started) and their descendants, wait up to 5 s, KILL
+# the rest, reap them and forget them. PIDs already reaped are left alone (they may be reused).
+stop() {
+    local pid i kids pids=()
+    for pid in "$@"; do
+        [[ -n $pid && -z ${EXIT_STATUS[$pid]:-} ]] || continue # reaped already: not ours any more
+        read -r -a kids <<<"$(descendants "$pid")"
+        pids+=("$pid" "${kids[@]}")
+        kill -TERM "$pid" 2>/dev/null || true
+    done
+    for ((i = 0; i < 50; i++)); do
+        alive "${pids[@]}" || break
+        sleep 0.1
+    done
+    for pid in "${pids[@]}"; do
+        kill -KILL "$pid" 2>/dev/null || true
+    done
+    for pid in "$@"; do
+        [[ -n ${EXIT_STATUS[$pid]:-} ]] || wait "$pid" 2>/dev/null || true
+        forget "$pid"
+    done
+}
+
+forget() { # PID: no longer ours to stop
+    local s keep=()
+    for s in "${STARTED[@]}"; do
+        [[ $s == "$1" ]] || keep+=("$s")
+    done
+    STARTED=("${keep[@]}")
+}
+
+stop_all() { # the last started first
+    local i rev=()
+    for ((i = ${#STARTED[@]} - 1; i >= 0; i--)); do
+        rev+=("${STARTED[i]}")
+    done
+    ((${#rev[@]} == 0)) || stop "${rev[@]}"
+}
+
+# reap PID: sets STATUS to the exit status of a child that has ended (reaped once, then
+# remembered). Not in a subshell: only this shell can wait for its children.
+reap() {
+    local pid=$1 status=0
+    if [[ -z ${EXIT_STATUS[$pid]:-} ]]; then
+        wait "$pid" 2>/dev/null || status=$?
+        EXIT_STATUS[$pid]=$status
+        forget "$pid"
+    fi
+    STATUS=${EXIT_STATUS[$pid]}
+}
+
+alive() {
+    local pid
+    for pid in "$@"; do
+        kill -0 "$pid" 2>/dev/null && return 0
+    done
+    return 1
+}
+
+# ---------------------------------------------------------------------------------------------
+# Setup
+
+# whole_numbers VAR...: dies unless every VAR holds a whole number.
+whole_numbers() {
+    local v
+    for v in "$@"; do
+        [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a whole number, not '${!v}'"
+    done
+}
+
+# install_tools TOOL...: installs from Debian whichever of the TOOLs (commands named like their
+# packages; nginx and haproxy may sit in /usr/sbin, off a user's PATH), taskset, curl and jq is
+# missing; sets NGINX and CLK_TCK.
+install_tools() {
+    local tool missing=()
+    for tool in "$@"; do
+        case $tool in
+        nginx | haproxy) command -v "$tool" >/dev/null || [[ -x /usr/sbin/$tool ]] || missing+=("$tool") ;;
+        *) command -v "$tool" >/dev/null || missing+=("$tool") ;;
+        esac
+    done
+    command -v taskset >/dev/null || missing+=(util-linux)
+    command -v curl >/dev/null || missing+=(curl)
+    command -v jq >/dev/null || missing+=(jq)
+    if ((${#missing[@]} > 0)); then
+        ((EUID == 0)) || die "missing ${missing[*]}: run as root or: sudo apt-get install -y ${missing[*]}"
+        log "installing from Debian: ${missing[*]}"
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    fi
+    NGINX=$(sbin_path nginx)
+    CLK_TCK=$(getconf CLK_TCK)
+}
+
+sbin_path() { command -v "$1" || echo "/usr/sbin/$1"; }
+
+check_cpus() {
+    local cpu
+    for cpu in "$PROXY_CPU" "$LOAD_CPU"; do
+        taskset -c "$cpu" true 2>/dev/null || die "cannot pin to CPU $cpu (nproc: $(nproc))"
+    done
+    [[ $PROXY_CPU != "$LOAD_CPU" ]] || log "warning: proxy and load share CPU $PROXY_CPU"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Processes
+
+# Picks a port below the ephemeral range that nothing listens on; sets PORT.
+pick_port() {
+    local i
+    for ((i = 0; i < 200; i++)); do
+        PORT=$((20000 + RANDOM % 12000))
+        [[ -z ${USED_PORTS[$PORT]:-} ]] || continue
+        port_open "$PORT" && continue
+        USED_PORTS[$PORT]=1
+        return 0
+    done
+    die "found no free port"
+}
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# start_pinned CPU LOGFILE CMD...: starts CMD in the background on CPU; sets PID.
+start_pinned() {
+    local cpu=$1 logfile=$2
+    shift 2
+    taskset -c "$cpu" "$@" >"$logfile" 2>&1 &
+    PID=$!
+    STARTED+=("$PID")
+}
+
+# start_nginx CPU DIR CONFIG: nginx with its prefix, error log and stderr (DIR/stderr.log) in
+# DIR, on CPU; sets PID.
+start_nginx() {
+    start_pinned "$1" "$2/stderr.log" "$NGINX" -p "$2" -e "$2/error.log" -c "$3"
+}
+
+# wait_ready NAME PID PORT: until PORT accepts (5 s at most) while PID lives.
+wait_ready() {
+    local name=$1 pid=$2 port=$3 i
+    for ((i = 0; i < 100; i++)); do
+        port_open "$port" && return 0
+        kill -0 "$pid" 2>/dev/null || {
+            log "$name exited during startup"
+            return 1
+        }
+        sleep 0.05
+    done
+    log "$name did not accept on port $port within 5 s"
+    return 1
+}
+
+# answers_ok PORT [PATH]: a GET of PATH (/) through it returns 200 "ok".
+answers_ok() {
+    local code
+    code=$(curl -sS --max-time 5 -o "$WORK/check.body" -w '%{http_code}' "http://127.0.0.1:$1${2:-/}") || return 1
+    [[ $code == 200 && $(<"$WORK/check.body") == ok ]]
+}
+
+# descendants PID: every descendant of PID (nginx workers), from the ppid field of /proc/*/stat.
+descendants() {
+    local stat rest f parent pid
+    local -A children=()
+    for stat in /proc/[0-9]*/stat; do
+        { read -r rest <"$stat"; } 2>/dev/null || continue
+        pid=${rest%% *}
+        rest=${rest##*) }
+        read -r -a f <<<"$rest"
+        parent=${f[1]}
+        children[$parent]+="$pid "
+    done
+    local queue=("$1") found=()
+    while ((${#queue[@]} > 0)); do
+        parent=${queue[0]}
+        queue=("${queue[@]:1}")
+        for pid in ${children[$parent]:-}; do
+            found+=("$pid")
+            queue+=("$pid")
+        done
+    done
+    echo "${found[*]}"
+}
+
+# cpu_ticks PID...: utime+stime+cutime+cstime (fields 14-17 of /proc/PID/stat), summed.
+cpu_ticks() {
+    local total=0 pid rest f
+    for pid in "$@"; do
+        { read -r rest <"/proc/$pid/stat"; } 2>/dev/null || continue
+        rest=${rest##*) }
+        read -r -a f <<<"$rest" # f[0] is field 3
+        total=$((total + f[11] + f[12] + f[13] + f[14]))
+    done
+    echo "$total"
+}
+
+# ---------------------------------------------------------------------------------------------
+# nginx configs: one worker, no access log, keep-alive, temporary files in DIR
+
+# write_nginx_common DIR WORKER_CONNECTIONS [RLIMIT_NOFILE]: everything outside http {}.
+write_nginx_common() {
+    echo "worker_processes 1;"
+    [[ -z ${3:-} ]] || echo "worker_rlimit_nofile $3;"
+    cat <<EOF
+daemon off;
+master_process on;
+pid $1/nginx.pid;
+error_log $1/error.log warn;
+events {
+    worker_connections $2;
+}
+EOF
+}
+
+write_nginx_http_common() { # DIR: the first lines inside http {}
+    cat <<EOF
+    access_log off;
+    keepalive_requests 10000000;
+    keepalive_timeout 120s;
+    client_body_temp_path $1/client_body;
+    proxy_temp_path $1/proxy;
+    fastcgi_temp_path $1/fastcgi;
+    uwsgi_temp_path $1/uwsgi;
+    scgi_temp_path $1/scgi;
+EOF
+}
+
+# ---------------------------------------------------------------------------------------------
+# Report
+
+# write_report [JQ_ARGS...]: summarises WORK/runs.jsonl with the script's summary_jq, given the
+# skipped runs (SKIPPED_JSON), the machine, the commit, LOADAVG and JQ_ARGS, into
+# RESULTS_DIR/BENCH-STAMP.json; renders that with the script's markdown into the .md next to
+# it, and prints it.
+write_report() {
+    local base=$RESULTS_DIR/$BENCH-$STAMP json md
+    mkdir -p "$RESULTS_DIR"
+    json=$base.json
+    md=$base.md
+    local git_commit git_dirty=false
+    git_commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+    [[ -z $(git -C "$ROOT" status --porcelain 2>/dev/null) ]] || git_dirty=true
+    jq -n \
+        --slurpfile runs "$WORK/runs.jsonl" \
+        --argjson skipped "$(printf '%s\n' "${SKIPPED_JSON[@]}" | jq -s 'map(select(. != null))')" \
+        --arg stamp "$STAMP" --arg kernel "$(uname -r)" --argjson nproc "$(nproc)" --arg loadavg "$LOADAVG" \
+        --arg cpu "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//' || true)" \
+        --arg nginx "$("$NGINX" -v 2>&1 | sed 's|^nginx version: nginx/||')" \
+        --arg commit "$git_commit" --argjson dirty "$git_dirty" \
+        "$@" "$(summary_jq)" >"$json"
+    markdown "$json" >"$md"
+    cat "$md"
+    log "wrote $json and $md"
+}

@@ -173,8 +173,8 @@ async fn exchange(
     deadline: Instant,
 ) -> Result<(UpConn, Vec<u8>, usize, ResponseHead), UpstreamError> {
     let server = &local.snap.config.server;
-    let cluster = &local.clusters.get(action.cluster).map(|c| c.settings.connect_timeout);
-    let connect_timeout = cluster.unwrap_or(Duration::from_secs(3));
+    let connect_timeout =
+        local.clusters.get(action.cluster).map_or(Duration::from_secs(3), |c| c.settings.connect_timeout);
     let replayable = head.body == BodyFraming::None && is_idempotent(head.method);
     let is_head = head.method == h1::Method::Head;
     let mut retried = false;

@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 use gateway_config::{Config, RateLimit, RateLimitKey, RateLimitMode, RateLimitScope};
 
 use crate::http::conn::Downstream;
-use crate::http::h1::RequestHead;
 use crate::runtime::worker::{Local, Worker};
 use bucket::{Decision, KeyedBuckets, LocalBucket, Rate, SharedBucket};
 use limiter::Policy;
@@ -34,7 +33,7 @@ pub fn policy(config: &Config) -> Policy {
 
 /// The request's priority class: the route's, or the one named by the priority header when the
 /// client is a trusted source (the header is removed before forwarding either way).
-pub fn class_of(worker: &Worker, conn: &Downstream, local: &Local, route: usize, head: &RequestHead) -> usize {
+pub fn class_of(worker: &Worker, conn: &Downstream, local: &Local, route: usize) -> usize {
     let overload = &local.snap.config.overload;
     let route_class = local.snap.config.routes.get(route).map_or(overload.default_class, |r| r.priority);
     let Some(header) = &overload.priority_header else { return route_class };
@@ -44,7 +43,6 @@ pub fn class_of(worker: &Worker, conn: &Downstream, local: &Local, route: usize,
     }
     let scratch = crate::http::conn::request_scratch(worker, conn, &local.snap.config.server);
     let buf = conn.rbuf.get(conn.rpos..).unwrap_or_default();
-    let _ = head;
     scratch
         .headers()
         .iter()
@@ -126,13 +124,7 @@ impl RouteLimit {
 }
 
 /// Applies the route's rate limit. `Err(headers)`: refuse with 429 and these header lines.
-pub async fn rate_limit(
-    worker: &Worker,
-    conn: &Downstream,
-    local: &Rc<Local>,
-    route: usize,
-    head: &RequestHead,
-) -> Result<(), Vec<u8>> {
+pub async fn rate_limit(worker: &Worker, conn: &Downstream, local: &Rc<Local>, route: usize) -> Result<(), Vec<u8>> {
     let (Some(Some(limit)), Some(settings)) =
         (local.route_limits.get(route), local.snap.config.routes.get(route).and_then(|r| r.rate_limit.as_ref()))
     else {
@@ -144,7 +136,6 @@ pub async fn rate_limit(
         RateLimitKey::Header(name) => {
             let scratch = crate::http::conn::request_scratch(worker, conn, &local.snap.config.server);
             let buf = conn.rbuf.get(conn.rpos..).unwrap_or_default();
-            let _ = head;
             scratch
                 .headers()
                 .iter()

@@ -231,10 +231,10 @@ async fn handle(worker: &Rc<Worker>, conn: &mut Downstream, local: &Rc<Local>, h
     };
     conn.ex.route = Some(index);
     let started = Instant::now();
-    let class = crate::admission::class_of(worker, conn, local, index, head);
+    let class = crate::admission::class_of(worker, conn, local, index);
     let count = |outcome| worker.metrics.count_class(class, outcome);
     // Rate limit first (it applies to every kind of route), then the cluster's admission.
-    match crate::admission::rate_limit(worker, conn, local, index, head).await {
+    match crate::admission::rate_limit(worker, conn, local, index).await {
         Ok(()) => {}
         Err(headers) => {
             worker.stats.requests_rate_limited.inc();

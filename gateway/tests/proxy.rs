@@ -301,3 +301,26 @@ fn admin_listener_serves_stats_health_and_server_info() {
         assert_eq!(get(admin, "/nope").status, 404);
     });
 }
+
+#[test]
+fn keep_alive_requests_arriving_at_once_or_after_a_pause_are_served() {
+    // Between requests an idle connection gives its buffer back and waits for readiness; the
+    // next request may come at once, after a pause, or split across one.
+    each_driver(|d| {
+        let o = origin();
+        let gw = start(d, &o);
+        let mut s = connect(gw.addr);
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        for (i, pause_ms) in [0u64, 30, 0, 2, 60, 0].into_iter().enumerate() {
+            std::thread::sleep(Duration::from_millis(pause_ms));
+            s.write_all(format!("GET /bytes/{} HTTP/1.1\r\nhost: a\r\n\r\n", i + 1).as_bytes()).unwrap();
+            let resp = read_response(&mut r, false).unwrap();
+            assert_eq!(resp.body.len(), i + 1, "{d}: request {i} after {pause_ms} ms");
+        }
+        // A request split across the pause is assembled correctly too.
+        s.write_all(b"GET /bytes/3 HT").unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        s.write_all(b"TP/1.1\r\nhost: a\r\n\r\n").unwrap();
+        assert_eq!(read_response(&mut r, false).unwrap().body, b"abc", "{d}");
+    });
+}

@@ -1,0 +1,127 @@
+//! The heads the gateway writes when forwarding: the upstream request head and the downstream
+//! response head.
+
+use crate::http::h1::{self, BodyFraming, HeadScratch, RequestHead, ResponseFraming, ResponseHead};
+use crate::http::response::{self, push_num};
+
+/// Who forwards the request: the client address (X-Forwarded-For), the gateway's Via name and
+/// the request id.
+pub struct RequestIdentity<'a> {
+    pub peer: &'a [u8],
+    pub via: &'a str,
+    pub request_id: &'a [u8],
+    /// The priority header (never forwarded).
+    pub strip: Option<&'a str>,
+}
+
+/// Writes the request head the upstream sees: origin-form target, Host, the client's
+/// end-to-end headers, X-Forwarded-For/-Proto, Via, X-Request-Id and canonical framing.
+/// Hop-by-hop headers (and every header named in Connection), Expect, client-sent
+/// X-Forwarded-Proto and the client's X-Request-Id (replaced by the validated id) are dropped.
+pub fn build_request_head(
+    out: &mut Vec<u8>,
+    buf: &[u8],
+    head: &RequestHead,
+    scratch: &HeadScratch,
+    ids: &RequestIdentity<'_>,
+) {
+    out.extend_from_slice(buf.get(head.method_range.clone()).unwrap_or_default());
+    out.push(b' ');
+    out.extend_from_slice(buf.get(head.path.clone()).unwrap_or(b"/"));
+    if let Some(q) = head.query.clone().and_then(|q| buf.get(q)) {
+        out.push(b'?');
+        out.extend_from_slice(q);
+    }
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    if let Some(authority) = head.authority.clone().and_then(|a| buf.get(a)) {
+        out.extend_from_slice(b"host: ");
+        out.extend_from_slice(authority);
+        out.extend_from_slice(b"\r\n");
+    }
+    let is_xff = |name: &[u8]| name.eq_ignore_ascii_case(b"x-forwarded-for");
+    for h in scratch.headers() {
+        let name = h.name(buf);
+        if h1::is_hop_by_hop(name, buf, scratch)
+            || name.eq_ignore_ascii_case(b"host")
+            || name.eq_ignore_ascii_case(b"content-length")
+            || name.eq_ignore_ascii_case(b"expect")
+            || name.eq_ignore_ascii_case(b"x-forwarded-proto")
+            || name.eq_ignore_ascii_case(b"x-request-id")
+            || ids.strip.is_some_and(|h| name.eq_ignore_ascii_case(h.as_bytes()))
+            || is_xff(name)
+        {
+            continue;
+        }
+        out.extend_from_slice(name);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(h.value(buf));
+        out.extend_from_slice(b"\r\n");
+    }
+    // All X-Forwarded-For fields form one list; the client's address is appended to it.
+    out.extend_from_slice(b"x-forwarded-for: ");
+    for h in scratch.headers().iter().filter(|h| is_xff(h.name(buf))) {
+        let v = h.value(buf);
+        if !v.is_empty() {
+            out.extend_from_slice(v);
+            out.extend_from_slice(b", ");
+        }
+    }
+    out.extend_from_slice(ids.peer);
+    out.extend_from_slice(b"\r\nx-forwarded-proto: http\r\nvia: 1.1 ");
+    out.extend_from_slice(ids.via.as_bytes());
+    out.extend_from_slice(b"\r\nx-request-id: ");
+    out.extend_from_slice(ids.request_id);
+    out.extend_from_slice(b"\r\n");
+    match head.body {
+        BodyFraming::None => {}
+        BodyFraming::Length(n) => {
+            out.extend_from_slice(b"content-length: ");
+            push_num(out, n);
+            out.extend_from_slice(b"\r\n");
+        }
+        BodyFraming::Chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Writes the response head the client sees: the upstream's status and end-to-end headers,
+/// framing chosen by the gateway and its own Connection header.
+pub fn build_response_head(
+    out: &mut Vec<u8>,
+    buf: &[u8],
+    resp: &ResponseHead,
+    scratch: &HeadScratch,
+    chunk_out: bool,
+    close: bool,
+    client_11: bool,
+) {
+    out.extend_from_slice(b"HTTP/1.1 ");
+    push_num(out, u64::from(resp.status));
+    out.push(b' ');
+    out.extend_from_slice(buf.get(resp.reason.clone()).unwrap_or_default());
+    out.extend_from_slice(b"\r\n");
+    let pass_length = resp.framing == ResponseFraming::None;
+    for h in scratch.headers() {
+        let name = h.name(buf);
+        if h1::is_hop_by_hop(name, buf, scratch) || (!pass_length && name.eq_ignore_ascii_case(b"content-length")) {
+            continue;
+        }
+        out.extend_from_slice(name);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(h.value(buf));
+        out.extend_from_slice(b"\r\n");
+    }
+    match resp.framing {
+        ResponseFraming::Length(n) => {
+            out.extend_from_slice(b"content-length: ");
+            push_num(out, n);
+            out.extend_from_slice(b"\r\n");
+        }
+        ResponseFraming::Chunked | ResponseFraming::UntilClose if chunk_out => {
+            out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+        }
+        _ => {}
+    }
+    response::connection_header(out, close, !client_11);
+    out.extend_from_slice(b"\r\n");
+}

@@ -15,3 +15,16 @@ pub mod origin;
 pub mod overload;
 
 pub use origin::{pattern, Origin, OriginConfig, ReceivedRequest};
+
+/// For the server binaries: prints the bound address on stdout, then serves until the default
+/// SIGINT/SIGTERM disposition ends the process. Returns only if stdout cannot be written.
+pub fn announce_and_serve(addr: std::net::SocketAddr) -> std::process::ExitCode {
+    use std::io::Write;
+    let mut stdout = std::io::stdout();
+    if writeln!(stdout, "{addr}").and_then(|()| stdout.flush()).is_err() {
+        return std::process::ExitCode::FAILURE;
+    }
+    loop {
+        std::thread::park();
+    }
+}

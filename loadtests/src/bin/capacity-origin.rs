@@ -5,7 +5,6 @@
 //! `GET /__stats` (JSON) and `GET /__reset` bypass the capacity. Prints the bound address on one
 //! line of stdout, then serves until SIGINT or SIGTERM. Logs nothing per request.
 
-use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -52,12 +51,5 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let mut stdout = std::io::stdout();
-    if writeln!(stdout, "{}", origin.addr()).and_then(|()| stdout.flush()).is_err() {
-        return ExitCode::FAILURE;
-    }
-    // The default SIGINT/SIGTERM dispositions end the process; until then, serve.
-    loop {
-        std::thread::park();
-    }
+    loadtests::announce_and_serve(origin.addr())
 }

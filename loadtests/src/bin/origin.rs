@@ -2,7 +2,6 @@
 //!
 //! Prints the bound address on one line of stdout, then serves until SIGINT or SIGTERM.
 
-use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -45,12 +44,5 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let mut stdout = std::io::stdout();
-    if writeln!(stdout, "{}", origin.addr()).and_then(|()| stdout.flush()).is_err() {
-        return ExitCode::FAILURE;
-    }
-    // The default SIGINT/SIGTERM dispositions end the process; until then, serve.
-    loop {
-        std::thread::park();
-    }
+    loadtests::announce_and_serve(origin.addr())
 }

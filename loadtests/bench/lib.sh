@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # lib.sh: what the benchmark scripts in this directory share: logging, the work directory and
-# cleanup, tool installation, CPU pinning, ports, starting and stopping processes, process-tree
-# CPU accounting, nginx config fragments and the report file. Sourced, not run:
+# cleanup, tool installation, CPU pinning, the fd limit and the run lock, ports, starting and
+# stopping processes, process-tree CPU and memory accounting, nginx config fragments, test
+# certificates and the report file. Sourced, not run:
 #
 #   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 #   bench_init NAME
@@ -163,6 +164,24 @@ check_cpus() {
     [[ $PROXY_CPU != "$LOAD_CPU" ]] || log "warning: proxy and load share CPU $PROXY_CPU"
 }
 
+# raise_fd_limit: the soft file descriptor limit up to the hard one (many connections; HAProxy
+# sizes its tables by maxconn). Children inherit it.
+raise_fd_limit() {
+    ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+    log "file descriptor limit: $(ulimit -n)"
+}
+
+# take_lock: two benchmark runs pinned to the same CPUs distort each other: wait (at most an hour)
+# until no other run holds the lock. It is released when this shell exits.
+take_lock() {
+    local lockfile=${TMPDIR:-/tmp}/loadtests-bench.lock
+    exec 9>"$lockfile"
+    if ! flock -n 9; then
+        log "another benchmark run holds $lockfile: waiting for it to finish"
+        flock -w 3600 9 || die "$lockfile still held after an hour"
+    fi
+}
+
 # ---------------------------------------------------------------------------------------------
 # Processes
 
@@ -254,6 +273,41 @@ cpu_ticks() {
     echo "$total"
 }
 
+# status_kb FIELD PID...: a /proc/PID/status field (VmRSS, VmHWM) in kB, summed.
+status_kb() {
+    local field=$1 total=0 pid key value rest
+    shift
+    for pid in "$@"; do
+        while read -r key value rest; do
+            [[ $key == "$field:" ]] && total=$((total + value))
+        done 2>/dev/null <"/proc/$pid/status" || true
+    done
+    echo "$total"
+}
+
+# pss_kb PID...: proportional set size (Pss of /proc/PID/smaps_rollup) in kB, summed: pages
+# shared between an nginx master and its worker count once in total, not once per process.
+pss_kb() {
+    local total=0 pid key value rest
+    for pid in "$@"; do
+        while read -r key value rest; do
+            [[ $key == "Pss:" ]] && total=$((total + value))
+        done 2>/dev/null <"/proc/$pid/smaps_rollup" || true
+    done
+    echo "$total"
+}
+
+# socket_fds PID...: open socket file descriptors of the PIDs, summed.
+socket_fds() {
+    local total=0 pid fd
+    for pid in "$@"; do
+        for fd in /proc/"$pid"/fd/*; do
+            [[ $(readlink "$fd" 2>/dev/null) == socket:* ]] && total=$((total + 1))
+        done
+    done
+    echo "$total"
+}
+
 # ---------------------------------------------------------------------------------------------
 # nginx configs: one worker, no access log, keep-alive, temporary files in DIR
 
@@ -283,6 +337,38 @@ write_nginx_http_common() { # DIR: the first lines inside http {}
     uwsgi_temp_path $1/uwsgi;
     scgi_temp_path $1/scgi;
 EOF
+}
+
+# ---------------------------------------------------------------------------------------------
+# TLS
+
+# make_test_pki DIR: a throwaway CA (ECDSA P-256) and a leaf signed by it (ECDSA P-256,
+# basicConstraints CA:FALSE, serverAuth, SAN DNS:localhost, IP:127.0.0.1; rustls refuses a
+# self-signed CA certificate as the server's own). Writes DIR/ca.pem, DIR/leaf.key,
+# DIR/leaf-chain.pem (the leaf: there is no intermediate) and DIR/leaf-chain-key.pem (chain and
+# key in one file, for HAProxy).
+make_test_pki() {
+    local dir=$1
+    mkdir -p "$dir"
+    (
+        cd "$dir"
+        openssl ecparam -name prime256v1 -genkey -noout -out ca.key
+        openssl req -x509 -new -key ca.key -sha256 -days 7 -subj "/CN=loadtests bench CA" \
+            -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+            -out ca.pem
+        openssl ecparam -name prime256v1 -genkey -noout -out leaf.ec.key
+        openssl pkcs8 -topk8 -nocrypt -in leaf.ec.key -out leaf.key
+        openssl req -new -key leaf.key -subj "/CN=localhost" -out leaf.csr
+        printf '%s\n' "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature" \
+            "extendedKeyUsage=serverAuth" "subjectAltName=DNS:localhost,IP:127.0.0.1" >leaf.ext
+        openssl x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 7 -sha256 \
+            -extfile leaf.ext -out leaf-chain.pem
+        openssl verify -CAfile ca.pem leaf-chain.pem
+        cat leaf-chain.pem leaf.key >leaf-chain-key.pem
+    ) >"$dir/openssl.log" 2>&1 || {
+        cat "$dir/openssl.log" >&2
+        die "could not make the test certificates with openssl"
+    }
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -158,24 +158,6 @@ build() {
     fi
 }
 
-# The overloaded origin holds a connection per queued request and HAProxy sizes its tables
-# by the limit: use the hard limit.
-raise_fd_limit() {
-    ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-    log "file descriptor limit: $(ulimit -n)"
-}
-
-# Two benchmark runs pinned to the same CPUs distort each other: wait (at most an hour) until no
-# other run holds the lock. It is released when this shell exits.
-take_lock() {
-    local lockfile=${TMPDIR:-/tmp}/loadtests-bench.lock
-    exec 9>"$lockfile"
-    if ! flock -n 9; then
-        log "another benchmark run holds $lockfile: waiting for it to finish"
-        flock -w 3600 9 || die "$lockfile still held after an hour"
-    fi
-}
-
 skip() { # PROXY ROUND REASON
     log "SKIP $1 (round $2): $3"
     SKIPPED_JSON+=("$(jq -cn --arg p "$1" --argjson r "$2" --arg why "$3" '{proxy: $p, round: $r, reason: $why}')")
@@ -183,18 +165,6 @@ skip() { # PROXY ROUND REASON
 
 # ---------------------------------------------------------------------------------------------
 # Processes
-
-# status_kb FIELD PID...: a /proc/PID/status field (VmRSS, VmHWM) in kB, summed.
-status_kb() {
-    local field=$1 total=0 pid key value rest
-    shift
-    for pid in "$@"; do
-        while read -r key value rest; do
-            [[ $key == "$field:" ]] && total=$((total + value))
-        done 2>/dev/null <"/proc/$pid/status" || true
-    done
-    echo "$total"
-}
 
 # sample_rss OUT PID...: appends the summed VmRSS (kB) of the PIDs to OUT once a second.
 sample_rss() {

@@ -131,14 +131,15 @@ whole_numbers() {
 }
 
 # install_tools TOOL...: installs from Debian whichever of the TOOLs (commands named like their
-# packages; nginx and haproxy may sit in /usr/sbin, off a user's PATH), taskset, curl and jq is
-# missing; sets NGINX and CLK_TCK.
+# packages, or COMMAND:PACKAGE as in h2load:nghttp2-client; nginx and haproxy may sit in
+# /usr/sbin, off a user's PATH), taskset, curl and jq is missing; sets NGINX and CLK_TCK.
 install_tools() {
-    local tool missing=()
-    for tool in "$@"; do
+    local spec tool missing=()
+    for spec in "$@"; do
+        tool=${spec%%:*}
         case $tool in
         nginx | haproxy) command -v "$tool" >/dev/null || [[ -x /usr/sbin/$tool ]] || missing+=("$tool") ;;
-        *) command -v "$tool" >/dev/null || missing+=("$tool") ;;
+        *) command -v "$tool" >/dev/null || missing+=("${spec#*:}") ;;
         esac
     done
     command -v taskset >/dev/null || missing+=(util-linux)

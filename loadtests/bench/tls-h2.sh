@@ -1,0 +1,588 @@
+#!/usr/bin/env bash
+# tls-h2: TLS termination through the gateway, nginx and HAProxy, side by side in one run:
+#   1. full TLS 1.3 handshakes, one connection per request (openssl s_time -new);
+#   2. HTTP/2 over TLS with many streams (h2load -c 16 -m 32);
+#   3. memory per idle TLS connection (tls-idle.py holds IDLE_CONNECTIONS open).
+#
+#   loadtests/bench/tls-h2.sh
+#   SMOKE=1 PROXIES="nginx haproxy" loadtests/bench/tls-h2.sh   # one short round
+#
+# Environment (defaults in brackets):
+#   DURATION [10]          seconds of each measured handshake and h2 run
+#   WARMUP [2]             seconds of the unmeasured run before each of them
+#   ROUNDS [3]             interleaved rounds: in each, every proxy once per test, in PROXIES order
+#   SMOKE [0]              1: one short round (defaults ROUNDS=1, DURATION=3, WARMUP=1,
+#                          IDLE_CONNECTIONS=500), for a quick check that everything works
+#   PROXIES ["gateway nginx haproxy"]
+#   HANDSHAKE_CLIENTS [8]  parallel `openssl s_time -new` processes
+#   H2_CONNECTIONS [16]    h2load connections (-c)
+#   H2_STREAMS [32]        h2load concurrent streams per connection (-m)
+#   IDLE_CONNECTIONS [2000] idle TLS connections held open for the memory test
+#   PROXY_CPU [0]          CPU the proxies are pinned to
+#   LOAD_CPU [1]           CPU the origin and the load generators share
+#   SKIP_BUILD [0]         1: do not build the gateway, use GATEWAY_BIN as it is
+#   GATEWAY_BIN [target/release/gateway of this repository]
+#   RESULTS_DIR [loadtests/results]
+#   KEEP_WORK [0]          1: keep the temporary directory (certificates, configs, logs, raw output)
+#
+# The origin is nginx (1 worker, `return 200 "ok"`, plain HTTP/1.1), as in h1-small. Every proxy
+# terminates TLS 1.2 and 1.3 with the same ECDSA P-256 certificate (made here by openssl, signed
+# by a throwaway CA), offers ALPN h2 and http/1.1, has one worker/thread, no access log, and
+# keeps upstream connections alive. The proxies for tests 1 and 2 are started once and kept
+# running across rounds; test 3 starts a fresh instance per run (no memory left over from the
+# load tests). Proxy CPU: utime+stime (+cutime+cstime) of all its processes from /proc/PID/stat
+# before and after each measured run; memory: Pss (and VmRSS) summed over its processes.
+#
+# Writes loadtests/results/tls-h2-<UTC timestamp>.{json,md} and prints the table.
+
+set -euo pipefail
+
+SMOKE=${SMOKE:-0}
+if [[ $SMOKE == 1 ]]; then
+    ROUNDS=${ROUNDS:-1} DURATION=${DURATION:-3} WARMUP=${WARMUP:-1} IDLE_CONNECTIONS=${IDLE_CONNECTIONS:-500}
+fi
+DURATION=${DURATION:-10}
+WARMUP=${WARMUP:-2}
+ROUNDS=${ROUNDS:-3}
+PROXIES=${PROXIES:-"gateway nginx haproxy"}
+HANDSHAKE_CLIENTS=${HANDSHAKE_CLIENTS:-8}
+H2_CONNECTIONS=${H2_CONNECTIONS:-16}
+H2_STREAMS=${H2_STREAMS:-32}
+IDLE_CONNECTIONS=${IDLE_CONNECTIONS:-2000}
+PROXY_CPU=${PROXY_CPU:-0}
+LOAD_CPU=${LOAD_CPU:-1}
+SKIP_BUILD=${SKIP_BUILD:-0}
+KEEP_WORK=${KEEP_WORK:-0}
+
+# Shared with the other benchmarks: log/die, cleanup on exit, tools, fd limit, run lock, ports,
+# pinned processes, CPU and memory accounting, nginx config parts, test certificates,
+# write_report. bench_init sets ROOT, RESULTS_DIR, STAMP, WORK.
+# shellcheck source=SCRIPTDIR/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_init tls-h2
+
+GATEWAY_BIN=${GATEWAY_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/gateway}
+IDLE_CLIENT=$SCRIPT_DIR/tls-idle.py
+PKI=$WORK/pki
+declare -A PROXY_PID=()    # proxy name -> PID of its (main) process, for tests 1 and 2
+declare -A PROXY_PORT=()   # proxy name -> its TLS port
+ACTIVE=()                  # proxies that started and passed the TLS checks
+SKIPPED_JSON=()            # {"proxy":..,"reason":..}
+GATEWAY_SKIP=""            # why the gateway cannot run (build failed, no binary)
+SKIP_REASON=""             # set by start_proxy when it returns 1
+HAPROXY=""
+ORIGIN_PID=""
+ORIGIN_PORT=""
+LOADAVG=""
+
+main() {
+    check_params
+    install_tools nginx haproxy h2load:nghttp2-client openssl python3
+    HAPROXY=$(sbin_path haproxy)
+    check_cpus
+    raise_fd_limit
+    (($(ulimit -n) >= 2 * IDLE_CONNECTIONS + 1024)) ||
+        die "file descriptor limit $(ulimit -n) is too low for IDLE_CONNECTIONS=$IDLE_CONNECTIONS (needs $((2 * IDLE_CONNECTIONS + 1024)))"
+    take_lock
+    build_gateway
+    make_test_pki "$PKI"
+    start_origin
+    start_proxies
+    ((${#ACTIVE[@]} > 0)) || die "nothing to measure"
+    run_rounds
+    report
+}
+
+# ---------------------------------------------------------------------------------------------
+# Setup
+
+check_params() {
+    local v
+    whole_numbers SMOKE DURATION WARMUP ROUNDS HANDSHAKE_CLIENTS H2_CONNECTIONS H2_STREAMS IDLE_CONNECTIONS \
+        PROXY_CPU LOAD_CPU
+    ((DURATION > 0 && ROUNDS > 0 && HANDSHAKE_CLIENTS > 0 && H2_CONNECTIONS > 0 && H2_STREAMS > 0 && IDLE_CONNECTIONS > 0)) ||
+        die "DURATION, ROUNDS, HANDSHAKE_CLIENTS, H2_CONNECTIONS, H2_STREAMS, IDLE_CONNECTIONS must be > 0"
+    for v in $PROXIES; do
+        case $v in
+        gateway | nginx | haproxy) ;;
+        *) die "unknown proxy '$v' in PROXIES (gateway nginx haproxy)" ;;
+        esac
+    done
+}
+
+build_gateway() {
+    [[ " $PROXIES " == *" gateway "* ]] || return 0
+    if [[ $SKIP_BUILD == 1 ]]; then
+        log "SKIP_BUILD=1: using $GATEWAY_BIN as it is"
+    else
+        log "building the gateway: cargo build --release -p gateway"
+        if ! (cd "$ROOT" && cargo build --release -p gateway) >"$WORK/gateway-build.log" 2>&1; then
+            tail -n 15 "$WORK/gateway-build.log" >&2
+            GATEWAY_SKIP="the release build failed (cargo build --release -p gateway)"
+        fi
+    fi
+    [[ -n $GATEWAY_SKIP || -x $GATEWAY_BIN ]] || GATEWAY_SKIP="no gateway binary at $GATEWAY_BIN"
+    return 0
+}
+
+skip() { # PROXY REASON
+    log "SKIP $1: $2"
+    SKIPPED_JSON+=("$(jq -cn --arg p "$1" --arg r "$2" '{proxy: $p, reason: $r}')")
+}
+
+# ---------------------------------------------------------------------------------------------
+# Processes
+
+start_origin() {
+    local dir=$WORK/origin
+    mkdir -p "$dir"
+    pick_port
+    ORIGIN_PORT=$PORT
+    {
+        write_nginx_common "$dir" 4096
+        echo "http {"
+        write_nginx_http_common "$dir"
+        cat <<EOF
+    server {
+        listen 127.0.0.1:$ORIGIN_PORT backlog=4096;
+        location / {
+            return 200 "ok";
+        }
+    }
+}
+EOF
+    } >"$dir/nginx.conf"
+    start_nginx "$LOAD_CPU" "$dir" "$dir/nginx.conf"
+    ORIGIN_PID=$PID
+    wait_ready "origin nginx" "$ORIGIN_PID" "$ORIGIN_PORT" || {
+        cat "$dir/stderr.log" "$dir/error.log" >&2 2>/dev/null
+        die "the origin (nginx) did not start"
+    }
+    answers_ok "$ORIGIN_PORT" || die "the origin does not answer 200 ok"
+    log "origin: nginx on 127.0.0.1:$ORIGIN_PORT (CPU $LOAD_CPU)"
+}
+
+# The proxies for the handshake and h2 tests, kept running across rounds.
+start_proxies() {
+    local p
+    for p in $PROXIES; do
+        if start_proxy "$p" "$WORK/$p"; then
+            PROXY_PID[$p]=$PID
+            PROXY_PORT[$p]=$PORT
+            ACTIVE+=("$p")
+            log "$p: TLS on 127.0.0.1:$PORT (CPU $PROXY_CPU), processes $PID $(descendants "$PID")"
+        else
+            skip "$p" "$SKIP_REASON"
+        fi
+    done
+    log "measuring: ${ACTIVE[*]:-nothing}"
+}
+
+# start_proxy NAME DIR: writes NAME's config for a fresh port into DIR, starts it on PROXY_CPU
+# and checks it over TLS; sets PID and PORT. Returns 1 with SKIP_REASON set (and the proxy
+# stopped) if it does not start or does not pass the checks.
+start_proxy() {
+    local name=$1 dir=$2 logfile out
+    mkdir -p "$dir"
+    pick_port
+    case $name in
+    gateway)
+        [[ -z $GATEWAY_SKIP ]] || {
+            SKIP_REASON=$GATEWAY_SKIP
+            return 1
+        }
+        gateway_config "$dir" >"$dir/proxy.conf"
+        if ! out=$("$GATEWAY_BIN" check --config "$dir/proxy.conf" 2>&1); then
+            log "ERROR: the gateway ($GATEWAY_BIN) rejects the TLS listener config $dir/proxy.conf:"
+            printf '%s\n' "$out" | tail -n 15 >&2
+            SKIP_REASON="the gateway rejects the TLS config (gateway check): $(tr '\n' ' ' <<<"$out" | cut -c1-300)"
+            return 1
+        fi
+        logfile=$dir/gateway.log
+        start_pinned "$PROXY_CPU" "$logfile" "$GATEWAY_BIN" run --config "$dir/proxy.conf"
+        ;;
+    nginx)
+        nginx_config "$dir" >"$dir/proxy.conf"
+        logfile=$dir/error.log
+        start_nginx "$PROXY_CPU" "$dir" "$dir/proxy.conf"
+        ;;
+    haproxy)
+        haproxy_config >"$dir/proxy.conf"
+        logfile=$dir/haproxy.log
+        start_pinned "$PROXY_CPU" "$logfile" "$HAPROXY" -db -f "$dir/proxy.conf"
+        ;;
+    esac
+    if ! wait_ready "$name" "$PID" "$PORT"; then
+        tail -n 15 "$logfile" "$dir/stderr.log" >&2 2>/dev/null || true
+        stop "$PID"
+        SKIP_REASON="did not start or did not accept on 127.0.0.1:$PORT (see its log above)"
+        return 1
+    fi
+    if ! SKIP_REASON=$(tls_checks "$PORT"); then
+        log "ERROR: $name does not pass the TLS checks: $SKIP_REASON"
+        tail -n 15 "$logfile" >&2 2>/dev/null || true
+        stop "$PID"
+        return 1
+    fi
+}
+
+# tls_checks PORT: what every proxy must do, checked with curl and openssl s_client; prints what
+# failed and returns 1.
+tls_checks() {
+    local port=$1 url=https://127.0.0.1:$1/ got
+    local curl=(curl -sS --max-time 5 --cacert "$PKI/ca.pem" -o "$WORK/check.body" -w '%{http_code} %{http_version}')
+    got=$("${curl[@]}" --tlsv1.3 --http2 "$url" 2>&1) || true
+    [[ $got == "200 2" && $(<"$WORK/check.body") == ok ]] || {
+        echo "TLS 1.3 + ALPN h2 GET / (verifying the certificate): expected '200 2' and body ok, got '$got'"
+        return 1
+    }
+    got=$("${curl[@]}" --tlsv1.2 --tls-max 1.2 --http1.1 "$url" 2>&1) || true
+    [[ $got == "200 1.1" && $(<"$WORK/check.body") == ok ]] || {
+        echo "TLS 1.2 + ALPN http/1.1 GET /: expected '200 1.1' and body ok, got '$got'"
+        return 1
+    }
+    # What each connection of the handshake test sends (openssl s_time -www /).
+    got=$(printf 'GET / HTTP/1.0\r\n\r\n' | timeout 5 openssl s_client -quiet -tls1_3 -CAfile "$PKI/ca.pem" \
+        -verify_return_error -connect "127.0.0.1:$port" 2>/dev/null | head -n 1 | tr -d '\r') || true
+    [[ $got == "HTTP/1."?" 200 "* ]] || {
+        echo "TLS 1.3 'GET / HTTP/1.0' without Host (as openssl s_time sends it): expected a 200, got '$got'"
+        return 1
+    }
+}
+
+# ---------------------------------------------------------------------------------------------
+# Proxy configs: TLS 1.2 + 1.3, the same certificate, ALPN h2 + http/1.1, one worker, no access
+# log, upstream keep-alive to the origin over plain HTTP/1.1. Each reads PORT and ORIGIN_PORT.
+
+gateway_config() { # DIR
+    cat <<EOF
+[server]
+workers = 1
+admin = false
+log_level = "warn"
+
+[[listeners]]
+name = "bench"
+address = "127.0.0.1:$PORT"
+protocols = ["h2", "http/1.1"]
+
+[listeners.tls]
+certificates = [{ cert = "$PKI/leaf-chain.pem", key = "$PKI/leaf.key" }]
+
+[[routes]]
+name = "all"
+match = { path_prefix = "/" }
+cluster = "origin"
+
+[[clusters]]
+name = "origin"
+endpoints = ["127.0.0.1:$ORIGIN_PORT"]
+EOF
+}
+
+nginx_config() { # DIR
+    local dir=$1
+    write_nginx_common "$dir" $((IDLE_CONNECTIONS + 1024)) $((2 * IDLE_CONNECTIONS + 2048))
+    echo "http {"
+    write_nginx_http_common "$dir"
+    cat <<EOF
+    upstream origin {
+        server 127.0.0.1:$ORIGIN_PORT;
+        keepalive 64;
+        keepalive_requests 10000000;
+    }
+    server {
+        listen 127.0.0.1:$PORT ssl http2 backlog=4096;
+        ssl_certificate $PKI/leaf-chain.pem;
+        ssl_certificate_key $PKI/leaf.key;
+        ssl_protocols TLSv1.2 TLSv1.3;
+        location / {
+            proxy_pass http://origin;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+    }
+}
+EOF
+}
+
+haproxy_config() {
+    cat <<EOF
+global
+    nbthread 1
+    maxconn $((IDLE_CONNECTIONS + 1024))
+    ssl-default-bind-options ssl-min-ver TLSv1.2 ssl-max-ver TLSv1.3
+
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 120s
+    timeout http-keep-alive 120s
+    timeout server 30s
+    option http-keep-alive
+
+frontend bench
+    bind 127.0.0.1:$PORT ssl crt $PKI/leaf-chain-key.pem alpn h2,http/1.1
+    maxconn $((IDLE_CONNECTIONS + 1024))
+    default_backend origin
+
+backend origin
+    http-reuse always
+    server origin 127.0.0.1:$ORIGIN_PORT
+EOF
+}
+
+# ---------------------------------------------------------------------------------------------
+# Runs
+
+run_rounds() {
+    local round p
+    : >"$WORK/runs.jsonl"
+    LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
+    log "load average before the rounds: $LOADAVG"
+    for ((round = 1; round <= ROUNDS; round++)); do
+        for p in "${ACTIVE[@]}"; do
+            measure_handshakes "$p" "$round"
+        done
+        for p in "${ACTIVE[@]}"; do
+            measure_h2 "$p" "$round"
+        done
+        for p in "${ACTIVE[@]}"; do
+            measure_idle "$p" "$round"
+        done
+    done
+}
+
+proxy_pids() { # NAME: its processes, main first
+    echo "${PROXY_PID[$1]} $(descendants "${PROXY_PID[$1]}")"
+}
+
+# record JSON: appends a run to runs.jsonl and logs it.
+record() {
+    echo "$1" >>"$WORK/runs.jsonl"
+    log "$(jq -r 'def r(n): if . == null then "-" else pow(10; n) as $m | . * $m | round / $m end;
+        "round \(.round) \(.test) \(.proxy): " +
+        if .test == "handshake" then
+          "\(.per_s | floor) handshakes/s, \(.cpu_us_per_op | r(1)) us CPU/handshake, \(.bytes_per_conn) bytes/conn"
+        elif .test == "h2" then "\(.per_s | floor) req/s, \(.cpu_us_per_op | r(1)) us CPU/req, \(.failed) failed"
+        else "\(.opened) idle connections: \(.pss_kib_per_conn | r(2)) KiB Pss, \(.rss_kib_per_conn | r(2)) KiB RSS each (\(.sockets_added) sockets added)"
+        end' <<<"$1")"
+}
+
+# run_stime PORT SECONDS PREFIX: HANDSHAKE_CLIENTS `openssl s_time -new` at once on LOAD_CPU,
+# output in PREFIX.N; returns 1 if any failed. Each of them connects, makes a full TLS 1.3
+# handshake (s_time -new never offers a session to resume), sends "GET / HTTP/1.0", reads the
+# answer to the end and closes, over and over, for SECONDS.
+run_stime() {
+    local port=$1 seconds=$2 prefix=$3 i pids=() failed=0
+    for ((i = 1; i <= HANDSHAKE_CLIENTS; i++)); do
+        start_pinned "$LOAD_CPU" "$prefix.$i" openssl s_time -connect "127.0.0.1:$port" -new -tls1_3 -www / -time "$seconds"
+        pids+=("$PID")
+    done
+    for i in "${pids[@]}"; do
+        reap "$i"
+        [[ $STATUS == 0 ]] || failed=1
+    done
+    return "$failed"
+}
+
+measure_handshakes() { # NAME ROUND
+    local name=$1 round=$2 port=${PROXY_PORT[$1]} out=$WORK/stime-$1-$2 pids c0 c1 t0 t1
+    read -r -a pids <<<"$(proxy_pids "$name")"
+    ((WARMUP > 0)) && { run_stime "$port" "$WARMUP" "$WORK/stime-warmup" || true; }
+    c0=$(cpu_ticks "${pids[@]}")
+    t0=$(date +%s%N)
+    if ! run_stime "$port" "$DURATION" "$out"; then
+        tail -n 3 "$out".* >&2
+        log "round $round handshake $name: an openssl s_time failed, run not recorded"
+        return 0
+    fi
+    t1=$(date +%s%N)
+    c1=$(cpu_ticks "${pids[@]}")
+    # "<N> connections in <S> real seconds, <B> bytes read per connection", one per client
+    local conns bytes
+    read -r conns bytes < <(awk '/ connections in [0-9.]+ real seconds/ { n += $1; b += $1 * $(NF - 4) }
+        END { printf "%d %d\n", n, (n > 0 ? b / n : 0) }' "$out".*)
+    record "$(jq -cn --arg proxy "$name" --argjson round "$round" --argjson n "$conns" --argjson bytes "$bytes" \
+        --argjson ns "$((t1 - t0))" --argjson ticks "$((c1 - c0))" --argjson tck "$CLK_TCK" '
+        {test: "handshake", proxy: $proxy, round: $round, handshakes: $n, seconds: ($ns / 1e9),
+         per_s: ($n * 1e9 / $ns), proxy_cpu_s: ($ticks / $tck),
+         cpu_us_per_op: (if $n > 0 then $ticks * 1e6 / $tck / $n else null end), bytes_per_conn: $bytes}')"
+}
+
+measure_h2() { # NAME ROUND
+    local name=$1 round=$2 port=${PROXY_PORT[$1]} out=$WORK/h2load-$1-$2.txt pids c0 c1
+    local cmd=(taskset -c "$LOAD_CPU" h2load -t 1 -c "$H2_CONNECTIONS" -m "$H2_STREAMS")
+    read -r -a pids <<<"$(proxy_pids "$name")"
+    ((WARMUP > 0)) && { "${cmd[@]}" -D "$WARMUP" "https://127.0.0.1:$port/" >"$WORK/h2load-warmup.txt" 2>&1 || true; }
+    c0=$(cpu_ticks "${pids[@]}")
+    if ! "${cmd[@]}" -D "$DURATION" "https://127.0.0.1:$port/" >"$out" 2>&1; then
+        tail -n 5 "$out" >&2
+        log "round $round h2 $name: h2load failed, run not recorded"
+        return 0
+    fi
+    c1=$(cpu_ticks "${pids[@]}")
+    if ! grep -q '^Application protocol: h2$' "$out" || ! grep -q '^TLS Protocol: TLSv1.3$' "$out"; then
+        grep -E '^(TLS Protocol|Application protocol)' "$out" >&2 || tail -n 5 "$out" >&2
+        log "round $round h2 $name: not HTTP/2 over TLS 1.3, run not recorded"
+        return 0
+    fi
+    local secs completed ok failed errored timeout
+    secs=$(sed -nE 's/^finished in ([0-9.]+)(m?s),.*/\1 \2/p' "$out" | awk '{ print ($2 == "ms" ? $1 / 1000 : $1) }')
+    read -r completed ok failed errored timeout < <(sed -nE \
+        's/^requests: [0-9]+ total, [0-9]+ started, ([0-9]+) done, ([0-9]+) succeeded, ([0-9]+) failed, ([0-9]+) errored, ([0-9]+) timeout$/\1 \2 \3 \4 \5/p' "$out")
+    [[ -n ${secs:-} && -n ${ok:-} ]] || {
+        tail -n 12 "$out" >&2
+        log "round $round h2 $name: could not read h2load's summary, run not recorded"
+        return 0
+    }
+    record "$(jq -cn --arg proxy "$name" --argjson round "$round" --argjson secs "$secs" \
+        --argjson completed "$completed" --argjson ok "$ok" --argjson failed "$failed" --argjson errored "$errored" \
+        --argjson timeout "$timeout" --argjson ticks "$((c1 - c0))" --argjson tck "$CLK_TCK" '
+        {test: "h2", proxy: $proxy, round: $round, requests: $completed, succeeded: $ok,
+         failed: ($failed + $errored + $timeout), seconds: $secs, per_s: ($ok / $secs),
+         proxy_cpu_s: ($ticks / $tck),
+         cpu_us_per_op: (if $completed > 0 then $ticks * 1e6 / $tck / $completed else null end)}')"
+}
+
+# measure_idle NAME ROUND: a fresh instance of the proxy; its Pss and RSS before and after
+# IDLE_CONNECTIONS TLS connections (handshake done, no request) are opened and held.
+measure_idle() {
+    local name=$1 round=$2 dir=$WORK/$1-idle-$2 pids client i ready=""
+    if ! start_proxy "$name" "$dir"; then
+        log "round $round idle $name: $SKIP_REASON, run not recorded"
+        return 0
+    fi
+    local proxy=$PID port=$PORT
+    sleep 0.5
+    read -r -a pids <<<"$proxy $(descendants "$proxy")"
+    local pss0 rss0 fd0 pss1 rss1 fd1
+    pss0=$(pss_kb "${pids[@]}")
+    rss0=$(status_kb VmRSS "${pids[@]}")
+    fd0=$(socket_fds "${pids[@]}")
+    start_pinned "$LOAD_CPU" "$dir/idle-client.txt" python3 "$IDLE_CLIENT" --port "$port" --count "$IDLE_CONNECTIONS"
+    client=$PID
+    # At least 20 connections/s (a slow client on a busy machine does about 500), then give up.
+    for ((i = 0; i < 10 * (IDLE_CONNECTIONS / 20 + 10); i++)); do
+        ready=$(grep -m1 '^READY ' "$dir/idle-client.txt" || true)
+        [[ -n $ready ]] && break
+        alive "$client" || break
+        sleep 0.1
+    done
+    if [[ -z $ready ]] || ! alive "$client"; then
+        tail -n 5 "$dir/idle-client.txt" >&2
+        stop "$client" "$proxy"
+        log "round $round idle $name: the idle client did not open its connections, run not recorded"
+        return 0
+    fi
+    sleep 1 # let the proxy finish with the last handshakes (session tickets)
+    pss1=$(pss_kb "${pids[@]}")
+    rss1=$(status_kb VmRSS "${pids[@]}")
+    fd1=$(socket_fds "${pids[@]}")
+    stop "$client" "$proxy"
+    local opened=${ready#*opened=}
+    opened=${opened%% *}
+    record "$(jq -cn --arg proxy "$name" --argjson round "$round" --argjson opened "$opened" \
+        --argjson pss0 "$pss0" --argjson pss1 "$pss1" --argjson rss0 "$rss0" --argjson rss1 "$rss1" \
+        --argjson fd0 "$fd0" --argjson fd1 "$fd1" '
+        {test: "idle", proxy: $proxy, round: $round, opened: $opened,
+         pss_kb_before: $pss0, pss_kb_after: $pss1, rss_kb_before: $rss0, rss_kb_after: $rss1,
+         sockets_added: ($fd1 - $fd0),
+         pss_kib_per_conn: (if $opened > 0 then ($pss1 - $pss0) / $opened else null end),
+         rss_kib_per_conn: (if $opened > 0 then ($rss1 - $rss0) / $opened else null end)}')"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Report
+
+report() {
+    write_report \
+        --arg haproxy "$("$HAPROXY" -v 2>&1 | head -n 1 | awk '{print $3}')" \
+        --arg h2load "$(h2load --version 2>&1 | head -n 1 | awk '{print $2}')" \
+        --arg openssl "$(openssl version | awk '{print $2}')" \
+        --arg python "$(python3 -c 'import ssl, sys; print(sys.version.split()[0], ssl.OPENSSL_VERSION)')" \
+        --argjson duration "$DURATION" --argjson warmup "$WARMUP" --argjson rounds "$ROUNDS" \
+        --argjson smoke "$SMOKE" --argjson hs_clients "$HANDSHAKE_CLIENTS" \
+        --argjson h2c "$H2_CONNECTIONS" --argjson h2m "$H2_STREAMS" --argjson idle "$IDLE_CONNECTIONS" \
+        --argjson pcpu "$PROXY_CPU" --argjson lcpu "$LOAD_CPU" --arg order "${ACTIVE[*]}" \
+        --arg gateway_bin "$GATEWAY_BIN" \
+        --arg cmd_handshake "$HANDSHAKE_CLIENTS x taskset -c $LOAD_CPU openssl s_time -connect 127.0.0.1:PORT -new -tls1_3 -www / -time $DURATION" \
+        --arg cmd_h2 "taskset -c $LOAD_CPU h2load -t 1 -c $H2_CONNECTIONS -m $H2_STREAMS -D $DURATION https://127.0.0.1:PORT/" \
+        --arg cmd_idle "taskset -c $LOAD_CPU python3 loadtests/bench/tls-idle.py --port PORT --count $IDLE_CONNECTIONS"
+}
+
+summary_jq() {
+    cat <<'EOF'
+def median: sort | if length == 0 then null
+  elif length % 2 == 1 then .[length / 2 | floor]
+  else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+def stats(f): [.[] | f | select(. != null)] |
+  if length == 0 then null else {median: median, min: min, max: max} end;
+def of(test): map(select(.test == test));
+($runs | group_by(.proxy) | map({
+  key: .[0].proxy,
+  value: {
+    proxy: .[0].proxy,
+    handshake: (of("handshake") | {runs: length, per_s: stats(.per_s), cpu_us: stats(.cpu_us_per_op),
+                                   bytes_per_conn: stats(.bytes_per_conn)}),
+    h2: (of("h2") | {runs: length, per_s: stats(.per_s), cpu_us: stats(.cpu_us_per_op),
+                     failed: (map(.failed) | add // 0)}),
+    idle: (of("idle") | {runs: length, pss_kib: stats(.pss_kib_per_conn), rss_kib: stats(.rss_kib_per_conn),
+                         opened: stats(.opened), sockets_added: stats(.sockets_added)})
+  }
+}) | from_entries) as $by
+| ($by.nginx // null) as $ng
+| def vs(f): if $ng and ($ng | f) and f then (f / ($ng | f)) else null end;
+{
+  benchmark: "tls-h2",
+  description: "TLS termination: full TLS 1.3 handshakes, HTTP/2 over TLS with many streams, memory per idle TLS connection",
+  timestamp: $stamp,
+  machine: {kernel: $kernel, nproc: $nproc, cpu_model: $cpu, nginx: $nginx, haproxy: $haproxy,
+            h2load: $h2load, openssl: $openssl, python: $python, loadavg_before: $loadavg},
+  git: {commit: $commit, dirty: $dirty},
+  params: {duration_s: $duration, warmup_s: $warmup, rounds: $rounds, smoke: ($smoke == 1),
+           handshake_clients: $hs_clients, h2_connections: $h2c, h2_streams: $h2m,
+           idle_connections: $idle, proxy_cpu: $pcpu, load_cpu: $lcpu, gateway_bin: $gateway_bin,
+           origin: "nginx 1 worker, return 200 ok",
+           certificate: "ECDSA P-256 leaf signed by a throwaway CA, no intermediate",
+           commands: {handshake: $cmd_handshake, h2: $cmd_h2, idle: $cmd_idle}},
+  skipped: $skipped,
+  summary: [($order | split(" ") | .[]) as $p | $by[$p] | select(. != null) | . + {
+    vs_nginx: {handshake_cpu: vs(.handshake.cpu_us.median), h2_cpu: vs(.h2.cpu_us.median),
+               idle_pss: vs(.idle.pss_kib.median)}
+  }],
+  runs: $runs
+}
+EOF
+}
+
+markdown() {
+    jq -r '
+    def fixed(n): if . == null then "–" elif . < 0 then "-" + (-. | fixed(n)) elif n == 0 then round | tostring
+      else pow(10; n) as $m | (. * $m | round) as $c | ($c % $m | tostring) as $f
+        | "\($c / $m | floor).\([range(n - ($f | length))] | map("0") | join(""))\($f)" end;
+    def cell(n): if . == null then "–"
+      elif .min == .max then (.median | fixed(n))
+      else "\(.median | fixed(n)) (\(.min | fixed(n))–\(.max | fixed(n)))" end;
+    def ratio: if . == null then "–" else fixed(2) end;
+    .params as $p |
+    "## tls-h2 \(.timestamp)\(if $p.smoke then " (SMOKE=1: a quick check, not a measurement)" else "" end)",
+    "",
+    "TLS termination, gateway vs nginx vs HAProxy: TLS 1.2 + 1.3, ALPN h2 + http/1.1, \($p.certificate), one worker each pinned to CPU \($p.proxy_cpu), no access log, upstream keep-alive to the origin (\($p.origin), plain HTTP/1.1) on CPU \($p.load_cpu) with the load generators. \($p.rounds) interleaved round(s) of \($p.duration_s) s per measured run after \($p.warmup_s) s warm-up; median (min–max) over rounds. CPU: utime+stime of all the proxy'"'"'s processes per completed handshake or request. Memory: Pss (and RSS) summed over the proxy'"'"'s processes, a fresh instance per run, before and after \($p.idle_connections) idle connections.",
+    "",
+    "- handshakes: `\($p.commands.handshake)` — one TCP connection, one full TLS 1.3 handshake (no resumption: `-new`), one `GET / HTTP/1.0` proxied to the origin, close;",
+    "- HTTP/2: `\($p.commands.h2)`;",
+    "- idle: `\($p.commands.idle)` — TLS 1.3 handshake with ALPN http/1.1, then no request.",
+    "",
+    "Machine: Linux \(.machine.kernel), \(.machine.nproc) CPUs (\(.machine.cpu_model)), load average \(.machine.loadavg_before) before the rounds; nginx \(.machine.nginx); HAProxy \(.machine.haproxy); h2load \(.machine.h2load); OpenSSL \(.machine.openssl); Python \(.machine.python); commit \(.git.commit)\(if .git.dirty then " (dirty tree)" else "" end).",
+    "",
+    "| proxy | handshakes/s | µs CPU/handshake | h2 req/s | µs CPU/h2 req | h2 failed | idle KiB/conn (Pss) | idle KiB/conn (RSS) | CPU/handshake vs nginx | CPU/h2 req vs nginx | idle Pss vs nginx |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    (.summary[] | "| \(.proxy) | \(.handshake.per_s | cell(0)) | \(.handshake.cpu_us | cell(0)) | \(.h2.per_s | cell(0)) | \(.h2.cpu_us | cell(1)) | \(.h2.failed) | \(.idle.pss_kib | cell(1)) | \(.idle.rss_kib | cell(1)) | \(.vs_nginx.handshake_cpu | ratio) | \(.vs_nginx.h2_cpu | ratio) | \(.vs_nginx.idle_pss | ratio) |"),
+    "",
+    "Handshakes/s and h2 req/s are bounded by the single load CPU (openssl s_time costs more CPU per handshake than any proxy here): **the µs CPU columns and KiB/conn compare the proxies**. Idle runs: \([.summary[] | "\(.proxy) \(.idle.opened | cell(0)) opened, \(.idle.sockets_added | cell(0)) sockets added"] | join("; ")).",
+    (if (.skipped | length) > 0 then "", "Skipped: " + ([.skipped[] | "\(.proxy) (\(.reason))"] | join("; ")) else empty end)
+    ' "$1"
+}
+
+main "$@"

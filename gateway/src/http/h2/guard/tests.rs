@@ -1,11 +1,12 @@
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use tokio::io::{AsyncRead, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::scan::{Scan, Scanner};
 use super::{FrameGuard, GuardLimits, Violation};
@@ -47,6 +48,14 @@ struct Script {
     next: usize,
     pend: bool,
     pended: bool,
+    written: Rc<RefCell<Vec<u8>>>,
+}
+
+impl Script {
+    fn new(data: &[u8], chunks: &[usize], pend: bool) -> Self {
+        let written = Rc::default();
+        Self { data: data.to_vec(), pos: 0, chunks: chunks.to_vec(), next: 0, pend, pended: false, written }
+    }
 }
 
 impl AsyncRead for Script {
@@ -68,9 +77,24 @@ impl AsyncRead for Script {
     }
 }
 
+impl AsyncWrite for Script {
+    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        self.written.borrow_mut().extend_from_slice(buf);
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
 /// Reads everything the guard delivers; returns it with the violation, if one tripped.
 fn drive(input: &[u8], chunks: &[usize], bufs: &[usize], pend: bool) -> (Vec<u8>, Option<Violation>) {
-    let script = Script { data: input.to_vec(), pos: 0, chunks: chunks.to_vec(), next: 0, pend, pended: false };
+    let script = Script::new(input, chunks, pend);
     let tripped = Rc::new(Cell::new(None));
     let mut guard = FrameGuard::new(script, limits(), tripped.clone());
     let mut cx = Context::from_waker(Waker::noop());
@@ -244,6 +268,54 @@ fn labels_are_distinct() {
     let labels: std::collections::HashSet<_> = all.iter().map(|v| v.label()).collect();
     assert_eq!(labels.len(), all.len());
     assert_eq!(Violation::ResetFlood.label(), "reset_flood");
+}
+
+/// The whole contract with the h2 crate: the server sees the requests before the flood, never an
+/// error from a cut frame; the owner sees the flag and gets GOAWAY ENHANCE_YOUR_CALM out.
+#[test]
+fn h2_server_behind_the_guard_answers_a_reset_flood_with_goaway() {
+    let mut input = PREFACE.to_vec();
+    input.extend(frame(0x4, 0, 0, &[]));
+    // GET / on :scheme http, :authority "a" (literal without indexing, indexed name 1).
+    let block = [0x82, 0x86, 0x84, 0x01, 0x01, b'a'];
+    for stream in [1u32, 3, 5, 7, 9] {
+        input.extend(frame(0x1, 0x5, stream, &block));
+        input.extend(frame(0x3, 0, stream, &[0, 0, 0, 8]));
+    }
+    let script = Script::new(&input, &[5], true);
+    let written = script.written.clone();
+    let tripped = Rc::new(Cell::new(None));
+    let guard = FrameGuard::new(script, limits(), tripped.clone());
+    let mut cx = Context::from_waker(Waker::noop());
+
+    let mut handshake = Box::pin(::h2::server::handshake(guard));
+    let mut conn = (0..100)
+        .find_map(|_| match handshake.as_mut().poll(&mut cx) {
+            Poll::Ready(r) => Some(r.expect("handshake")),
+            Poll::Pending => None,
+        })
+        .expect("handshake done");
+    let mut accepted = 0;
+    for _ in 0..200 {
+        match conn.poll_accept(&mut cx) {
+            Poll::Ready(Some(Ok(_))) => accepted += 1,
+            Poll::Ready(other) => panic!("connection ended: {other:?}"),
+            Poll::Pending if tripped.get().is_some() => break,
+            Poll::Pending => {}
+        }
+    }
+    assert_eq!(tripped.get(), Some(Violation::ResetFlood));
+    assert_eq!(accepted, 4, "streams 1, 3, 5 and 7 were opened before the 4th reset");
+
+    conn.abrupt_shutdown(::h2::Reason::ENHANCE_YOUR_CALM);
+    for _ in 0..100 {
+        if conn.poll_closed(&mut cx).is_ready() {
+            break;
+        }
+    }
+    let out = written.borrow();
+    let goaway = out.windows(5).position(|w| w[3] == 0x7 && w[..3] == [0, 0, 8]).expect("a GOAWAY frame");
+    assert_eq!(out[goaway + 13..goaway + 17], 0xbu32.to_be_bytes(), "ENHANCE_YOUR_CALM");
 }
 
 fn any_frame() -> impl Strategy<Value = Vec<u8>> {

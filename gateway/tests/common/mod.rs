@@ -6,6 +6,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
+pub mod h2raw;
 pub mod process;
 
 pub use loadtests::origin::{Origin, OriginConfig};

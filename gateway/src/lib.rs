@@ -11,6 +11,7 @@ pub mod runtime;
 pub mod sdnotify;
 pub mod snapshot;
 pub mod stats;
+pub mod tls;
 pub mod upstream;
 
 mod admin;

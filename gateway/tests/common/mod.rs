@@ -7,6 +7,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 pub mod process;
+pub mod tls;
 
 pub use loadtests::origin::{Origin, OriginConfig};
 

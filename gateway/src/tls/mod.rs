@@ -19,7 +19,7 @@ mod tests;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use gateway_config::{ClientAuthMode, ListenerTls, Protocol, TlsVersion, UpstreamTls};
+use gateway_config::{ClientAuthMode, Config, ListenerTls, Protocol, TlsVersion, UpstreamTls};
 use rustls::crypto::CryptoProvider;
 use rustls::server::{NoServerSessionStorage, ServerSessionMemoryCache, WebPkiClientVerifier};
 use rustls::{ClientConfig, ServerConfig, SupportedProtocolVersion};
@@ -39,6 +39,63 @@ pub enum TlsError {
     File { key: String, path: PathBuf, message: String },
     #[error("{key}: {message}")]
     Setting { key: String, message: String },
+}
+
+impl TlsError {
+    /// The same error with its key placed in `section[index]` (`listeners.tls.x` ->
+    /// `listeners[2].tls.x`).
+    pub fn at_index(self, section: &str, index: usize) -> TlsError {
+        let place = |key: String| match key.strip_prefix(section).and_then(|rest| rest.strip_prefix('.')) {
+            Some(rest) => format!("{section}[{index}].{rest}"),
+            None => key,
+        };
+        match self {
+            TlsError::File { key, path, message } => TlsError::File { key: place(key), path, message },
+            TlsError::Setting { key, message } => TlsError::Setting { key: place(key), message },
+        }
+    }
+}
+
+/// Loads the TLS of every listener of `config`, in listener order (`None` for plain
+/// listeners), and checks that every cluster's TLS files load. `previous` is the running
+/// config and its listener TLS: a listener whose name, settings and file contents are unchanged
+/// keeps its [`ServerTls`] (and so its session cache and ticket keys). Every problem is
+/// reported, with its key placed (`listeners[1].tls.certificates[0].key`).
+pub fn load_config(
+    config: &Config,
+    previous: Option<(&Config, &[Option<Arc<ServerTls>>])>,
+) -> Result<Vec<Option<Arc<ServerTls>>>, Vec<TlsError>> {
+    let mut errors = Vec::new();
+    let mut loaded = Vec::with_capacity(config.listeners.len());
+    for (i, listener) in config.listeners.iter().enumerate() {
+        let Some(tls) = &listener.tls else {
+            loaded.push(None);
+            continue;
+        };
+        match ServerTls::load(tls, &listener.protocols) {
+            Ok(fresh) => {
+                let kept = previous.and_then(|(running, all)| {
+                    let j = running.listeners.iter().position(|l| l.name == listener.name)?;
+                    all.get(j)?.as_ref().filter(|old| old.same_as(&fresh)).map(Arc::clone)
+                });
+                loaded.push(Some(kept.unwrap_or_else(|| Arc::new(fresh))));
+            }
+            Err(e) => {
+                errors.push(e.at_index("listeners", i));
+                loaded.push(None);
+            }
+        }
+    }
+    for (i, cluster) in config.clusters.iter().enumerate() {
+        if let Some(Err(e)) = cluster.tls.as_ref().map(|tls| client_config(tls, &[])) {
+            errors.push(e.at_index("clusters", i));
+        }
+    }
+    if errors.is_empty() {
+        Ok(loaded)
+    } else {
+        Err(errors)
+    }
 }
 
 /// A listener's TLS, ready to accept with: the rustls config and what it was built from.

@@ -363,3 +363,32 @@ impl ServerCertVerifier for AcceptAny {
         self.0.signature_verification_algorithms.supported_schemes()
     }
 }
+
+#[test]
+fn load_config_places_errors_and_keeps_unchanged_listeners() {
+    let f = Fixture::new("config");
+    let a = f.cert("a", &["a.example"], &[]);
+    let text = format!(
+        "[[listeners]]\nname = \"plain\"\naddress = \"127.0.0.1:0\"\n\
+         [[listeners]]\nname = \"tls\"\naddress = \"127.0.0.1:0\"\n\
+         [listeners.tls]\ncertificates = [{{ cert = {:?}, key = {:?} }}]\n",
+        a.cert, a.key
+    );
+    let config = gateway_config::parse(&text, "<test>").unwrap();
+    let first = load_config(&config, None).unwrap();
+    assert!(first[0].is_none() && first[1].is_some());
+    let second = load_config(&config, Some((&config, &first))).unwrap();
+    assert!(Arc::ptr_eq(first[1].as_ref().unwrap(), second[1].as_ref().unwrap()));
+    f.cert("a", &["a.example"], &[]);
+    let renewed = load_config(&config, Some((&config, &first))).unwrap();
+    assert!(!Arc::ptr_eq(first[1].as_ref().unwrap(), renewed[1].as_ref().unwrap()));
+    let broken = text.replace(&format!("{:?}", a.key), &format!("{:?}", a.cert))
+        + "[[clusters]]\nname = \"c\"\nendpoints = [\"127.0.0.1:1\"]\ntls = { sni = \"a.example\", ca = \"/no/such/ca.pem\" }\n";
+    let config = gateway_config::parse(&broken, "<test>").unwrap();
+    let errors: Vec<String> = load_config(&config, None).unwrap_err().iter().map(ToString::to_string).collect();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(
+        errors[0].starts_with("listeners[1].tls.certificates[0].key: ") && errors[0].ends_with("no private key found")
+    );
+    assert!(errors[1].starts_with("clusters[0].tls.ca: /no/such/ca.pem: cannot read"), "{}", errors[1]);
+}

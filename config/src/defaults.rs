@@ -6,7 +6,8 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use crate::model::{Balancer, IoDriver, RateLimitKey, RateLimitScope, Workers};
+use crate::model::{Balancer, ClientAuthMode, IoDriver, Protocol, RateLimitKey, RateLimitScope, TlsVersion};
+use crate::model::{UnknownSni, UpstreamProtocol, Workers};
 
 /// `server.workers`: one worker per usable CPU.
 pub const WORKERS: Workers = Workers::Auto;
@@ -48,6 +49,44 @@ pub const BODY_IO_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// `listeners[].backlog`.
 pub const LISTENER_BACKLOG: u32 = 1024;
+/// `listeners[].protocols` of a plain listener.
+pub const PLAIN_PROTOCOLS: [Protocol; 1] = [Protocol::Http1];
+/// `listeners[].protocols` of a TLS listener: HTTP/2 preferred by ALPN.
+pub const TLS_PROTOCOLS: [Protocol; 2] = [Protocol::H2, Protocol::Http1];
+
+/// `listeners[].tls.unknown_sni`: serve the first certificate.
+pub const UNKNOWN_SNI: UnknownSni = UnknownSni::Default;
+/// `listeners[].tls.min_version`.
+pub const TLS_MIN_VERSION: TlsVersion = TlsVersion::Tls12;
+/// `listeners[].tls.handshake_timeout`.
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// `listeners[].tls.session_tickets`.
+pub const TLS_SESSION_TICKETS: bool = true;
+/// `listeners[].tls.session_cache`: entries of the server-side session cache.
+pub const TLS_SESSION_CACHE: usize = 4096;
+/// `listeners[].tls.client_auth.mode`.
+pub const CLIENT_AUTH_MODE: ClientAuthMode = ClientAuthMode::Required;
+/// `listeners[].tls.identity_header`.
+pub const IDENTITY_HEADER: &str = "x-client-identity";
+
+/// `server.http2.max_concurrent_streams`.
+pub const H2_MAX_CONCURRENT_STREAMS: u32 = 100;
+/// `server.http2.max_header_list_bytes`.
+pub const H2_MAX_HEADER_LIST_BYTES: u32 = 16 * 1024;
+/// `server.http2.initial_stream_window_bytes`.
+pub const H2_INITIAL_STREAM_WINDOW_BYTES: u32 = 256 * 1024;
+/// `server.http2.initial_connection_window_bytes`.
+pub const H2_INITIAL_CONNECTION_WINDOW_BYTES: u32 = 1024 * 1024;
+/// `server.http2.max_frame_bytes`.
+pub const H2_MAX_FRAME_BYTES: u32 = 16 * 1024;
+/// `server.http2.flood_window`.
+pub const H2_FLOOD_WINDOW: Duration = Duration::from_secs(10);
+/// `server.http2.max_resets`: per flood window.
+pub const H2_MAX_RESETS: u32 = 200;
+/// `server.http2.max_control_frames`: PING, SETTINGS and PRIORITY frames per flood window.
+pub const H2_MAX_CONTROL_FRAMES: u32 = 200;
+/// `server.http2.max_empty_frames`: empty DATA and header-less frames per flood window.
+pub const H2_MAX_EMPTY_FRAMES: u32 = 100;
 
 /// `routes[].timeout` (routes with a `cluster` only).
 pub const ROUTE_TIMEOUT: Duration = Duration::from_secs(15);
@@ -66,6 +105,11 @@ pub const POOL_MAX_IDLE_PER_ENDPOINT: usize = 64;
 pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// `clusters[].endpoints[].weight`.
 pub const ENDPOINT_WEIGHT: u32 = 1;
+/// `clusters[].protocol`.
+pub const UPSTREAM_PROTOCOL: UpstreamProtocol = UpstreamProtocol::Http1;
+
+/// `routes[].websocket`: upgrades are refused unless a route allows them.
+pub const WEBSOCKET: bool = false;
 
 /// `clusters[].caps.max_connections`: upstream connections per worker to the whole cluster.
 pub const CAPS_MAX_CONNECTIONS: usize = 1024;
@@ -148,5 +192,18 @@ pub const MAX_TOLERANCE: f64 = 2.0;
 /// Shortest and longest accepted `clusters[].adaptive_concurrency.probe_interval`.
 pub const MIN_PROBE_INTERVAL: Duration = Duration::from_secs(1);
 pub const MAX_PROBE_INTERVAL: Duration = Duration::from_secs(60 * 60);
+/// Largest accepted `listeners[].tls.session_cache`.
+pub const MAX_SESSION_CACHE: i64 = 10_000_000;
+/// Accepted `server.http2.max_concurrent_streams`.
+pub const H2_STREAMS_RANGE: std::ops::RangeInclusive<i64> = 1..=10_000;
+/// Accepted `server.http2.max_header_list_bytes`.
+pub const H2_HEADER_LIST_RANGE: std::ops::RangeInclusive<i64> = 1024..=16 * 1024 * 1024;
+/// Accepted HTTP/2 flow-control windows (RFC 9113 section 6.9.2: at most 2^31-1; at least the
+/// protocol's initial 65 535).
+pub const H2_WINDOW_RANGE: std::ops::RangeInclusive<i64> = 65_535..=2_147_483_647;
+/// Accepted `server.http2.max_frame_bytes` (RFC 9113 section 6.5.2).
+pub const H2_FRAME_RANGE: std::ops::RangeInclusive<i64> = 16_384..=16_777_215;
+/// Accepted `server.http2.max_resets`, `max_control_frames` and `max_empty_frames`.
+pub const H2_FLOOD_LIMIT_RANGE: std::ops::RangeInclusive<i64> = 1..=1_000_000;
 /// Longest accepted duration anywhere in the file.
 pub const MAX_DURATION: Duration = Duration::from_secs(24 * 60 * 60);

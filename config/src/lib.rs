@@ -36,8 +36,27 @@ use crate::locate::line_at;
 use crate::problems::Problems;
 
 /// Parses and validates configuration text. `source` names it in errors (a file path, or
-/// `"<string>"`).
+/// `"<string>"`). File paths in it (TLS certificates and keys) are kept as written.
 pub fn parse(text: &str, source: &str) -> Result<Config, ConfigErrors> {
+    parse_in(text, source, None)
+}
+
+/// Parses and validates `text`, read from the file at `path`: errors name `path`, and relative
+/// file paths in it are resolved against the file's directory.
+pub fn parse_file(text: &str, path: &Path) -> Result<Config, ConfigErrors> {
+    parse_in(text, &path.display().to_string(), Some(path.parent().unwrap_or(Path::new(""))))
+}
+
+/// Reads and validates the configuration file at `path` (see [`parse_file`]). An unreadable
+/// file is a single error.
+pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+    let source = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigErrors::whole_file(&source, None, format!("cannot read file: {e}")))?;
+    parse_file(&text, path)
+}
+
+fn parse_in(text: &str, source: &str, base: Option<&Path>) -> Result<Config, ConfigErrors> {
     let doc = ImDocument::parse(text).map_err(|e| {
         let line = e.span().map(|span| line_at(text, span.start));
         let message = format!("invalid TOML: {}", e.message().trim_end());
@@ -45,16 +64,8 @@ pub fn parse(text: &str, source: &str) -> Result<Config, ConfigErrors> {
     })?;
     let mut problems = Problems::new(text, doc.as_table());
     let raw = sections::split(&mut problems);
-    let config = validate::convert(&raw, &mut problems);
+    let config = validate::convert(&raw, base, &mut problems);
     problems.finish(config, source)
-}
-
-/// Reads and validates the configuration file at `path`. An unreadable file is a single error.
-pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
-    let source = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigErrors::whole_file(&source, None, format!("cannot read file: {e}")))?;
-    parse(&text, &source)
 }
 
 impl Config {

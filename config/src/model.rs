@@ -8,6 +8,10 @@ use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
+mod tls;
+
+pub use tls::*;
+
 /// A complete, valid configuration.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Config {
@@ -95,6 +99,34 @@ pub struct Server {
     pub access_log: Option<AccessLog>,
     pub limits: Limits,
     pub timeouts: Timeouts,
+    pub http2: Http2,
+}
+
+/// `[server.http2]`: settings and abuse limits of every HTTP/2 connection, downstream (TLS `h2`
+/// and cleartext prior-knowledge `h2`). All finite and within the ranges RFC 9113 allows.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Http2 {
+    /// SETTINGS_MAX_CONCURRENT_STREAMS: streams a client may have open at once; 1 to 10 000.
+    pub max_concurrent_streams: u32,
+    /// SETTINGS_MAX_HEADER_LIST_SIZE: largest decoded header list of a request; 1 KiB to 16 MiB.
+    pub max_header_list_bytes: u32,
+    /// SETTINGS_INITIAL_WINDOW_SIZE: per-stream receive window; 65 535 to 2^31-1.
+    pub initial_stream_window_bytes: u32,
+    /// Connection-level receive window; 65 535 to 2^31-1.
+    pub initial_connection_window_bytes: u32,
+    /// SETTINGS_MAX_FRAME_SIZE: largest frame payload accepted; 16 384 to 16 777 215.
+    pub max_frame_bytes: u32,
+    /// The period over which the flood limits below are counted.
+    #[serde(serialize_with = "ser::duration")]
+    pub flood_window: Duration,
+    /// Streams a client may reset (RST_STREAM) per `flood_window` before the connection is
+    /// closed with ENHANCE_YOUR_CALM (rapid reset).
+    pub max_resets: u32,
+    /// PING, SETTINGS and PRIORITY frames a client may send per `flood_window`.
+    pub max_control_frames: u32,
+    /// Empty DATA frames and CONTINUATION/HEADERS frames without header block bytes a client may
+    /// send per `flood_window`.
+    pub max_empty_frames: u32,
 }
 
 /// The access log: written by a background thread from per-worker bounded buffers.
@@ -187,14 +219,11 @@ pub struct Listener {
     pub address: SocketAddr,
     /// Listen backlog passed to `listen(2)`.
     pub backlog: u32,
-    /// Only plain HTTP/1.1 for now; TLS and HTTP/2 are added here later.
-    pub protocol: ListenerProtocol,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ListenerProtocol {
-    Http1,
+    /// Protocols served, most preferred first: non-empty, no duplicates. With TLS this is the
+    /// ALPN list; without it, `H2` means cleartext HTTP/2 with prior knowledge (h2c).
+    pub protocols: Vec<Protocol>,
+    /// `None`: plain TCP.
+    pub tls: Option<ListenerTls>,
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -206,6 +235,8 @@ pub struct Route {
     /// Index into `Config::overload.classes` (the default class when the route sets none).
     pub priority: usize,
     pub rate_limit: Option<RateLimit>,
+    /// Whether WebSocket upgrades (`Upgrade: websocket`) are forwarded; only on routes that proxy.
+    pub websocket: bool,
 }
 
 /// A token bucket on a route: `rate` requests per second with bursts of `burst`.
@@ -341,6 +372,10 @@ pub struct Cluster {
     pub connect_timeout: Duration,
     pub caps: Caps,
     pub adaptive_concurrency: AdaptiveConcurrency,
+    /// The HTTP version spoken to the endpoints; `Auto` only with `tls`.
+    pub protocol: UpstreamProtocol,
+    /// `None`: plain TCP to the endpoints.
+    pub tls: Option<UpstreamTls>,
 }
 
 /// Circuit breakers, per worker: over a cap the gateway answers 503 (`x-gateway-reason:

@@ -31,6 +31,11 @@ impl<'a> Problems<'a> {
         });
     }
 
+    /// How many problems were recorded so far.
+    pub(crate) fn count(&self) -> usize {
+        self.errors.len()
+    }
+
     /// Records a serde error raised while deserializing the element at `element`: placed at
     /// the key its span points to, or at the element itself when it has no span.
     pub(crate) fn serde(&mut self, element: &KeyPath, error: &toml_edit::de::Error) {

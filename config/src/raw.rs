@@ -26,6 +26,23 @@ pub(crate) struct RawServer {
     pub limits: RawLimits,
     #[serde(default)]
     pub timeouts: RawTimeouts,
+    #[serde(default)]
+    pub http2: RawHttp2,
+}
+
+/// `[server.http2]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a [server.http2] table")]
+pub(crate) struct RawHttp2 {
+    pub max_concurrent_streams: Option<i64>,
+    pub max_header_list_bytes: Option<IntOrStr>,
+    pub initial_stream_window_bytes: Option<IntOrStr>,
+    pub initial_connection_window_bytes: Option<IntOrStr>,
+    pub max_frame_bytes: Option<IntOrStr>,
+    pub flood_window: Option<IntOrStr>,
+    pub max_resets: Option<i64>,
+    pub max_control_frames: Option<i64>,
+    pub max_empty_frames: Option<i64>,
 }
 
 /// `admin = false`, `admin = true` (the default address) or `admin = { address, token }`.
@@ -72,14 +89,47 @@ pub(crate) struct RawAccessLog {
     pub buffer_lines: Option<i64>,
 }
 
-/// One `[[listeners]]` element. `tls` and `protocols` are reported as not supported before
-/// deserialization, so they are not fields here.
+/// One `[[listeners]]` element.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a listener table")]
 pub(crate) struct RawListener {
     pub name: String,
     pub address: String,
     pub backlog: Option<i64>,
+    pub protocols: Option<Vec<String>>,
+    pub tls: Option<RawListenerTls>,
+}
+
+/// `listeners[].tls`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a tls table")]
+pub(crate) struct RawListenerTls {
+    #[serde(default)]
+    pub certificates: Vec<RawCertificate>,
+    pub unknown_sni: Option<String>,
+    pub min_version: Option<String>,
+    pub handshake_timeout: Option<IntOrStr>,
+    pub session_tickets: Option<bool>,
+    pub session_cache: Option<i64>,
+    pub client_auth: Option<RawClientAuth>,
+    pub identity_header: Option<String>,
+}
+
+/// `listeners[].tls.certificates[]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table with cert, key and optional names")]
+pub(crate) struct RawCertificate {
+    pub cert: String,
+    pub key: String,
+    pub names: Option<Vec<String>>,
+}
+
+/// `listeners[].tls.client_auth`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table with ca and mode")]
+pub(crate) struct RawClientAuth {
+    pub ca: String,
+    pub mode: Option<String>,
 }
 
 /// One `[[routes]]` element.
@@ -95,6 +145,7 @@ pub(crate) struct RawRoute {
     pub redirect: Option<RawRedirect>,
     pub priority: Option<String>,
     pub rate_limit: Option<RawRateLimit>,
+    pub websocket: Option<bool>,
 }
 
 /// `routes[].rate_limit`: `rate` is required, the rest has defaults.
@@ -167,6 +218,16 @@ pub(crate) struct RawCluster {
     pub caps: RawCaps,
     #[serde(default)]
     pub adaptive_concurrency: RawAdaptiveConcurrency,
+    pub protocol: Option<String>,
+    pub tls: Option<RawUpstreamTls>,
+}
+
+/// `clusters[].tls`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table with ca and an optional sni")]
+pub(crate) struct RawUpstreamTls {
+    pub sni: Option<String>,
+    pub ca: String,
 }
 
 /// `"host:port"` or `{ address = "host:port", weight = 3 }`.

@@ -11,13 +11,6 @@ use crate::raw::{RawCluster, RawListener, RawOverload, RawRoute, RawServer};
 /// Top-level keys of the file.
 const SECTIONS: [&str; 5] = ["server", "listeners", "routes", "clusters", "overload"];
 
-/// Listener keys that belong to a later release: reported with a clear message, then ignored
-/// so the rest of the listener is still checked.
-const LISTENER_NOT_YET: [(&str, &str); 2] = [
-    ("tls", "TLS listeners are not supported yet"),
-    ("protocols", "listener protocols are not supported yet: listeners serve HTTP/1.1"),
-];
-
 /// The file, section by section. An array section is `None` when it is not an array at all
 /// (already reported), empty when it is absent.
 pub(crate) struct RawConfig {
@@ -61,9 +54,9 @@ pub(crate) fn split(problems: &mut Problems<'_>) -> RawConfig {
     }
     RawConfig {
         server: table(problems, root, "server"),
-        listeners: elements(problems, root, "listeners", &LISTENER_NOT_YET),
-        routes: elements(problems, root, "routes", &[]),
-        clusters: elements(problems, root, "clusters", &[]),
+        listeners: elements(problems, root, "listeners"),
+        routes: elements(problems, root, "routes"),
+        clusters: elements(problems, root, "clusters"),
         overload: table(problems, root, "overload"),
     }
 }
@@ -84,12 +77,7 @@ fn table<T: DeserializeOwned + Default>(problems: &mut Problems<'_>, root: &Tabl
 }
 
 /// Deserializes each element of the array `section`.
-fn elements<T: DeserializeOwned>(
-    problems: &mut Problems<'_>,
-    root: &Table,
-    section: &str,
-    not_yet: &[(&str, &str)],
-) -> Option<Vec<Parsed<T>>> {
+fn elements<T: DeserializeOwned>(problems: &mut Problems<'_>, root: &Table, section: &str) -> Option<Vec<Parsed<T>>> {
     let path = KeyPath::root().key(section);
     let values: Vec<Value> = match root.get(section) {
         None => return Some(Vec::new()),
@@ -102,21 +90,8 @@ fn elements<T: DeserializeOwned>(
             return None;
         }
     };
-    let parsed = values
-        .into_iter()
-        .enumerate()
-        .map(|(i, mut value)| {
-            let element = path.index(i);
-            if let Some(table) = value.as_inline_table_mut() {
-                for (key, message) in not_yet {
-                    if table.remove(key).is_some() {
-                        problems.at(&element.key(key), *message);
-                    }
-                }
-            }
-            deserialize(problems, value, &element)
-        })
-        .collect();
+    let parsed =
+        values.into_iter().enumerate().map(|(i, value)| deserialize(problems, value, &path.index(i))).collect();
     Some(parsed)
 }
 

@@ -34,6 +34,17 @@ fn defaults_of_a_minimal_file() {
             idle: Duration::from_secs(60),
             body_io: Duration::from_secs(30),
         },
+        http2: Http2 {
+            max_concurrent_streams: 100,
+            max_header_list_bytes: 16384,
+            initial_stream_window_bytes: 262_144,
+            initial_connection_window_bytes: 1_048_576,
+            max_frame_bytes: 16384,
+            flood_window: Duration::from_secs(10),
+            max_resets: 200,
+            max_control_frames: 200,
+            max_empty_frames: 100,
+        },
     };
     assert_eq!(config.server, expected);
     assert_eq!(
@@ -42,7 +53,8 @@ fn defaults_of_a_minimal_file() {
             name: "l".to_owned(),
             address: "127.0.0.1:8080".parse().unwrap(),
             backlog: 1024,
-            protocol: ListenerProtocol::Http1,
+            protocols: vec![Protocol::Http1],
+            tls: None,
         }]
     );
     assert!(config.routes.is_empty() && config.clusters.is_empty());
@@ -107,7 +119,7 @@ conect_timeout = "3s"
         errors.to_string(),
         "gateway.toml:3: server.drain_timeout: invalid duration \"30\": expected an integer followed by ms, s, m or h (e.g. \"250ms\", \"10s\", \"2m\", \"1h\")\n\
          gateway.toml:12: routes[0].cluster: unknown cluster \"apii\" (known: api)\n\
-         gateway.toml:18: clusters[0].conect_timeout: unknown field `conect_timeout`, expected one of `name`, `endpoints`, `balancer`, `connect_timeout`, `pool`, `caps`, `adaptive_concurrency`"
+         gateway.toml:18: clusters[0].conect_timeout: unknown field `conect_timeout`, expected one of `name`, `endpoints`, `balancer`, `connect_timeout`, `pool`, `caps`, `adaptive_concurrency`, `protocol`, `tls`"
     );
     let lines: Vec<Option<usize>> = errors.errors.iter().map(|e| e.line).collect();
     assert_eq!(lines, [Some(3), Some(12), Some(18)]);
@@ -257,6 +269,31 @@ fn full_example_sets_every_key() {
         "min_limit",
         "tolerance",
         "probe_interval",
+        "protocols",
+        "certificates",
+        "cert",
+        "names",
+        "unknown_sni",
+        "min_version",
+        "handshake_timeout",
+        "session_tickets",
+        "session_cache",
+        "client_auth",
+        "ca",
+        "identity_header",
+        "max_concurrent_streams",
+        "max_header_list_bytes",
+        "initial_stream_window_bytes",
+        "initial_connection_window_bytes",
+        "max_frame_bytes",
+        "flood_window",
+        "max_resets",
+        "max_control_frames",
+        "max_empty_frames",
+        "websocket",
+        "protocol",
+        "tls",
+        "sni",
     ] {
         let set = text.lines().any(|line| {
             let line = line.trim_start();
@@ -281,4 +318,13 @@ fn full_example_sets_every_key() {
     assert!(matches!(limit.mode, RateLimitMode::Delay { max_delay } if max_delay == Duration::from_millis(200)));
     let api = config.clusters.iter().find(|c| c.name == "api").unwrap();
     assert_eq!((api.caps.max_requests, api.adaptive_concurrency.initial_limit), (512, 32));
+    let https = config.listeners.iter().find(|l| l.name == "https").unwrap();
+    assert_eq!(https.protocols, [Protocol::H2, Protocol::Http1]);
+    let tls = https.tls.as_ref().unwrap();
+    assert_eq!(tls.certificates.len(), 2);
+    assert_eq!(tls.client_auth.as_ref().unwrap().mode, ClientAuthMode::Optional);
+    assert!(config.routes.iter().any(|r| r.websocket));
+    let payments = config.clusters.iter().find(|c| c.name == "payments").unwrap();
+    assert_eq!(payments.protocol, UpstreamProtocol::Auto);
+    assert_eq!(payments.tls.as_ref().unwrap().sni, "payments.internal.example");
 }

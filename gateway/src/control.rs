@@ -20,6 +20,7 @@ use gateway_config::Config;
 use crate::runtime::listeners;
 use crate::runtime::Shared;
 use crate::snapshot::{fnv1a64, Binding, Snapshot};
+use crate::tls::ServerTls;
 
 /// Sockets bound by the control plane and not yet taken by their workers: binding id -> one
 /// slot per worker. Locked only when listeners change, never per request.
@@ -88,9 +89,10 @@ impl Control {
     ) -> Result<Self, String> {
         let control = Self { shared: Arc::clone(handoff_to), source, workers, state: Mutex::new(State::default()) };
         {
+            let tls = control.load_tls(&config, None)?;
             let mut state = control.lock();
             let bindings = control.bind_new(&mut state, &config)?;
-            let snap = Snapshot::new(1, hash, control.source.clone(), config, bindings, None);
+            let snap = Snapshot::new(1, hash, control.source.clone(), config, bindings, tls, None);
             control.shared.snapshot.store(Arc::new(snap));
         }
         Ok(control)
@@ -120,7 +122,7 @@ impl Control {
         }
         let parsed = std::str::from_utf8(&text)
             .map_err(|e| format!("{}: not UTF-8: {e}", path.display()))
-            .and_then(|t| gateway_config::parse(t, &path.display().to_string()).map_err(|e| e.to_string()));
+            .and_then(|t| gateway_config::parse_file(t, path).map_err(|e| e.to_string()));
         match parsed {
             Ok(config) => self.apply(config, hash, trigger),
             Err(message) => self.fail(trigger, message),
@@ -132,6 +134,14 @@ impl Control {
         let mut state = self.lock();
         let current = self.shared.snapshot.load_full();
         let warnings = keep_fixed_settings(&mut config, &current.config);
+        // Certificates are read before any socket is bound: a bad file changes nothing.
+        let tls = match self.load_tls(&config, Some(&current)) {
+            Ok(tls) => tls,
+            Err(message) => {
+                drop(state);
+                return self.fail(trigger, message);
+            }
+        };
         let bindings = match self.bind_new(&mut state, &config) {
             Ok(b) => b,
             Err(message) => {
@@ -140,7 +150,7 @@ impl Control {
             }
         };
         let version = current.version + 1;
-        let snap = Snapshot::new(version, hash, self.source.clone(), config, bindings, Some(&current));
+        let snap = Snapshot::new(version, hash, self.source.clone(), config, bindings, tls, Some(&current));
         self.shared.snapshot.store(Arc::new(snap));
         state.reloads_ok += 1;
         state.last_warnings = warnings.clone();
@@ -172,6 +182,16 @@ impl Control {
         state.last_error =
             Some(ReloadFailure { at: SystemTime::now(), trigger: trigger.into(), message: message.clone() });
         Err(message)
+    }
+
+    /// Reads every listener's certificates and keys (keeping `previous`'s for unchanged ones)
+    /// and checks the clusters' CA files; one line per problem, prefixed by the config file.
+    fn load_tls(&self, config: &Config, previous: Option<&Snapshot>) -> Result<Vec<Option<Arc<ServerTls>>>, String> {
+        let previous = previous.map(|p| (&*p.config, p.tls.as_slice()));
+        crate::tls::load_config(config, previous).map_err(|errors| {
+            let source = self.source.as_ref().map_or_else(|| "<config>".to_owned(), |p| p.display().to_string());
+            errors.iter().map(|e| format!("{source}: {e}")).collect::<Vec<_>>().join("\n")
+        })
     }
 
     /// Resolves every listener of `config` to a binding: unchanged addresses keep theirs, new

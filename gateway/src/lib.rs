@@ -11,6 +11,7 @@ pub mod runtime;
 pub mod sdnotify;
 pub mod snapshot;
 pub mod stats;
+pub mod tls;
 pub mod upstream;
 
 mod admin;
@@ -79,7 +80,7 @@ impl Gateway {
     pub fn start_from_file(path: &std::path::Path) -> Result<Self, String> {
         let text = std::fs::read(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
         let utf8 = std::str::from_utf8(&text).map_err(|e| format!("{}: not UTF-8: {e}", path.display()))?;
-        let config = gateway_config::parse(utf8, &path.display().to_string()).map_err(|e| e.to_string())?;
+        let config = gateway_config::parse_file(utf8, path).map_err(|e| e.to_string())?;
         Self::start_inner(config, Some(path.to_path_buf()), snapshot::fnv1a64(&text))
     }
 
@@ -112,7 +113,15 @@ impl Gateway {
         let driver = config.server.io_driver;
         let admin_cfg = config.server.admin.clone();
         let shared = Arc::new(Shared {
-            snapshot: Arc::new(ArcSwap::from_pointee(Snapshot::new(0, hash, None, config.clone(), Vec::new(), None))),
+            snapshot: Arc::new(ArcSwap::from_pointee(Snapshot::new(
+                0,
+                hash,
+                None,
+                config.clone(),
+                Vec::new(),
+                Vec::new(),
+                None,
+            ))),
             draining: AtomicBool::new(false),
             handoff: Default::default(),
             heartbeats: (0..n).map(|_| std::sync::atomic::AtomicU64::new(0)).collect(),

@@ -39,17 +39,23 @@ fn main() -> ExitCode {
     }
 }
 
+/// Validates the file, then reads every TLS certificate, key and CA file it names.
 fn check(path: &std::path::Path) -> ExitCode {
-    match gateway_config::load(path) {
-        Ok(config) => {
-            println!("{}: ok: {}", path.display(), config.summary());
-            ExitCode::SUCCESS
-        }
+    let config = match gateway_config::load(path) {
+        Ok(config) => config,
         Err(errors) => {
             eprintln!("{errors}");
-            ExitCode::FAILURE
+            return ExitCode::FAILURE;
         }
+    };
+    if let Err(errors) = gateway::tls::load_config(&config, None) {
+        for e in errors {
+            eprintln!("{}: {e}", path.display());
+        }
+        return ExitCode::FAILURE;
     }
+    println!("{}: ok: {}", path.display(), config.summary());
+    ExitCode::SUCCESS
 }
 
 fn run(path: &std::path::Path) -> ExitCode {

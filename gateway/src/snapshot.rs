@@ -8,6 +8,7 @@ use std::time::SystemTime;
 use gateway_config::Config;
 
 use crate::route::RouteTable;
+use crate::tls::ServerTls;
 
 pub struct Snapshot {
     /// 1 for the first config, +1 for every applied reload.
@@ -24,6 +25,9 @@ pub struct Snapshot {
     pub bindings: Vec<Binding>,
     /// Process-wide rate-limit buckets (`scope = "process"`), by route index.
     pub shared_buckets: Vec<Option<Arc<crate::admission::bucket::SharedBucket>>>,
+    /// Each listener's TLS (`None` for plain listeners), in `config.listeners` order: every
+    /// certificate and key already read and checked.
+    pub tls: Vec<Option<Arc<ServerTls>>>,
 }
 
 /// One listener's bound socket set (one socket per worker), shared across reloads while the
@@ -38,12 +42,14 @@ pub struct Binding {
 
 impl Snapshot {
     /// Builds a snapshot; `previous` lends its process-wide rate-limit buckets to unchanged routes.
+    /// `tls` comes from [`crate::tls::load_config`] for this `config`.
     pub fn new(
         version: u64,
         hash: u64,
         source: Option<PathBuf>,
         config: Config,
         bindings: Vec<Binding>,
+        tls: Vec<Option<Arc<ServerTls>>>,
         previous: Option<&Snapshot>,
     ) -> Self {
         let routes = RouteTable::new(&config);
@@ -58,6 +64,7 @@ impl Snapshot {
             routes,
             bindings,
             shared_buckets,
+            tls,
         }
     }
 }

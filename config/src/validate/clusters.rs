@@ -1,21 +1,23 @@
-//! `[[clusters]]`: endpoints (resolved once, here), balancer, pool, connect timeout, caps and
-//! adaptive concurrency.
+//! `[[clusters]]`: endpoints (resolved once, here), balancer, pool, connect timeout, caps,
+//! adaptive concurrency, protocol and TLS.
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::Path;
 
 use crate::defaults;
 use crate::locate::KeyPath;
-use crate::model::{Balancer, Cluster, Endpoint, PoolSettings};
+use crate::model::{Balancer, Cluster, Endpoint, PoolSettings, UpstreamProtocol, UpstreamTls};
 use crate::problems::Problems;
-use crate::raw::{RawCluster, RawEndpoint};
+use crate::raw::{RawCluster, RawEndpoint, RawUpstreamTls};
 use crate::sections::Parsed;
 
-use super::concurrency;
 use super::fields::{check_name, choice, duration, int_in};
 use super::{check_unique_names, names, PLACEHOLDER_ADDRESS};
+use super::{concurrency, tls};
 
-/// Converts every cluster, resolving each endpoint with the system resolver.
-pub(super) fn convert(raw: &[Parsed<RawCluster>], p: &mut Problems<'_>) -> Vec<Cluster> {
+/// Converts every cluster, resolving each endpoint with the system resolver; relative file
+/// paths are resolved against `base`.
+pub(super) fn convert(raw: &[Parsed<RawCluster>], base: Option<&Path>, p: &mut Problems<'_>) -> Vec<Cluster> {
     check_unique_names(&names(raw, |c| &c.name), "clusters", p);
     let section = KeyPath::root().key("clusters");
     let mut out = Vec::with_capacity(raw.len());
@@ -53,6 +55,20 @@ pub(super) fn convert(raw: &[Parsed<RawCluster>], p: &mut Problems<'_>) -> Vec<C
             &path.key("adaptive_concurrency"),
             &caps_path,
         );
+        let tls = c.tls.as_ref().map(|t| upstream_tls(t, &c.endpoints, base, p, &path.key("tls")));
+        let protocol = choice(
+            p,
+            &path.key("protocol"),
+            c.protocol.as_ref(),
+            &[("http/1.1", UpstreamProtocol::Http1), ("h2", UpstreamProtocol::H2), ("auto", UpstreamProtocol::Auto)],
+            defaults::UPSTREAM_PROTOCOL,
+        );
+        if protocol == UpstreamProtocol::Auto && c.tls.is_none() {
+            p.at(
+                &path.key("protocol"),
+                "protocol \"auto\" lets ALPN choose, which needs TLS: set `tls`, or choose \"http/1.1\" or \"h2\"",
+            );
+        }
         out.push(Cluster {
             name: c.name.clone(),
             endpoints,
@@ -86,9 +102,68 @@ pub(super) fn convert(raw: &[Parsed<RawCluster>], p: &mut Problems<'_>) -> Vec<C
             ),
             caps,
             adaptive_concurrency,
+            protocol,
+            tls,
         });
     }
     out
+}
+
+/// `tls`: the CA file, and the SNI name (by default the endpoints' common host name).
+fn upstream_tls(
+    raw: &RawUpstreamTls,
+    endpoints: &[RawEndpoint],
+    base: Option<&Path>,
+    p: &mut Problems<'_>,
+    path: &KeyPath,
+) -> UpstreamTls {
+    let ca = tls::file(&raw.ca, base, p, &path.key("ca"));
+    let sni = match &raw.sni {
+        Some(text) => tls::sni_name(text).unwrap_or_else(|message| {
+            p.at(&path.key("sni"), format!("invalid sni: {message}"));
+            String::new()
+        }),
+        None => default_sni(endpoints).unwrap_or_else(|message| {
+            p.at(path, message);
+            String::new()
+        }),
+    };
+    UpstreamTls { sni, ca }
+}
+
+/// The host name all endpoints share: the name the upstream certificates are verified against
+/// when `sni` is not set.
+fn default_sni(endpoints: &[RawEndpoint]) -> Result<String, String> {
+    let mut name: Option<String> = None;
+    for endpoint in endpoints {
+        let host = endpoint.address.rsplit_once(':').map_or(endpoint.address.as_str(), |(host, _)| host);
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        if host.parse::<IpAddr>().is_ok() {
+            return Err(format!(
+                "set tls.sni: endpoint {:?} is an IP address, and the upstream certificate is verified \
+                 against the SNI name, which must be a DNS name",
+                endpoint.address
+            ));
+        }
+        let host = host.to_ascii_lowercase();
+        match &name {
+            Some(first) if *first != host => {
+                return Err(format!(
+                    "set tls.sni: the endpoints have different host names ({first:?} and {host:?}), and one \
+                     name is sent as SNI and verified in every upstream certificate"
+                ))
+            }
+            Some(_) => {}
+            None => name = Some(host),
+        }
+    }
+    // No endpoints at all is reported on `endpoints`.
+    match name {
+        Some(host) => {
+            tls::sni_name(&host).map_err(|e| format!("set tls.sni: the endpoints' host is not a usable SNI name: {e}"))
+        }
+        None => Ok(String::new()),
+    }
 }
 
 fn endpoint(raw: &RawEndpoint, p: &mut Problems<'_>, path: &KeyPath) -> Endpoint {

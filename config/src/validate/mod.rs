@@ -5,45 +5,50 @@ mod cidr;
 mod clusters;
 mod concurrency;
 mod fields;
+mod http2;
+mod listeners;
 mod overload;
 mod ratelimit;
 mod routes;
 #[cfg(test)]
 mod tests;
+mod tls;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::num::NonZeroUsize;
+use std::path::Path;
 
 use crate::defaults;
 use crate::locate::KeyPath;
 use crate::model::{AccessLog, AccessLogFormat, AccessLogTarget, Timeouts, Workers};
-use crate::model::{Admin, Config, IoDriver, Limits, Listener, ListenerProtocol, Server};
+use crate::model::{Admin, Config, IoDriver, Limits, Listener, Server};
 use crate::problems::Problems;
-use crate::raw::{IntOrStr, RawAdmin, RawListener, RawOverload, RawServer};
+use crate::raw::{IntOrStr, RawAdmin, RawOverload, RawServer};
 use crate::sections::{Parsed, RawConfig};
 
-use fields::{check_name, choice, duration, int_in, is_field_value, is_token, size, size_usize};
+use fields::{choice, duration, int_in, is_field_value, is_token, size, size_usize};
 
 /// Stands in for an address that did not parse (the config is rejected anyway).
 const PLACEHOLDER_ADDRESS: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
 
-/// Converts the raw sections. The result is meaningful only when `p` holds no problem.
-pub(crate) fn convert(raw: &RawConfig, p: &mut Problems<'_>) -> Config {
+/// Converts the raw sections; relative file paths are resolved against `base` when given. The
+/// result is meaningful only when `p` holds no problem.
+pub(crate) fn convert(raw: &RawConfig, base: Option<&Path>, p: &mut Problems<'_>) -> Config {
     let server_path = KeyPath::root().key("server");
     let server = match raw.server.ok() {
         Some(raw_server) => convert_server(raw_server, p, &server_path),
         None => convert_server(&RawServer::default(), p, &server_path),
     };
     let listeners = match &raw.listeners {
-        Some(listeners) => convert_listeners(listeners, p),
+        Some(listeners) => listeners::convert(listeners, base, p),
         None => Vec::new(),
     };
     if let (Some(admin), Parsed::Ok(_)) = (&server.admin, &raw.server) {
         admin_conflicts(admin, &listeners, p);
     }
     let raw_clusters = raw.clusters.as_deref().unwrap_or_default();
-    let clusters = clusters::convert(raw_clusters, p);
+    let clusters = clusters::convert(raw_clusters, base, p);
     let overload_path = KeyPath::root().key("overload");
     let overload = match raw.overload.ok() {
         Some(raw_overload) => overload::convert(raw_overload, p, &overload_path),
@@ -138,6 +143,7 @@ fn convert_server(raw: &RawServer, p: &mut Problems<'_>, path: &KeyPath) -> Serv
         access_log: raw.access_log.as_ref().and_then(|a| access_log(a, p, &path.key("access_log"))),
         limits: limits(raw, p, &path.key("limits")),
         timeouts: timeouts(raw, p, &path.key("timeouts")),
+        http2: http2::convert(&raw.http2, p, &path.key("http2")),
     }
 }
 
@@ -249,38 +255,6 @@ fn timeouts(raw: &RawServer, p: &mut Problems<'_>, path: &KeyPath) -> Timeouts {
         idle: duration(p, &path.key("idle"), t.idle.as_ref(), defaults::IDLE_TIMEOUT),
         body_io: duration(p, &path.key("body_io"), t.body_io.as_ref(), defaults::BODY_IO_TIMEOUT),
     }
-}
-
-fn convert_listeners(raw: &[Parsed<RawListener>], p: &mut Problems<'_>) -> Vec<Listener> {
-    let section = KeyPath::root().key("listeners");
-    if raw.is_empty() {
-        p.at(&section, "no listeners: add at least one [[listeners]] section with a name and an address");
-    }
-    check_unique_names(&names(raw, |l| &l.name), "listeners", p);
-    let mut seen: Vec<(SocketAddr, usize)> = Vec::new();
-    let mut out = Vec::with_capacity(raw.len());
-    for (i, listener) in raw.iter().enumerate() {
-        let Some(l) = listener.ok() else { continue };
-        let path = section.index(i);
-        check_name(p, &path.key("name"), &l.name);
-        let backlog = int_in(p, &path.key("backlog"), l.backlog, 1..=65535, defaults::LISTENER_BACKLOG);
-        let address = socket_addr(&l.address, p, &path.key("address"));
-        if let Some(address) = address {
-            // Port 0 (any free port, used by tests) never conflicts.
-            let clash = seen.iter().find(|(other, _)| address.port() != 0 && overlaps(*other, address));
-            if let Some((other, j)) = clash {
-                p.at(&path.key("address"), format!("address {address} overlaps listeners[{j}] ({other})"));
-            }
-            seen.push((address, i));
-        }
-        out.push(Listener {
-            name: l.name.clone(),
-            address: address.unwrap_or(PLACEHOLDER_ADDRESS),
-            backlog,
-            protocol: ListenerProtocol::Http1,
-        });
-    }
-    out
 }
 
 /// The admin listener must not bind an address a data-plane listener binds.

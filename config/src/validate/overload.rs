@@ -13,7 +13,7 @@ use super::fields::{check_name, is_token};
 
 /// Headers that describe the connection or the message framing: a priority header with one of
 /// these names would be removed or reinterpreted by HTTP itself.
-const RESERVED_HEADERS: [&str; 9] = [
+pub(super) const RESERVED_HEADERS: [&str; 9] = [
     "connection",
     "content-length",
     "transfer-encoding",

@@ -49,6 +49,10 @@ pub(super) fn convert(raw: &[Parsed<RawRoute>], refs: &Refs<'_>, p: &mut Problem
                 Action::Proxy(proxy) => Some(proxy.timeout),
                 Action::Direct(_) | Action::Redirect(_) => None,
             };
+            let websocket = route.websocket.unwrap_or(defaults::WEBSOCKET);
+            if websocket && timeout.is_none() {
+                p.at(&path.key("websocket"), "`websocket` only applies to routes with a `cluster`");
+            }
             Route {
                 name: route.name.clone(),
                 matcher: matcher(&route.matcher, p, &path.key("match")),
@@ -58,6 +62,7 @@ pub(super) fn convert(raw: &[Parsed<RawRoute>], refs: &Refs<'_>, p: &mut Problem
                     .rate_limit
                     .as_ref()
                     .map(|r| ratelimit::convert(r, timeout, p, &path.key("rate_limit"))),
+                websocket,
             }
         })
         .collect()

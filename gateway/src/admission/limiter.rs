@@ -300,6 +300,8 @@ mod tests {
                 tolerance: 0.05,
                 probe_interval: Duration::from_secs(10),
             },
+            protocol: gateway_config::UpstreamProtocol::Http1,
+            tls: None,
         }
     }
 

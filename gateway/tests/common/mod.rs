@@ -8,6 +8,7 @@ use std::time::Duration;
 
 pub mod h2raw;
 pub mod process;
+pub mod tls;
 
 pub use loadtests::origin::{Origin, OriginConfig};
 

@@ -63,7 +63,7 @@ fn bad_clusters() {
         ),
         (format!("{ep}pool = {{ idle_timeout = \"48h\" }}\n"), "clusters[0].pool.idle_timeout", Some(7), "at most 24h"),
         (format!("{ep}pool = {{ size = 1 }}\n"), "clusters[0].pool.size", Some(7), "unknown field `size`"),
-        (format!("{ep}tls = true\n"), "clusters[0].tls", Some(7), "unknown field `tls`"),
+        (format!("{ep}tls = true\n"), "clusters[0].tls", Some(7), "expected a table with ca and an optional sni"),
     ];
     for (keys, path, line, needle) in cases {
         assert_one(&with_cluster(&keys), path, line, needle);

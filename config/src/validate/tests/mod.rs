@@ -9,6 +9,7 @@ mod overload;
 mod ratelimit;
 mod routes;
 mod server;
+mod tls;
 
 use crate::{parse, Config};
 

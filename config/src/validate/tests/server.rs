@@ -171,13 +171,8 @@ fn bad_listeners() {
     assert_one("listeners = 5\n", "listeners", Some(1), "must be an array of tables");
     let bad = |extra: &str| format!("{LISTENER}{extra}");
     assert_one(&bad("backlog = 0\n"), "listeners[0].backlog", Some(4), "between 1 and 65535, got 0");
-    assert_one(
-        &bad("tls = { cert = \"a.pem\" }\n"),
-        "listeners[0].tls",
-        Some(4),
-        "TLS listeners are not supported yet",
-    );
-    assert_one(&bad("protocols = [\"h2\"]\n"), "listeners[0].protocols", Some(4), "not supported yet");
+    assert_one(&bad("tls = { cert = \"a.pem\" }\n"), "listeners[0].tls.cert", Some(4), "unknown field `cert`");
+    assert_one(&bad("protocols = \"h2\"\n"), "listeners[0].protocols", Some(4), "expected a sequence");
     assert_one(&bad("port = 80\n"), "listeners[0].port", Some(4), "unknown field `port`");
     let text = "[[listeners]]\nname = \"l\"\naddress = \"localhost:8080\"\n";
     assert_one(text, "listeners[0].address", Some(3), "invalid address \"localhost:8080\": expected ip:port");

@@ -30,8 +30,8 @@ pub struct Entry<'a> {
     pub path: &'a [u8],
     /// The query, without the `?`.
     pub query: Option<&'a [u8]>,
-    /// `1` for HTTP/1.1, `0` for HTTP/1.0.
-    pub version_minor: u8,
+    /// "HTTP/1.1", "HTTP/1.0" or "HTTP/2".
+    pub version: &'static str,
     pub host: Option<&'a [u8]>,
     /// The status sent downstream.
     pub status: u16,
@@ -65,8 +65,8 @@ pub(crate) fn json(out: &mut Vec<u8>, e: &Entry<'_>, clock: &mut Clock) {
     json_str(out, e.path);
     out.extend_from_slice(b",\"query\":");
     json_opt_str(out, e.query);
-    out.extend_from_slice(b",\"version\":\"HTTP/1.");
-    push_u64(out, u64::from(e.version_minor));
+    out.extend_from_slice(b",\"version\":\"");
+    out.extend_from_slice(e.version.as_bytes());
     out.extend_from_slice(b"\",\"host\":");
     json_opt_str(out, e.host);
     out.extend_from_slice(b",\"status\":");
@@ -118,8 +118,8 @@ pub(crate) fn combined(out: &mut Vec<u8>, e: &Entry<'_>, clock: &mut Clock) {
         out.push(b'?');
         quoted(out, q);
     }
-    out.extend_from_slice(b" HTTP/1.");
-    push_u64(out, u64::from(e.version_minor));
+    out.push(b' ');
+    out.extend_from_slice(e.version.as_bytes());
     out.extend_from_slice(b"\" ");
     push_u64(out, u64::from(e.status));
     out.push(b' ');
@@ -181,7 +181,7 @@ mod tests {
             method: b"GET",
             path: b"/api/items",
             query: Some(b"page=2&q=x"),
-            version_minor: 1,
+            version: "HTTP/1.1",
             host: Some(b"shop.example.com"),
             status: 200,
             bytes_in: 143,
@@ -218,7 +218,7 @@ mod tests {
         let e = Entry {
             client: IpAddr::V6(Ipv6Addr::LOCALHOST),
             query: None,
-            version_minor: 0,
+            version: "HTTP/1.0",
             host: None,
             status: 502,
             upstream: None,

@@ -76,7 +76,7 @@ fn log_n(w: &mut WorkerLog, worker: usize, n: usize) {
             method: b"GET",
             path: &path,
             query: None,
-            version_minor: 1,
+            version: "HTTP/1.1",
             host: Some(b"example.com"),
             status: 200,
             bytes_in: 80,

@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 
 use gateway_config::{Config, RateLimit, RateLimitKey, RateLimitMode, RateLimitScope};
 
-use crate::http::conn::Downstream;
 use crate::runtime::worker::{Local, Worker};
 use bucket::{Decision, KeyedBuckets, LocalBucket, Rate, SharedBucket};
 use limiter::Policy;
@@ -33,22 +32,27 @@ pub fn policy(config: &Config) -> Policy {
 
 /// The request's priority class: the route's, or the one named by the priority header when the
 /// client is a trusted source (the header is removed before forwarding either way).
-pub fn class_of(worker: &Worker, conn: &Downstream, local: &Local, route: usize) -> usize {
+pub fn class_of(worker: &Worker, req: &impl RequestView, local: &Local, route: usize) -> usize {
     let overload = &local.snap.config.overload;
     let route_class = local.snap.config.routes.get(route).map_or(overload.default_class, |r| r.priority);
     let Some(header) = &overload.priority_header else { return route_class };
-    let peer = conn.peer.ip();
+    let peer = req.peer();
     if !overload.trusted_sources.iter().any(|c| c.contains(peer)) {
         return route_class;
     }
-    let scratch = crate::http::conn::request_scratch(worker, conn, &local.snap.config.server);
-    let buf = conn.rbuf.get(conn.rpos..).unwrap_or_default();
-    scratch
-        .headers()
-        .iter()
-        .find(|h| h.name(buf).eq_ignore_ascii_case(header.as_bytes()))
-        .and_then(|h| overload.classes.iter().position(|c| c.as_bytes().eq_ignore_ascii_case(h.value(buf))))
-        .unwrap_or(route_class)
+    req.with_header(worker, local, header, |v| {
+        overload.classes.iter().position(|c| c.as_bytes().eq_ignore_ascii_case(v))
+    })
+    .flatten()
+    .unwrap_or(route_class)
+}
+
+/// What admission needs to know about a request, whichever protocol carried it.
+pub trait RequestView {
+    /// The client's address.
+    fn peer(&self) -> std::net::IpAddr;
+    /// Calls `f` with the value of the first field named `name` (ASCII case-insensitive).
+    fn with_header<R>(&self, worker: &Worker, local: &Local, name: &str, f: impl FnOnce(&[u8]) -> R) -> Option<R>;
 }
 
 /// Nanoseconds on the clock every bucket of the process shares.
@@ -124,7 +128,12 @@ impl RouteLimit {
 }
 
 /// Applies the route's rate limit. `Err(headers)`: refuse with 429 and these header lines.
-pub async fn rate_limit(worker: &Worker, conn: &Downstream, local: &Rc<Local>, route: usize) -> Result<(), Vec<u8>> {
+pub async fn rate_limit(
+    worker: &Worker,
+    req: &impl RequestView,
+    local: &Rc<Local>,
+    route: usize,
+) -> Result<(), Vec<u8>> {
     let (Some(Some(limit)), Some(settings)) =
         (local.route_limits.get(route), local.snap.config.routes.get(route).and_then(|r| r.rate_limit.as_ref()))
     else {
@@ -132,15 +141,9 @@ pub async fn rate_limit(worker: &Worker, conn: &Downstream, local: &Rc<Local>, r
     };
     let key = match &settings.key {
         RateLimitKey::Route => KeyValue::Missing,
-        RateLimitKey::ClientIp => KeyValue::Ip(conn.peer.ip()),
+        RateLimitKey::ClientIp => KeyValue::Ip(req.peer()),
         RateLimitKey::Header(name) => {
-            let scratch = crate::http::conn::request_scratch(worker, conn, &local.snap.config.server);
-            let buf = conn.rbuf.get(conn.rpos..).unwrap_or_default();
-            scratch
-                .headers()
-                .iter()
-                .find(|h| h.name(buf).eq_ignore_ascii_case(name.as_bytes()))
-                .map_or(KeyValue::Missing, |h| KeyValue::Hash(bucket::key_hash(h.value(buf))))
+            req.with_header(worker, local, name, |v| KeyValue::Hash(bucket::key_hash(v))).unwrap_or(KeyValue::Missing)
         }
     };
     let max_wait = match settings.mode {

@@ -7,12 +7,10 @@
 use std::io;
 use std::time::Duration;
 
-use monoio::buf::IoBuf;
-use monoio::io::AsyncWriteRentExt;
-use monoio::net::TcpStream;
+use crate::runtime::stream::Stream;
 
 use super::chunked::{encode_chunk, ChunkedDecoder, LAST_CHUNK};
-use crate::runtime::io::{make_room, read_append_timeout, write_from};
+use crate::runtime::io::{make_room, read_append_timeout};
 
 /// How the source delimits the body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,9 +23,40 @@ pub enum Source {
 /// A readable side: its socket and the buffer holding bytes already read from it
 /// (`buf[pos..]` not yet consumed).
 pub struct Side<'a> {
-    pub stream: &'a mut TcpStream,
+    pub stream: &'a mut Stream,
     pub buf: &'a mut Vec<u8>,
     pub pos: &'a mut usize,
+}
+
+/// Where a body goes: an HTTP/1.1 connection, or an HTTP/2 stream (flow control respected).
+pub enum Dest<'a> {
+    Stream(&'a mut Stream),
+    H2(&'a mut h2::SendStream<bytes::Bytes>),
+}
+
+impl Dest<'_> {
+    /// Writes `buf[range]` completely within `limit`, returning the buffer.
+    async fn write(
+        &mut self,
+        buf: Vec<u8>,
+        range: std::ops::Range<usize>,
+        limit: Duration,
+    ) -> (io::Result<()>, Vec<u8>) {
+        match self {
+            Dest::Stream(s) => match monoio::time::timeout(limit, s.write_all_range(buf, range)).await {
+                Ok(r) => r,
+                Err(_) => (Err(io::ErrorKind::TimedOut.into()), Vec::new()),
+            },
+            Dest::H2(tx) => {
+                let data = bytes::Bytes::copy_from_slice(buf.get(range).unwrap_or_default());
+                let res = match monoio::time::timeout(limit, super::h2::flow::send_data(tx, data, false)).await {
+                    Ok(r) => r.map_err(io::Error::other),
+                    Err(_) => Err(io::ErrorKind::TimedOut.into()),
+                };
+                (res, buf)
+            }
+        }
+    }
 }
 
 pub struct Limits {
@@ -59,7 +88,7 @@ pub enum TransferError {
 /// of body bytes moved.
 pub async fn transfer(
     src: Side<'_>,
-    mut dst: Option<&mut TcpStream>,
+    mut dst: Option<Dest<'_>>,
     out: &mut Vec<u8>,
     source: Source,
     chunk_out: bool,
@@ -108,8 +137,9 @@ pub async fn transfer(
             out.extend_from_slice(LAST_CHUNK);
         }
         // 2. Flush (or drop, when discarding).
-        if let (false, Some(dst)) = (out.is_empty(), dst.as_deref_mut()) {
-            let (res, b) = write_from(dst, std::mem::take(out), 0, limits.write_timeout).await;
+        if let (false, Some(dst)) = (out.is_empty(), dst.as_mut()) {
+            let len = out.len();
+            let (res, b) = dst.write(std::mem::take(out), 0..len, limits.write_timeout).await;
             *out = b;
             res.map_err(TransferError::Write)?;
         }
@@ -129,9 +159,10 @@ pub async fn transfer(
         *buf = b;
         match res {
             Ok(0) if source == Source::UntilClose => {
-                if let (true, Some(dst)) = (chunk_out, dst.as_deref_mut()) {
+                if let (true, Some(dst)) = (chunk_out, dst.as_mut()) {
                     out.extend_from_slice(LAST_CHUNK);
-                    let (res, b) = write_from(dst, std::mem::take(out), 0, limits.write_timeout).await;
+                    let len = out.len();
+                    let (res, b) = dst.write(std::mem::take(out), 0..len, limits.write_timeout).await;
                     *out = b;
                     out.clear();
                     res.map_err(TransferError::Write)?;
@@ -140,7 +171,7 @@ pub async fn transfer(
             }
             Ok(0) => return Err(TransferError::Truncated),
             Ok(_) => {
-                if let (Source::Length(_), false, Some(dst)) = (source, chunk_out, dst.as_deref_mut()) {
+                if let (Source::Length(_), false, Some(dst)) = (source, chunk_out, dst.as_mut()) {
                     moved += pass_through(dst, buf, pos, &mut remaining, limits).await?;
                     if moved > limits.max_bytes {
                         return Err(TransferError::TooLarge);
@@ -158,7 +189,7 @@ pub async fn transfer(
 
 /// Writes the buffered part of a Length body straight from the read buffer (no copy).
 async fn pass_through(
-    dst: &mut TcpStream,
+    dst: &mut Dest<'_>,
     buf: &mut Vec<u8>,
     pos: &mut usize,
     remaining: &mut u64,
@@ -171,12 +202,8 @@ async fn pass_through(
     }
     let start = *pos;
     let owned = std::mem::take(buf);
-    let fut = dst.write_all(owned.slice(start..start + take));
-    let (res, slice) = match monoio::time::timeout(limits.write_timeout, fut).await {
-        Ok(r) => r,
-        Err(_) => return Err(TransferError::Write(io::ErrorKind::TimedOut.into())),
-    };
-    *buf = slice.into_inner();
+    let (res, owned) = dst.write(owned, start..start + take, limits.write_timeout).await;
+    *buf = owned;
     res.map_err(TransferError::Write)?;
     *pos += take;
     *remaining -= take as u64;

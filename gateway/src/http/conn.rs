@@ -4,8 +4,8 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
+use crate::runtime::stream::Stream;
 use gateway_config::Action;
-use monoio::net::TcpStream;
 
 use super::body::{self, Side, Source, TransferError};
 use super::exchange::Exchange;
@@ -24,7 +24,7 @@ const DISCARD_LIMIT: u64 = 64 * 1024;
 
 /// The downstream side of a connection.
 pub struct Downstream {
-    pub stream: TcpStream,
+    pub stream: Stream,
     pub peer: SocketAddr,
     /// The client's IP address as text, for X-Forwarded-For.
     pub peer_ip: Vec<u8>,
@@ -40,12 +40,35 @@ pub struct Downstream {
     pub ex: Exchange,
     /// The current head's claim on the worker's header scratch (see `Worker::head_scratch`).
     pub head_token: u64,
+    /// TLS facts of the connection (`None` on cleartext).
+    pub tls: Option<Rc<TlsFacts>>,
+}
+
+/// What the handshake established, for forwarding and routing.
+pub struct TlsFacts {
+    /// The header that carries the client identity upstream; always removed from client input.
+    pub identity_header: String,
+    /// The verified client certificate's identity, when the client presented one.
+    pub identity: Option<crate::tls::ClientIdentity>,
 }
 
 impl Downstream {
     /// Whether the connection must close after the current request.
     pub fn closing(&self) -> bool {
         self.listener.stop.is_triggered()
+    }
+}
+
+impl crate::admission::RequestView for Downstream {
+    fn peer(&self) -> std::net::IpAddr {
+        self.peer.ip()
+    }
+
+    fn with_header<R>(&self, worker: &Worker, local: &Local, name: &str, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        let scratch = request_scratch(worker, self, &local.snap.config.server);
+        let buf = self.rbuf.get(self.rpos..).unwrap_or_default();
+        let h = scratch.headers().iter().find(|h| h.name(buf).eq_ignore_ascii_case(name.as_bytes()))?;
+        Some(f(h.value(buf)))
     }
 }
 
@@ -56,25 +79,35 @@ pub enum Next {
     Close,
 }
 
-/// Serves a connection until the client leaves, an error closes it, or the worker drains.
-/// The accept loop has already counted the connection in `connections_active`.
-pub async fn serve(worker: Rc<Worker>, listener: Rc<ListenerHandle>, stream: TcpStream, peer: SocketAddr) {
+/// Serves an HTTP/1.1 connection until the client leaves, an error closes it, or the worker
+/// drains. `initial` holds bytes already read from it (protocol detection), possibly none.
+pub async fn serve(
+    worker: &Rc<Worker>,
+    listener: Rc<ListenerHandle>,
+    stream: Stream,
+    peer: SocketAddr,
+    tls: Option<Rc<TlsFacts>>,
+    initial: Vec<u8>,
+) {
     let peer_ip = peer.ip().to_string().into_bytes();
     let mut conn = Downstream {
         stream,
         peer,
         peer_ip,
-        rbuf: Vec::new(),
+        rbuf: initial,
         rpos: 0,
         served: 0,
         listener,
         ex: Exchange::default(),
         head_token: 0,
+        tls,
     };
-    serve_requests(&worker, &mut conn).await;
+    serve_requests(worker, &mut conn).await;
     worker.buffers.give(std::mem::take(&mut conn.rbuf));
-    worker.stats.connections_active.sub(1);
-    worker.connection_closed();
+    if conn.stream.is_tls() {
+        // close_notify, so the client can tell a complete response from a truncated one.
+        let _ = monoio::time::timeout(Duration::from_secs(1), conn.stream.shutdown()).await;
+    }
 }
 
 async fn serve_requests(worker: &Rc<Worker>, conn: &mut Downstream) {
@@ -118,6 +151,9 @@ async fn wait_for_request(worker: &Rc<Worker>, conn: &mut Downstream) -> bool {
     conn.rpos = 0;
     let timeouts = &worker.local().snap.config.server.timeouts;
     let limit = if conn.served == 0 { timeouts.header_read } else { timeouts.idle };
+    if conn.stream.is_tls() {
+        return wait_for_tls_request(worker, conn, limit).await;
+    }
     // On epoll, relaxed readiness can be stale; io_uring polls for real either way.
     let relaxed = !monoio::utils::is_legacy();
     let ready = monoio::select! {
@@ -129,6 +165,27 @@ async fn wait_for_request(worker: &Rc<Worker>, conn: &mut Downstream) -> bool {
         conn.rbuf = worker.buffers.take();
     }
     ready
+}
+
+/// TLS cannot report readability without decrypting, so an idle TLS connection waits in a read
+/// into a small buffer (not a pooled one: idle connections should cost little memory).
+async fn wait_for_tls_request(worker: &Rc<Worker>, conn: &mut Downstream, limit: Duration) -> bool {
+    let small = Vec::with_capacity(512);
+    let read = monoio::select! {
+        r = conn.stream.read_append(small) => Some(r),
+        _ = monoio::time::sleep(limit) => None,
+        _ = conn.listener.stop.wait() => None,
+    };
+    match read {
+        Some((Ok(n), bytes)) if n > 0 => {
+            worker.stats.downstream_bytes_in.add(n as u64);
+            let mut buf = worker.buffers.take();
+            buf.extend_from_slice(&bytes);
+            conn.rbuf = buf;
+            true
+        }
+        _ => false,
+    }
 }
 
 enum HeadEnd {
@@ -340,7 +397,8 @@ async fn answer_locally(
                 let authority = head.authority.clone().and_then(|a| buf.get(a)).unwrap_or_default();
                 let path = buf.get(head.path.clone()).unwrap_or_default();
                 let query = head.query.clone().and_then(|q| buf.get(q));
-                let url = response::RequestUrl { scheme: "http", authority, path, query };
+                let scheme = if conn.tls.is_some() { "https" } else { "http" };
+                let url = response::RequestUrl { scheme, authority, path, query };
                 response::write_redirect(&mut out, r, &url, close, ka10);
                 r.status
             }

@@ -35,7 +35,7 @@ pub struct Exchange {
     host: Option<Range<usize>>,
     user_agent: Option<Range<usize>>,
     referer: Option<Range<usize>>,
-    version_minor: u8,
+    version: &'static str,
 }
 
 impl Exchange {
@@ -50,7 +50,7 @@ impl Exchange {
         self.bytes_in = head.head_len as u64;
         self.bytes_out = 0;
         self.request_id.clear();
-        self.version_minor = head.version_minor;
+        self.version = if head.version_minor == 0 { "HTTP/1.0" } else { "HTTP/1.1" };
         let mut client_id = None;
         let mut ua = None;
         let mut referer = None;
@@ -86,6 +86,40 @@ impl Exchange {
         self.referer = referer.map(&mut keep);
     }
 
+    /// Starts accounting for a new HTTP/2 request.
+    pub fn begin_h2(&mut self, worker: &Worker, parts: &http::request::Parts) {
+        self.started = Some(Instant::now());
+        self.status = 0;
+        self.route = None;
+        self.cluster = None;
+        self.upstream = None;
+        self.upstream_elapsed = None;
+        self.bytes_in = 0;
+        self.bytes_out = 0;
+        self.request_id.clear();
+        self.version = "HTTP/2";
+        let header = |name: &str| parts.headers.get(name).map(http::HeaderValue::as_bytes);
+        match header("x-request-id").filter(|v| valid_request_id(v)) {
+            Some(id) => self.request_id.extend_from_slice(id),
+            None => self.request_id.extend_from_slice(worker.next_request_id().as_bytes()),
+        }
+        if !worker.access_log_enabled() {
+            return;
+        }
+        self.fields.clear();
+        let mut keep = |bytes: &[u8]| {
+            let start = self.fields.len();
+            self.fields.extend_from_slice(bytes);
+            start..self.fields.len()
+        };
+        self.method = keep(parts.method.as_str().as_bytes());
+        self.path = keep(parts.uri.path().as_bytes());
+        self.query = parts.uri.query().map(|q| keep(q.as_bytes()));
+        self.host = parts.uri.authority().map(|a| keep(a.as_str().as_bytes()));
+        self.user_agent = header("user-agent").map(&mut keep);
+        self.referer = header("referer").map(&mut keep);
+    }
+
     /// Reports the finished request: stats, metrics, access log.
     pub fn finish(&self, worker: &Worker, local: &Local, client: std::net::IpAddr) {
         let elapsed = self.started.map(|s| s.elapsed()).unwrap_or_default();
@@ -109,7 +143,7 @@ impl Exchange {
             method: field(&self.method),
             path: field(&self.path),
             query: self.query.as_ref().map(field),
-            version_minor: self.version_minor,
+            version: self.version,
             host: self.host.as_ref().map(field),
             status: self.status,
             bytes_in: self.bytes_in,

@@ -1,6 +1,7 @@
-//! HTTP/1.1: the wire codec, body streaming, generated responses and the connection loop;
-//! HTTP/2 protections.
+//! HTTP: connection setup (TLS, protocol choice), the HTTP/1.1 codec, body streaming and
+//! connection loop, HTTP/2 serving, and generated responses.
 
+pub mod accept;
 pub mod body;
 pub mod chunked;
 pub mod conn;

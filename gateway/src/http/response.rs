@@ -119,9 +119,17 @@ pub struct RequestUrl<'a> {
 
 /// Appends a redirect for the request at `url`.
 pub fn write_redirect(out: &mut Vec<u8>, r: &Redirect, url: &RequestUrl<'_>, close: bool, keep_alive_1_0: bool) {
-    let RequestUrl { scheme: req_scheme, authority: req_authority, path: req_path, query: req_query } = *url;
     status_line(out, r.status, reason(r.status));
     out.extend_from_slice(b"location: ");
+    redirect_location(out, r, url);
+    out.extend_from_slice(b"\r\ncontent-length: 0\r\n");
+    connection_header(out, close, keep_alive_1_0);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends the Location of a redirect for the request at `url`.
+pub fn redirect_location(out: &mut Vec<u8>, r: &Redirect, url: &RequestUrl<'_>) {
+    let RequestUrl { scheme: req_scheme, authority: req_authority, path: req_path, query: req_query } = *url;
     out.extend_from_slice(r.scheme.as_deref().unwrap_or(req_scheme).as_bytes());
     out.extend_from_slice(b"://");
     match (&r.host, r.port) {
@@ -155,9 +163,6 @@ pub fn write_redirect(out: &mut Vec<u8>, r: &Redirect, url: &RequestUrl<'_>, clo
             }
         }
     }
-    out.extend_from_slice(b"\r\ncontent-length: 0\r\n");
-    connection_header(out, close, keep_alive_1_0);
-    out.extend_from_slice(b"\r\n");
 }
 
 /// `connection: close` when closing, `connection: keep-alive` for a persistent HTTP/1.0 client.

@@ -12,6 +12,11 @@ pub struct RequestIdentity<'a> {
     pub request_id: &'a [u8],
     /// The priority header (never forwarded).
     pub strip: Option<&'a str>,
+    /// "http" or "https", for X-Forwarded-Proto.
+    pub proto: &'a str,
+    /// On TLS listeners: the client-identity header (never taken from the client) and the
+    /// verified identity to send in it, if any.
+    pub identity: Option<(&'a str, Option<&'a str>)>,
 }
 
 /// Writes the request head the upstream sees: origin-form target, Host, the client's
@@ -48,6 +53,7 @@ pub fn build_request_head(
             || name.eq_ignore_ascii_case(b"x-forwarded-proto")
             || name.eq_ignore_ascii_case(b"x-request-id")
             || ids.strip.is_some_and(|h| name.eq_ignore_ascii_case(h.as_bytes()))
+            || ids.identity.is_some_and(|(h, _)| name.eq_ignore_ascii_case(h.as_bytes()))
             || is_xff(name)
         {
             continue;
@@ -67,11 +73,19 @@ pub fn build_request_head(
         }
     }
     out.extend_from_slice(ids.peer);
-    out.extend_from_slice(b"\r\nx-forwarded-proto: http\r\nvia: 1.1 ");
+    out.extend_from_slice(b"\r\nx-forwarded-proto: ");
+    out.extend_from_slice(ids.proto.as_bytes());
+    out.extend_from_slice(b"\r\nvia: 1.1 ");
     out.extend_from_slice(ids.via.as_bytes());
     out.extend_from_slice(b"\r\nx-request-id: ");
     out.extend_from_slice(ids.request_id);
     out.extend_from_slice(b"\r\n");
+    if let Some((name, Some(value))) = ids.identity {
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
     match head.body {
         BodyFraming::None => {}
         BodyFraming::Length(n) => {

@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use gateway_config::ProxyAction;
 use monoio::net::TcpStream;
+
+use crate::runtime::stream::Stream;
 use monoio::time::Instant;
 
 use crate::admission::limiter::Permit;
@@ -30,7 +32,7 @@ pub use head::{build_request_head, build_response_head, RequestIdentity};
 
 /// Why an upstream exchange failed before a response head was forwarded.
 #[derive(Debug)]
-enum UpstreamError {
+pub(crate) enum UpstreamError {
     Connect(io::Error),
     /// The route timeout expired before the response head arrived.
     Timeout,
@@ -81,6 +83,11 @@ pub async fn forward(
             via: &server.via,
             request_id: &conn.ex.request_id,
             strip: local.snap.config.overload.priority_header.as_deref(),
+            proto: if conn.tls.is_some() { "https" } else { "http" },
+            identity: conn
+                .tls
+                .as_ref()
+                .map(|t| (t.identity_header.as_str(), t.identity.as_ref().map(|i| i.header_value.as_str()))),
         };
         build_request_head(&mut wbuf, buf, head, &scratch, &ids);
     }
@@ -121,29 +128,7 @@ pub async fn forward(
         }
         Err(e) => {
             worker.buffers.give(wbuf);
-            let (status, reason) = match &e {
-                UpstreamError::Connect(io) if io.kind() == io::ErrorKind::TimedOut => {
-                    (Some(502), Some(FailureReason::ConnectTimeout))
-                }
-                UpstreamError::Connect(_) => (Some(502), Some(FailureReason::ConnectError)),
-                UpstreamError::Send(_) | UpstreamError::ClosedEarly => (Some(502), Some(FailureReason::Reset)),
-                UpstreamError::Protocol(_) => {
-                    worker.stats.upstream_protocol_errors.inc();
-                    (Some(502), Some(FailureReason::Protocol))
-                }
-                UpstreamError::Timeout => {
-                    worker.stats.upstream_timeouts.inc();
-                    (Some(504), Some(FailureReason::Timeout))
-                }
-                UpstreamError::ClientBody(t) => (request_body_status(t), None),
-                UpstreamError::Overflow => {
-                    worker.stats.requests_overflow.inc();
-                    (Some(503), None)
-                }
-            };
-            if let (Some(m), Some(r)) = (metrics, reason) {
-                m.failure(r);
-            }
+            let status = failure_status(worker, metrics, &e);
             tracing::debug!(upstream = %endpoint.address, error = %e, "upstream exchange failed");
             // Without a request body the connection is still in sync: answer and keep it.
             let keep = head.body == BodyFraming::None && head.keep_alive && !conn.closing();
@@ -160,6 +145,38 @@ pub async fn forward(
     drop(inflight);
     drop(permit);
     next
+}
+
+/// Counts a failed exchange and gives the status to answer with, if an answer is possible.
+pub(crate) fn failure_status(
+    worker: &Worker,
+    metrics: Option<&std::sync::Arc<crate::stats::metrics::ClusterMetrics>>,
+    e: &UpstreamError,
+) -> Option<u16> {
+    let (status, reason) = match e {
+        UpstreamError::Connect(io) if io.kind() == io::ErrorKind::TimedOut => {
+            (Some(502), Some(FailureReason::ConnectTimeout))
+        }
+        UpstreamError::Connect(_) => (Some(502), Some(FailureReason::ConnectError)),
+        UpstreamError::Send(_) | UpstreamError::ClosedEarly => (Some(502), Some(FailureReason::Reset)),
+        UpstreamError::Protocol(_) => {
+            worker.stats.upstream_protocol_errors.inc();
+            (Some(502), Some(FailureReason::Protocol))
+        }
+        UpstreamError::Timeout => {
+            worker.stats.upstream_timeouts.inc();
+            (Some(504), Some(FailureReason::Timeout))
+        }
+        UpstreamError::ClientBody(t) => (request_body_status(t), None),
+        UpstreamError::Overflow => {
+            worker.stats.requests_overflow.inc();
+            (Some(503), None)
+        }
+    };
+    if let (Some(m), Some(r)) = (metrics, reason) {
+        m.failure(r);
+    }
+    status
 }
 
 /// Sends the request (head in `wbuf`, body from the client) and reads the response head.
@@ -182,35 +199,7 @@ async fn exchange(
     let is_head = head.method == h1::Method::Head;
     let mut retried = false;
     loop {
-        let (mut up, reused) = match endpoint.pool.take() {
-            Some(s) => {
-                worker.stats.upstream_reuses.inc();
-                if let Some(m) = local.cluster_metrics.get(action.cluster) {
-                    m.reuse();
-                }
-                (s, true)
-            }
-            None => {
-                if !endpoint.may_connect() {
-                    return Err(UpstreamError::Overflow);
-                }
-                let left = deadline.saturating_duration_since(Instant::now());
-                let up = connect(endpoint, connect_timeout.min(left)).await.map_err(|e| {
-                    worker.stats.upstream_connect_errors.inc();
-                    if Instant::now() >= deadline {
-                        UpstreamError::Timeout
-                    } else {
-                        UpstreamError::Connect(e)
-                    }
-                })?;
-                let up = endpoint.adopt(up);
-                worker.stats.upstream_connects.inc();
-                if let Some(m) = local.cluster_metrics.get(action.cluster) {
-                    m.connect();
-                }
-                (up, false)
-            }
-        };
+        let (mut up, reused) = acquire(worker, local, action.cluster, endpoint, connect_timeout, deadline).await?;
         let sent = send_request(worker, conn, server, head, &mut up.stream, wbuf, deadline).await;
         let err = match sent {
             Ok(()) => {
@@ -235,8 +224,48 @@ async fn exchange(
     }
 }
 
+/// An upstream connection to `endpoint`: a pooled one (`true`: reused) or a new one.
+pub(crate) async fn acquire(
+    worker: &Worker,
+    local: &Local,
+    cluster: usize,
+    endpoint: &EndpointState,
+    connect_timeout: Duration,
+    deadline: Instant,
+) -> Result<(UpConn, bool), UpstreamError> {
+    Ok(match endpoint.pool.take() {
+        Some(s) => {
+            worker.stats.upstream_reuses.inc();
+            if let Some(m) = local.cluster_metrics.get(cluster) {
+                m.reuse();
+            }
+            (s, true)
+        }
+        None => {
+            if !endpoint.may_connect() {
+                return Err(UpstreamError::Overflow);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            let up = connect(endpoint, connect_timeout.min(left)).await.map_err(|e| {
+                worker.stats.upstream_connect_errors.inc();
+                if Instant::now() >= deadline {
+                    UpstreamError::Timeout
+                } else {
+                    UpstreamError::Connect(e)
+                }
+            })?;
+            let up = endpoint.adopt(Stream::Tcp(up));
+            worker.stats.upstream_connects.inc();
+            if let Some(m) = local.cluster_metrics.get(cluster) {
+                m.connect();
+            }
+            (up, false)
+        }
+    })
+}
+
 /// RFC 9110 §9.2.2 idempotent methods (safe to replay on a fresh connection).
-fn is_idempotent(m: h1::Method) -> bool {
+pub(crate) fn is_idempotent(m: h1::Method) -> bool {
     use h1::Method::*;
     matches!(m, Get | Head | Options | Trace | Put | Delete)
 }
@@ -256,7 +285,7 @@ async fn send_request(
     conn: &mut Downstream,
     server: &gateway_config::Server,
     head: &RequestHead,
-    up: &mut TcpStream,
+    up: &mut Stream,
     wbuf: &mut Vec<u8>,
     deadline: Instant,
 ) -> Result<(), UpstreamError> {
@@ -283,7 +312,7 @@ async fn send_request(
     let mut scratch = worker.buffers.take();
     let side = Side { stream: &mut conn.stream, buf: &mut conn.rbuf, pos: &mut conn.rpos };
     let chunked = source == Source::Chunked;
-    let result = body::transfer(side, Some(up), wbuf, source, chunked, &limits, &mut scratch).await;
+    let result = body::transfer(side, Some(body::Dest::Stream(up)), wbuf, source, chunked, &limits, &mut scratch).await;
     worker.buffers.give(scratch);
     match result {
         Ok(n) => {
@@ -297,9 +326,9 @@ async fn send_request(
 }
 
 /// Reads until a final (non-1xx) response head is buffered; interim 1xx responses are dropped.
-async fn read_response_head(
+pub(crate) async fn read_response_head(
     worker: &Rc<Worker>,
-    up: &mut TcpStream,
+    up: &mut Stream,
     ubuf: &mut Vec<u8>,
     server: &gateway_config::Server,
     is_head: bool,
@@ -392,8 +421,16 @@ async fn relay_response(
             };
             let mut scratch = worker.buffers.take();
             let side = Side { stream: &mut up.stream, buf: &mut ubuf, pos: &mut upos };
-            let result =
-                body::transfer(side, Some(&mut conn.stream), &mut wbuf, source, chunk_out, &limits, &mut scratch).await;
+            let result = body::transfer(
+                side,
+                Some(body::Dest::Stream(&mut conn.stream)),
+                &mut wbuf,
+                source,
+                chunk_out,
+                &limits,
+                &mut scratch,
+            )
+            .await;
             worker.buffers.give(scratch);
             match result {
                 Ok(n) => {

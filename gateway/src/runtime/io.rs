@@ -3,28 +3,16 @@
 use std::io;
 use std::time::Duration;
 
-use monoio::buf::{IoBuf, SliceMut};
-use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
-use monoio::net::TcpStream;
+use super::stream::Stream;
 
 /// Reads into the spare capacity of `buf`, appending to its contents. `buf` must have spare
 /// capacity (the caller compacts or grows it first). `Ok(0)` means end of stream.
-pub async fn read_append(stream: &mut TcpStream, buf: Vec<u8>) -> (io::Result<usize>, Vec<u8>) {
-    let len = buf.len();
-    let cap = buf.capacity();
-    if len == cap {
-        return (Err(io::Error::other("read buffer full")), buf);
-    }
-    let (res, slice) = stream.read(SliceMut::new(buf, len, cap)).await;
-    (res, slice.into_inner())
+pub async fn read_append(stream: &mut Stream, buf: Vec<u8>) -> (io::Result<usize>, Vec<u8>) {
+    stream.read_append(buf).await
 }
 
 /// [`read_append`] bounded by `limit`; a timeout is reported as `ErrorKind::TimedOut`.
-pub async fn read_append_timeout(
-    stream: &mut TcpStream,
-    buf: Vec<u8>,
-    limit: Duration,
-) -> (io::Result<usize>, Vec<u8>) {
+pub async fn read_append_timeout(stream: &mut Stream, buf: Vec<u8>, limit: Duration) -> (io::Result<usize>, Vec<u8>) {
     // The buffer is owned by the operation; on timeout it is lost with the cancelled read,
     // so hand back a fresh empty one (the caller closes the connection anyway).
     match monoio::time::timeout(limit, read_append(stream, buf)).await {
@@ -34,19 +22,14 @@ pub async fn read_append_timeout(
 }
 
 /// Writes `buf[from..]` completely, bounded by `limit`; returns the buffer.
-pub async fn write_from(
-    stream: &mut TcpStream,
-    buf: Vec<u8>,
-    from: usize,
-    limit: Duration,
-) -> (io::Result<()>, Vec<u8>) {
+pub async fn write_from(stream: &mut Stream, buf: Vec<u8>, from: usize, limit: Duration) -> (io::Result<()>, Vec<u8>) {
     if from >= buf.len() {
         return (Ok(()), buf);
     }
     let len = buf.len();
-    let fut = stream.write_all(buf.slice(from..len));
+    let fut = stream.write_all_range(buf, from..len);
     match monoio::time::timeout(limit, fut).await {
-        Ok((res, slice)) => (res.map(|_| ()), slice.into_inner()),
+        Ok(r) => r,
         Err(_) => (Err(io::ErrorKind::TimedOut.into()), Vec::new()),
     }
 }

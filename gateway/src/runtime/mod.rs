@@ -6,6 +6,7 @@ pub mod cpus;
 pub mod io;
 pub mod listeners;
 pub mod signal;
+pub mod stream;
 pub mod worker;
 
 use std::rc::Rc;

@@ -386,14 +386,14 @@ fn sync_listeners(worker: &Rc<Worker>) {
             Ok(l) => {
                 let handle = Rc::new(ListenerHandle::default());
                 running.insert(b.id, Rc::clone(&handle));
-                monoio::spawn(accept_loop(Rc::clone(worker), l, handle));
+                monoio::spawn(accept_loop(Rc::clone(worker), l, handle, b.id));
             }
             Err(e) => tracing::error!(worker = worker.id, listener = %b.name, error = %e, "cannot register listener"),
         }
     }
 }
 
-async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, handle: Rc<ListenerHandle>) {
+async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, handle: Rc<ListenerHandle>, binding: u64) {
     loop {
         // At the connection limit, stop accepting: new connections wait in the kernel backlog
         // (or go to other workers) until one of ours closes, instead of being accepted and dropped.
@@ -426,6 +426,6 @@ async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, handle: Rc<Liste
         // Counted here, not in the connection task, so the limit check above sees it at once.
         worker.stats.connections_active.inc();
         let _ = stream.set_nodelay(true);
-        monoio::spawn(crate::http::conn::serve(Rc::clone(&worker), Rc::clone(&handle), stream, peer));
+        monoio::spawn(crate::http::accept::serve(Rc::clone(&worker), Rc::clone(&handle), binding, stream, peer));
     }
 }

@@ -169,6 +169,53 @@ pub const WORKER_FAMILIES: &[WorkerFamily] = &[
             ("requests_queued", Some("queued")),
         ],
     },
+    per_worker!(tls_handshakes, Counter, "gateway_tls_handshakes_total", "TLS handshakes completed."),
+    per_worker!(
+        tls_resumptions,
+        Counter,
+        "gateway_tls_resumptions_total",
+        "TLS handshakes completed by resuming a session (ticket or session cache)."
+    ),
+    WorkerFamily {
+        family: Family {
+            name: "gateway_tls_handshake_failures_total",
+            kind: Kind::Counter,
+            labels: &["reason", "worker"],
+            help: "TLS handshakes that failed, by reason.",
+        },
+        fields: &[
+            ("tls_failed_protocol_version", Some("protocol_version")),
+            ("tls_failed_no_shared_cipher", Some("no_shared_cipher")),
+            ("tls_failed_unknown_sni", Some("unknown_sni")),
+            ("tls_failed_client_certificate", Some("client_certificate")),
+            ("tls_failed_bad_message", Some("bad_message")),
+            ("tls_failed_eof", Some("eof")),
+            ("tls_failed_timeout", Some("timeout")),
+            ("tls_failed_other", Some("other")),
+        ],
+    },
+    per_worker!(h2_connections, Counter, "gateway_h2_connections_total", "HTTP/2 connections served."),
+    per_worker!(h2_streams, Counter, "gateway_h2_streams_total", "HTTP/2 streams (requests) accepted."),
+    WorkerFamily {
+        family: Family {
+            name: "gateway_h2_abuse_total",
+            kind: Kind::Counter,
+            labels: &["kind", "worker"],
+            help: "HTTP/2 connections closed with GOAWAY for abuse, by kind.",
+        },
+        fields: &[
+            ("h2_abuse_reset_flood", Some("reset_flood")),
+            ("h2_abuse_control_flood", Some("control_flood")),
+            ("h2_abuse_empty_frames", Some("empty_frames")),
+            ("h2_abuse_header_block", Some("header_block")),
+        ],
+    },
+    per_worker!(
+        h2_protocol_errors,
+        Counter,
+        "gateway_h2_protocol_errors_total",
+        "HTTP/2 connections ended by a connection-level protocol error."
+    ),
 ];
 
 pub const ROUTE_REQUESTS: Family = Family {

@@ -114,6 +114,40 @@ worker_stats! {
     requests_delayed,
     /// Requests that waited in a cluster's priority queue for an upstream slot.
     requests_queued,
+    /// TLS handshakes completed.
+    tls_handshakes,
+    /// TLS handshakes completed by resuming an earlier session.
+    tls_resumptions,
+    /// TLS handshakes failed: no protocol version in common (e.g. a TLS 1.0/1.1 client).
+    tls_failed_protocol_version,
+    /// TLS handshakes failed: no cipher suite or signature scheme in common.
+    tls_failed_no_shared_cipher,
+    /// TLS handshakes failed: no certificate for the requested (or missing) SNI name.
+    tls_failed_unknown_sni,
+    /// TLS handshakes failed: client certificate missing, invalid or untrusted (mTLS).
+    tls_failed_client_certificate,
+    /// TLS handshakes failed: malformed or unexpected handshake messages.
+    tls_failed_bad_message,
+    /// TLS handshakes failed: the client closed the connection during the handshake.
+    tls_failed_eof,
+    /// TLS handshakes failed: not completed within the handshake timeout.
+    tls_failed_timeout,
+    /// TLS handshakes failed for another reason (I/O error, internal).
+    tls_failed_other,
+    /// HTTP/2 connections served (TLS with ALPN h2, or cleartext with prior knowledge).
+    h2_connections,
+    /// HTTP/2 streams (requests) accepted.
+    h2_streams,
+    /// HTTP/2 connections closed with GOAWAY ENHANCE_YOUR_CALM for resetting streams too fast.
+    h2_abuse_reset_flood,
+    /// HTTP/2 connections closed with GOAWAY ENHANCE_YOUR_CALM for a PING/SETTINGS/PRIORITY flood.
+    h2_abuse_control_flood,
+    /// HTTP/2 connections closed with GOAWAY ENHANCE_YOUR_CALM for a flood of empty frames.
+    h2_abuse_empty_frames,
+    /// HTTP/2 connections closed for a header block (HEADERS + CONTINUATION) over the limit.
+    h2_abuse_header_block,
+    /// HTTP/2 connections ended by a protocol error (the h2 layer sent or received GOAWAY with an error).
+    h2_protocol_errors,
 }
 
 impl WorkerStats {
@@ -127,6 +161,23 @@ impl WorkerStats {
             400..=499 => self.responses_4xx.inc(),
             _ => self.responses_5xx.inc(),
         }
+    }
+}
+
+impl WorkerStats {
+    /// Counts a failed TLS handshake by its reason label (see `tls::handshake_failure_reason`).
+    pub fn count_tls_failure(&self, reason: &str) {
+        let c = match reason {
+            "protocol_version" => &self.tls_failed_protocol_version,
+            "no_shared_cipher" => &self.tls_failed_no_shared_cipher,
+            "unknown_sni" | "no_certificate" => &self.tls_failed_unknown_sni,
+            "bad_client_certificate" | "client_certificate_required" => &self.tls_failed_client_certificate,
+            "bad_message" | "decode_error" => &self.tls_failed_bad_message,
+            "eof" => &self.tls_failed_eof,
+            "timeout" => &self.tls_failed_timeout,
+            _ => &self.tls_failed_other,
+        };
+        c.inc();
     }
 }
 

@@ -56,7 +56,7 @@ pub type EndpointViews = Mutex<Vec<(String, SocketAddr, Arc<EndpointGauge>)>>;
 
 /// An upstream connection, counted against its cluster's `caps.max_connections` while it exists.
 pub struct UpConn {
-    pub stream: monoio::net::TcpStream,
+    pub stream: crate::runtime::stream::Stream,
     count: Rc<Cell<usize>>,
 }
 
@@ -68,7 +68,7 @@ impl Drop for UpConn {
 
 impl EndpointState {
     /// Counts a newly opened connection against the cluster's cap.
-    pub fn adopt(&self, stream: monoio::net::TcpStream) -> UpConn {
+    pub fn adopt(&self, stream: crate::runtime::stream::Stream) -> UpConn {
         self.connections.set(self.connections.get() + 1);
         UpConn { stream, count: Rc::clone(&self.connections) }
     }

@@ -6,6 +6,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
+pub mod clients;
 pub mod h2raw;
 pub mod process;
 pub mod tls;
@@ -112,7 +113,7 @@ impl Resp {
 }
 
 /// Reads one response (skipping 1xx interim responses unless `keep_interim`).
-pub fn read_response(r: &mut BufReader<TcpStream>, head_request: bool) -> std::io::Result<Resp> {
+pub fn read_response(r: &mut impl BufRead, head_request: bool) -> std::io::Result<Resp> {
     loop {
         let mut head = Vec::new();
         loop {

@@ -1,1 +1,12 @@
+//! HTTP/2 serving: the h2 crate's server behind a frame guard, one task per stream, requests
+//! forwarded with flow control carried end to end.
+
+pub mod flow;
+mod forward;
 pub mod guard;
+mod prefixed;
+mod server;
+mod stream;
+
+pub use prefixed::Prefixed;
+pub use server::serve;

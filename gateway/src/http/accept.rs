@@ -1,0 +1,154 @@
+//! What happens to an accepted connection before HTTP: the TLS handshake (SNI certificate,
+//! ALPN, client certificate) and the choice of protocol, then the HTTP/1.1 or HTTP/2 server.
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gateway_config::Protocol;
+use monoio::io::IntoPollIo;
+use monoio::net::TcpStream;
+
+use super::conn::{self, TlsFacts};
+use crate::runtime::stream::Stream;
+use crate::runtime::worker::{ListenerHandle, Worker};
+use crate::tls::{ClientIdentity, ServerTls};
+
+/// The HTTP/2 client connection preface (RFC 9113 §3.4).
+pub const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Serves one accepted connection; the accept loop has counted it in `connections_active`.
+pub async fn serve(worker: Rc<Worker>, listener: Rc<ListenerHandle>, binding: u64, tcp: TcpStream, peer: SocketAddr) {
+    let (protocols, tls) = {
+        let local = worker.local();
+        let index = local.snap.bindings.iter().position(|b| b.id == binding);
+        let config = index.and_then(|i| local.snap.config.listeners.get(i));
+        let protocols = config.map_or_else(|| vec![Protocol::Http1], |l| l.protocols.clone());
+        let tls = index.and_then(|i| local.snap.tls.get(i)).and_then(Clone::clone);
+        let settings = config.and_then(|l| l.tls.as_ref()).map(|t| TlsSettings {
+            handshake_timeout: t.handshake_timeout,
+            identity_header: t.identity_header.clone(),
+        });
+        (protocols, tls.zip(settings))
+    };
+    match tls {
+        Some((tls, settings)) => serve_tls(&worker, listener, tcp, peer, tls, settings).await,
+        None => serve_cleartext(&worker, listener, tcp, peer, &protocols).await,
+    }
+    worker.stats.connections_active.sub(1);
+    worker.connection_closed();
+}
+
+/// The listener's TLS settings a connection needs after the handshake config.
+struct TlsSettings {
+    handshake_timeout: Duration,
+    identity_header: String,
+}
+
+async fn serve_cleartext(
+    worker: &Rc<Worker>,
+    listener: Rc<ListenerHandle>,
+    tcp: TcpStream,
+    peer: SocketAddr,
+    protocols: &[Protocol],
+) {
+    let h1 = protocols.contains(&Protocol::Http1);
+    let h2 = protocols.contains(&Protocol::H2);
+    if !h2 {
+        conn::serve(worker, listener, Stream::Tcp(tcp), peer, None, Vec::new()).await;
+        return;
+    }
+    // h2c with prior knowledge: read until the bytes either are the preface or cannot be.
+    let limit = worker.local().snap.config.server.timeouts.header_read;
+    let Some((is_h2, initial, tcp)) = sniff_preface(worker, tcp, limit).await else { return };
+    if is_h2 {
+        let Ok(io) = tcp.into_poll_io() else { return };
+        let io = super::h2::Prefixed::new(initial, io);
+        super::h2::serve(worker, listener, io, peer, None).await;
+    } else if h1 {
+        conn::serve(worker, listener, Stream::Tcp(tcp), peer, None, initial).await;
+    } else {
+        // An HTTP/2-only cleartext listener and a client that does not speak it.
+        worker.buffers.give(initial);
+        worker.stats.requests_rejected.inc();
+    }
+}
+
+/// Reads the start of a cleartext connection until it is known whether it opens with the
+/// HTTP/2 preface. `None`: the client left or timed out first.
+async fn sniff_preface(worker: &Worker, tcp: TcpStream, limit: Duration) -> Option<(bool, Vec<u8>, TcpStream)> {
+    let deadline = monoio::time::Instant::now() + limit;
+    let mut buf = worker.buffers.take();
+    let mut stream = Stream::Tcp(tcp);
+    let result = loop {
+        let n = buf.len().min(H2_PREFACE.len());
+        if buf.get(..n) != H2_PREFACE.get(..n) {
+            break Some(false);
+        }
+        if n == H2_PREFACE.len() {
+            break Some(true);
+        }
+        let left = deadline.saturating_duration_since(monoio::time::Instant::now());
+        let (res, b) = crate::runtime::io::read_append_timeout(&mut stream, buf, left).await;
+        buf = b;
+        match res {
+            Ok(0) | Err(_) => break None,
+            Ok(n) => worker.stats.downstream_bytes_in.add(n as u64),
+        }
+    };
+    match (result, stream) {
+        (Some(is_h2), Stream::Tcp(tcp)) => Some((is_h2, buf, tcp)),
+        _ => {
+            worker.buffers.give(buf);
+            None
+        }
+    }
+}
+
+async fn serve_tls(
+    worker: &Rc<Worker>,
+    listener: Rc<ListenerHandle>,
+    tcp: TcpStream,
+    peer: SocketAddr,
+    tls: Arc<ServerTls>,
+    settings: TlsSettings,
+) {
+    let Ok(io) = tcp.into_poll_io() else { return };
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
+    let accepted = monoio::select! {
+        r = monoio::time::timeout(settings.handshake_timeout, acceptor.accept(io)) => r,
+        _ = listener.stop.wait() => return,
+    };
+    let stream = match accepted {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            worker.stats.count_tls_failure(crate::tls::handshake_failure_reason(&e));
+            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            worker.stats.count_tls_failure("timeout");
+            return;
+        }
+    };
+    let (alpn_h2, identity) = {
+        let session = stream.get_ref().1;
+        let identity = session.peer_certificates().and_then(ClientIdentity::from_peer);
+        (session.alpn_protocol() == Some(b"h2".as_slice()), identity)
+    };
+    worker.stats.tls_handshakes.inc();
+    if session_resumed(stream.get_ref().1) {
+        worker.stats.tls_resumptions.inc();
+    }
+    let facts = Rc::new(TlsFacts { identity_header: settings.identity_header, identity });
+    if alpn_h2 {
+        super::h2::serve(worker, listener, stream, peer, Some(facts)).await;
+    } else {
+        conn::serve(worker, listener, Stream::TlsServer(Box::new(stream)), peer, Some(facts), Vec::new()).await;
+    }
+}
+
+fn session_resumed(session: &rustls::ServerConnection) -> bool {
+    matches!(session.handshake_kind(), Some(rustls::HandshakeKind::Resumed))
+}

@@ -1,0 +1,428 @@
+//! Forwarding an HTTP/2 stream to an HTTP/1.1 upstream: the head is rewritten as HTTP/1.1,
+//! the body streamed both ways with bounded buffers, and flow control carried end to end (the
+//! client's window is given back only as the upstream accepts the bytes, and the response is
+//! read from the upstream only as fast as the client's window allows).
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use gateway_config::ProxyAction;
+use monoio::time::Instant;
+
+use super::server::ConnCtx;
+use crate::admission::limiter::Permit;
+use crate::http::body::{self, Dest, Side, Source, TransferError};
+use crate::http::chunked::{encode_chunk, LAST_CHUNK};
+use crate::http::exchange::Exchange;
+use crate::http::h1::{self, ResponseFraming, ResponseHead};
+use crate::http::response::push_num;
+use crate::proxy::{acquire, failure_status, read_response_head, UpstreamError};
+use crate::runtime::io::write_from;
+use crate::runtime::worker::{Local, Worker};
+use crate::upstream::{EndpointState, UpConn};
+
+pub struct Request<'a> {
+    pub ctx: &'a ConnCtx,
+    pub parts: &'a http::request::Parts,
+    pub authority: &'a str,
+    pub body: h2::RecvStream,
+}
+
+/// Connection-specific fields (RFC 9110 §7.6.1) never forwarded to an HTTP/1.1 upstream, nor
+/// back to an HTTP/2 client.
+fn connection_specific(name: &str) -> bool {
+    matches!(
+        name,
+        "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade" | "te" | "trailer"
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+pub async fn forward(
+    worker: &Rc<Worker>,
+    local: &Rc<Local>,
+    mut req: Request<'_>,
+    respond: &mut h2::server::SendResponse<Bytes>,
+    ex: &mut Exchange,
+    action: &ProxyAction,
+    mut permit: Permit,
+    deadline: std::time::Instant,
+) {
+    let deadline = Instant::from_std(deadline);
+    let is_head = req.parts.method == http::Method::HEAD;
+    ex.cluster = Some(action.cluster);
+    let Some(cluster) = local.clusters.get(action.cluster) else {
+        super::stream::reply(worker, respond, ex, 503, &[], is_head);
+        return;
+    };
+    let Some(inflight) = cluster.pick(&worker.rng) else {
+        super::stream::reply(worker, respond, ex, 503, &[], is_head);
+        return;
+    };
+    let Some(endpoint) = inflight.endpoint() else {
+        super::stream::reply(worker, respond, ex, 503, &[], is_head);
+        return;
+    };
+    let mut wbuf = worker.buffers.take();
+    let chunked = write_head(&mut wbuf, local, &req, &ex.request_id);
+    worker.stats.upstream_requests_active.inc();
+    ex.upstream = Some(endpoint.address);
+    let sent_at = Instant::now();
+    permit.start();
+    let result = exchange(worker, local, &mut req, ex, action, endpoint, &mut wbuf, chunked, deadline).await;
+    ex.upstream_elapsed = Some(sent_at.elapsed());
+    if let Ok((_, _, _, resp)) = &result {
+        if resp.status < 500 {
+            permit.success();
+        }
+    }
+    worker.stats.upstream_requests_active.sub(1);
+    match result {
+        Ok((up, ubuf, upos, resp)) => {
+            relay_response(worker, local, respond, ex, action, endpoint, up, ubuf, upos, resp, is_head).await;
+        }
+        Err(e) => {
+            let status = failure_status(worker, local.cluster_metrics.get(action.cluster), &e);
+            tracing::debug!(upstream = %endpoint.address, error = %e, "upstream exchange failed (HTTP/2 client)");
+            match status {
+                Some(s) => {
+                    let extra: Vec<(String, String)> = match e {
+                        UpstreamError::Overflow => {
+                            vec![("retry-after".into(), "1".into()), ("x-gateway-reason".into(), "overflow".into())]
+                        }
+                        _ => Vec::new(),
+                    };
+                    super::stream::reply(worker, respond, ex, s, &extra, is_head);
+                }
+                None => respond.send_reset(h2::Reason::CANCEL),
+            }
+        }
+    }
+    worker.buffers.give(wbuf);
+    drop(inflight);
+    drop(permit);
+}
+
+/// Writes the HTTP/1.1 request head; true when the body goes chunked.
+fn write_head(out: &mut Vec<u8>, local: &Local, req: &Request<'_>, request_id: &[u8]) -> bool {
+    let server = &local.snap.config.server;
+    let parts = req.parts;
+    let strip_priority = local.snap.config.overload.priority_header.as_deref();
+    let identity = req.ctx.tls.as_ref().map(|t| t.identity_header.as_str());
+    out.extend_from_slice(parts.method.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(parts.uri.path_and_query().map_or("/", |p| p.as_str()).as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
+    out.extend_from_slice(req.authority.as_bytes());
+    out.extend_from_slice(b"\r\n");
+    let mut cookies: Vec<&[u8]> = Vec::new();
+    let mut length = None;
+    for (name, value) in &parts.headers {
+        let n = name.as_str();
+        if n == "cookie" {
+            // RFC 9113 §8.2.3: cookie crumbs are joined into one field for HTTP/1.1.
+            cookies.push(value.as_bytes());
+            continue;
+        }
+        if n == "content-length" {
+            length = Some(value.as_bytes());
+            continue;
+        }
+        if connection_specific(n)
+            || n == "host"
+            || n == "x-forwarded-for"
+            || n == "x-forwarded-proto"
+            || n == "x-request-id"
+            || n == "expect"
+            || strip_priority.is_some_and(|h| n.eq_ignore_ascii_case(h))
+            || identity.is_some_and(|h| n.eq_ignore_ascii_case(h))
+        {
+            continue;
+        }
+        out.extend_from_slice(n.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if !cookies.is_empty() {
+        out.extend_from_slice(b"cookie: ");
+        out.extend_from_slice(&cookies.join(&b"; "[..]));
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"x-forwarded-for: ");
+    for v in parts.headers.get_all("x-forwarded-for") {
+        if !v.is_empty() {
+            out.extend_from_slice(v.as_bytes());
+            out.extend_from_slice(b", ");
+        }
+    }
+    out.extend_from_slice(&req.ctx.peer_ip);
+    out.extend_from_slice(b"\r\nx-forwarded-proto: ");
+    out.extend_from_slice(if req.ctx.tls.is_some() { b"https" } else { b"http" });
+    out.extend_from_slice(b"\r\nvia: 2 ");
+    out.extend_from_slice(server.via.as_bytes());
+    out.extend_from_slice(b"\r\nx-request-id: ");
+    out.extend_from_slice(request_id);
+    out.extend_from_slice(b"\r\n");
+    if let Some((name, Some(id))) = req.ctx.tls.as_ref().map(|t| (t.identity_header.as_str(), t.identity.as_ref())) {
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(id.header_value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    let chunked = match length {
+        Some(n) => {
+            out.extend_from_slice(b"content-length: ");
+            out.extend_from_slice(n);
+            out.extend_from_slice(b"\r\n");
+            false
+        }
+        None if req.body.is_end_stream() => false,
+        None => {
+            out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+            true
+        }
+    };
+    out.extend_from_slice(b"\r\n");
+    chunked
+}
+
+/// Sends the request and reads the response head, retrying once on a fresh connection when a
+/// pooled one fails before any response byte and the request had no body.
+#[allow(clippy::too_many_arguments)]
+async fn exchange(
+    worker: &Rc<Worker>,
+    local: &Local,
+    req: &mut Request<'_>,
+    ex: &mut Exchange,
+    action: &ProxyAction,
+    endpoint: &EndpointState,
+    wbuf: &mut Vec<u8>,
+    chunked: bool,
+    deadline: Instant,
+) -> Result<(UpConn, Vec<u8>, usize, ResponseHead), UpstreamError> {
+    let server = &local.snap.config.server;
+    let connect_timeout =
+        local.clusters.get(action.cluster).map_or(Duration::from_secs(3), |c| c.settings.connect_timeout);
+    let no_body = req.body.is_end_stream();
+    let replayable = no_body && is_idempotent(&req.parts.method);
+    let is_head = req.parts.method == http::Method::HEAD;
+    let mut retried = false;
+    loop {
+        let (mut up, reused) = acquire(worker, local, action.cluster, endpoint, connect_timeout, deadline).await?;
+        let left = deadline.saturating_duration_since(Instant::now());
+        let len = wbuf.len();
+        let (res, b) = write_from(&mut up.stream, std::mem::take(wbuf), 0, left).await;
+        *wbuf = b;
+        wbuf.truncate(len);
+        let mut sent = res.map_err(UpstreamError::Send);
+        if sent.is_ok() && !no_body {
+            sent = send_body(worker, local, req, ex, &mut up, chunked, deadline).await;
+        }
+        let err = match sent {
+            Ok(()) => {
+                let mut ubuf = worker.buffers.take();
+                match read_response_head(worker, &mut up.stream, &mut ubuf, server, is_head, deadline).await {
+                    Ok((upos, resp)) => return Ok((up, ubuf, upos, resp)),
+                    Err(e) => {
+                        worker.buffers.give(ubuf);
+                        e
+                    }
+                }
+            }
+            Err(e) => e,
+        };
+        match err {
+            UpstreamError::ClosedEarly | UpstreamError::Send(_) if reused && replayable && !retried => {
+                worker.stats.upstream_stale_retries.inc();
+                retried = true;
+            }
+            e => return Err(e),
+        }
+    }
+}
+
+fn is_idempotent(m: &http::Method) -> bool {
+    use http::Method;
+    [Method::GET, Method::HEAD, Method::OPTIONS, Method::TRACE, Method::PUT, Method::DELETE].contains(m)
+}
+
+/// Streams the client's DATA to the upstream, giving window back only once the upstream took
+/// the bytes. Client trailers go into the last chunk when the body is chunked.
+async fn send_body(
+    worker: &Worker,
+    local: &Local,
+    req: &mut Request<'_>,
+    ex: &mut Exchange,
+    up: &mut UpConn,
+    chunked: bool,
+    deadline: Instant,
+) -> Result<(), UpstreamError> {
+    let server = &local.snap.config.server;
+    let mut out = worker.buffers.take();
+    let mut total: u64 = 0;
+    let result = loop {
+        let next = monoio::time::timeout(server.timeouts.body_io, super::flow::next_data(&mut req.body)).await;
+        let data = match next {
+            Err(_) => break Err(UpstreamError::ClientBody(TransferError::ReadTimeout)),
+            Ok(None) => break Ok(()),
+            Ok(Some(Err(e))) => break Err(UpstreamError::ClientBody(TransferError::Read(std::io::Error::other(e)))),
+            Ok(Some(Ok(d))) => d,
+        };
+        total += data.len() as u64;
+        if total > server.limits.max_body_bytes {
+            break Err(UpstreamError::ClientBody(TransferError::TooLarge));
+        }
+        out.clear();
+        if chunked {
+            encode_chunk(&data, &mut out);
+        } else {
+            out.extend_from_slice(&data);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        let (res, b) = write_from(&mut up.stream, std::mem::take(&mut out), 0, left.min(server.timeouts.body_io)).await;
+        out = b;
+        if let Err(e) = res {
+            break Err(UpstreamError::Send(e));
+        }
+        super::flow::release(&mut req.body, data.len());
+    };
+    if result.is_ok() && chunked {
+        out.clear();
+        match req.body.trailers().await {
+            Ok(Some(trailers)) => {
+                out.extend_from_slice(b"0\r\n");
+                for (name, value) in &trailers {
+                    if connection_specific(name.as_str()) || name == "content-length" {
+                        continue;
+                    }
+                    out.extend_from_slice(name.as_str().as_bytes());
+                    out.extend_from_slice(b": ");
+                    out.extend_from_slice(value.as_bytes());
+                    out.extend_from_slice(b"\r\n");
+                }
+                out.extend_from_slice(b"\r\n");
+            }
+            _ => out.extend_from_slice(LAST_CHUNK),
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        let (res, b) = write_from(&mut up.stream, std::mem::take(&mut out), 0, left).await;
+        out = b;
+        if let Err(e) = res {
+            worker.buffers.give(out);
+            return Err(UpstreamError::Send(e));
+        }
+    }
+    worker.buffers.give(out);
+    worker.stats.downstream_bytes_in.add(total);
+    ex.bytes_in += total;
+    result
+}
+
+/// Sends the response head to the client and streams the body; pools the upstream
+/// connection when the exchange ended cleanly.
+#[allow(clippy::too_many_arguments)]
+async fn relay_response(
+    worker: &Rc<Worker>,
+    local: &Local,
+    respond: &mut h2::server::SendResponse<Bytes>,
+    ex: &mut Exchange,
+    action: &ProxyAction,
+    endpoint: &EndpointState,
+    mut up: UpConn,
+    mut ubuf: Vec<u8>,
+    mut upos: usize,
+    resp: ResponseHead,
+    is_head: bool,
+) {
+    let server = &local.snap.config.server;
+    let response = {
+        let scratch = worker.resp_scratch(server.limits.max_headers);
+        let buf = ubuf.get(upos..).unwrap_or_default();
+        response_head(buf, &resp, &scratch)
+    };
+    upos += resp.head_len;
+    let source = match resp.framing {
+        ResponseFraming::None => None,
+        ResponseFraming::Length(0) => None,
+        ResponseFraming::Length(n) => Some(Source::Length(n)),
+        ResponseFraming::Chunked => Some(Source::Chunked),
+        ResponseFraming::UntilClose => Some(Source::UntilClose),
+    };
+    ex.status = resp.status;
+    let Ok(mut tx) = respond.send_response(response, source.is_none() || is_head) else {
+        worker.buffers.give(ubuf);
+        return;
+    };
+    let ok = match source {
+        None => true,
+        Some(_) if is_head => true,
+        Some(source) => {
+            let limits = body::Limits {
+                max_bytes: u64::MAX,
+                read_timeout: action.timeout,
+                write_timeout: server.timeouts.body_io,
+            };
+            let mut scratch = worker.buffers.take();
+            let mut out = Vec::new();
+            let side = Side { stream: &mut up.stream, buf: &mut ubuf, pos: &mut upos };
+            let result =
+                body::transfer(side, Some(Dest::H2(&mut tx)), &mut out, source, false, &limits, &mut scratch).await;
+            worker.buffers.give(scratch);
+            match result {
+                Ok(n) => {
+                    worker.stats.downstream_bytes_out.add(n);
+                    ex.bytes_out += n;
+                    tx.send_data(Bytes::new(), true).is_ok()
+                }
+                Err(e) => {
+                    if matches!(e, TransferError::Framing | TransferError::Truncated) {
+                        worker.stats.upstream_protocol_errors.inc();
+                    }
+                    tracing::debug!(upstream = %endpoint.address, error = ?e, "response body relay failed (HTTP/2 client)");
+                    tx.send_reset(h2::Reason::INTERNAL_ERROR);
+                    false
+                }
+            }
+        }
+    };
+    let reusable = ok && resp.keep_alive && upos == ubuf.len() && source != Some(Source::UntilClose);
+    worker.buffers.give(ubuf);
+    if reusable {
+        endpoint.pool.put(up);
+    }
+}
+
+/// The HTTP/2 response head for an HTTP/1.1 upstream response: status and end-to-end fields
+/// (connection-specific ones, and those the Connection field names, are dropped).
+fn response_head(buf: &[u8], resp: &ResponseHead, scratch: &h1::HeadScratch) -> http::Response<()> {
+    let mut response = http::Response::new(());
+    *response.status_mut() = http::StatusCode::from_u16(resp.status).unwrap_or(http::StatusCode::BAD_GATEWAY);
+    let headers = response.headers_mut();
+    for h in scratch.headers() {
+        let name = h.name(buf);
+        if h1::is_hop_by_hop(name, buf, scratch) {
+            continue;
+        }
+        let (Ok(name), Ok(value)) = (http::HeaderName::from_bytes(name), http::HeaderValue::from_bytes(h.value(buf)))
+        else {
+            continue;
+        };
+        if connection_specific(name.as_str()) {
+            continue;
+        }
+        if name == http::header::CONTENT_LENGTH && !matches!(resp.framing, ResponseFraming::Length(_)) {
+            continue;
+        }
+        headers.append(name, value);
+    }
+    if let ResponseFraming::Length(n) = resp.framing {
+        let mut v = Vec::new();
+        push_num(&mut v, n);
+        if let Ok(v) = http::HeaderValue::from_bytes(&v) {
+            headers.insert(http::header::CONTENT_LENGTH, v);
+        }
+    }
+    response
+}

@@ -1,0 +1,171 @@
+//! One downstream HTTP/2 connection: the h2 crate's server connection, driven by this task,
+//! with a frame guard in front of it; each stream is handled by a task of its own.
+
+use std::cell::Cell;
+use std::future::poll_fn;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use super::guard::{FrameGuard, GuardLimits, Violation};
+use crate::http::conn::TlsFacts;
+use crate::runtime::worker::{ListenerHandle, Worker};
+
+/// What every stream of a connection shares.
+pub struct ConnCtx {
+    pub peer: SocketAddr,
+    /// The client's IP address as text, for X-Forwarded-For.
+    pub peer_ip: Vec<u8>,
+    pub tls: Option<Rc<TlsFacts>>,
+    /// Streams being handled.
+    pub active: Cell<usize>,
+    /// When the last stream ended (for the idle timeout).
+    pub idle_since: Cell<Instant>,
+}
+
+/// Longest wait for the GOAWAY of a connection being closed to be written.
+const GOAWAY_FLUSH: Duration = Duration::from_secs(1);
+
+enum Event {
+    Stream(http::Request<h2::RecvStream>, h2::server::SendResponse<Bytes>),
+    Closed(Option<h2::Error>),
+    Tripped(Violation),
+    Tick,
+    Stop,
+}
+
+/// Serves an HTTP/2 connection until the client leaves, it idles out, it misbehaves, or the
+/// listener stops (then in-flight streams finish after a GOAWAY).
+pub async fn serve<T>(
+    worker: &Rc<Worker>,
+    listener: Rc<ListenerHandle>,
+    io: T,
+    peer: SocketAddr,
+    tls: Option<Rc<TlsFacts>>,
+) where
+    T: AsyncRead + AsyncWrite + Unpin + 'static,
+{
+    let local = worker.local();
+    let server = &local.snap.config.server;
+    let settings = &server.http2;
+    let tripped = Rc::new(Cell::new(None));
+    let limits = GuardLimits {
+        window: settings.flood_window,
+        max_resets: settings.max_resets,
+        max_control_frames: settings.max_control_frames,
+        max_empty_frames: settings.max_empty_frames,
+        // One HEADERS frame may be as large as a frame; the compressed block of a header
+        // list within the limit is no larger than the list.
+        max_header_block_bytes: settings.max_header_list_bytes.max(settings.max_frame_bytes),
+    };
+    let io = FrameGuard::new(io, limits, Rc::clone(&tripped));
+    let mut builder = h2::server::Builder::new();
+    builder
+        .max_concurrent_streams(settings.max_concurrent_streams)
+        .max_header_list_size(settings.max_header_list_bytes)
+        .initial_window_size(settings.initial_stream_window_bytes)
+        .initial_connection_window_size(settings.initial_connection_window_bytes)
+        .max_frame_size(settings.max_frame_bytes)
+        // Bounds what one stream may have queued for sending (the upstream is read no faster).
+        .max_send_buffer_size(64 * 1024)
+        .max_pending_accept_reset_streams(settings.max_resets.min(100) as usize)
+        .max_local_error_reset_streams(Some(settings.max_resets as usize));
+    let handshake = monoio::time::timeout(server.timeouts.header_read, builder.handshake::<_, Bytes>(io)).await;
+    let mut connection = match handshake {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            tracing::debug!(%peer, error = %e, "HTTP/2 handshake failed");
+            worker.stats.h2_protocol_errors.inc();
+            return;
+        }
+        Err(_) => {
+            worker.stats.header_read_timeouts.inc();
+            return;
+        }
+    };
+    worker.stats.h2_connections.inc();
+    let idle_timeout = server.timeouts.idle;
+    let ctx = Rc::new(ConnCtx {
+        peer,
+        peer_ip: peer.ip().to_string().into_bytes(),
+        tls,
+        active: Cell::new(0),
+        idle_since: Cell::new(Instant::now()),
+    });
+    drop(local);
+    let mut stopping = false;
+    loop {
+        let event = monoio::select! {
+            e = poll_fn(|cx| {
+                if let Some(v) = tripped.get() {
+                    return Poll::Ready(Event::Tripped(v));
+                }
+                match connection.poll_accept(cx) {
+                    Poll::Ready(Some(Ok((req, respond)))) => Poll::Ready(Event::Stream(req, respond)),
+                    Poll::Ready(Some(Err(e))) => Poll::Ready(Event::Closed(Some(e))),
+                    Poll::Ready(None) => Poll::Ready(Event::Closed(None)),
+                    Poll::Pending => Poll::Pending,
+                }
+            }) => e,
+            _ = monoio::time::sleep(Duration::from_millis(500)) => Event::Tick,
+            _ = stop_signal(&listener, stopping) => Event::Stop,
+        };
+        match event {
+            Event::Stream(req, respond) => {
+                worker.stats.h2_streams.inc();
+                ctx.active.set(ctx.active.get() + 1);
+                monoio::spawn(super::stream::handle(Rc::clone(worker), Rc::clone(&ctx), req, respond));
+            }
+            Event::Closed(err) => {
+                if let Some(e) = err {
+                    if e.is_go_away() || e.is_reset() || e.reason().is_some() {
+                        if e.reason() != Some(h2::Reason::NO_ERROR) {
+                            worker.stats.h2_protocol_errors.inc();
+                        }
+                    }
+                    tracing::debug!(%peer, error = %e, "HTTP/2 connection ended");
+                }
+                return;
+            }
+            Event::Tripped(v) => {
+                count_violation(worker, v);
+                tracing::info!(%peer, violation = v.label(), "HTTP/2 client flood: GOAWAY ENHANCE_YOUR_CALM");
+                connection.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+                let _ = monoio::time::timeout(GOAWAY_FLUSH, poll_fn(|cx| connection.poll_closed(cx))).await;
+                return;
+            }
+            Event::Tick => {
+                if !stopping && ctx.active.get() == 0 && ctx.idle_since.get().elapsed() >= idle_timeout {
+                    stopping = true;
+                    connection.graceful_shutdown();
+                }
+            }
+            Event::Stop => {
+                stopping = true;
+                connection.graceful_shutdown();
+            }
+        }
+    }
+}
+
+/// Resolves when the listener stops, once; never again after the connection started stopping.
+async fn stop_signal(listener: &ListenerHandle, stopping: bool) {
+    if stopping {
+        std::future::pending::<()>().await;
+    }
+    listener.stop.wait().await;
+}
+
+fn count_violation(worker: &Worker, v: Violation) {
+    let c = match v {
+        Violation::ResetFlood => &worker.stats.h2_abuse_reset_flood,
+        Violation::ControlFlood => &worker.stats.h2_abuse_control_flood,
+        Violation::EmptyFrameFlood => &worker.stats.h2_abuse_empty_frames,
+        _ => &worker.stats.h2_abuse_header_block,
+    };
+    c.inc();
+}

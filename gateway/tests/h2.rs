@@ -1,0 +1,310 @@
+//! End-to-end HTTP/2: real h2 clients over TLS (ALPN) and cleartext (prior knowledge) through
+//! the real gateway to a real HTTP/1.1 origin; abuse from raw frames while another client is
+//! served.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+mod common;
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::clients::*;
+use common::h2raw;
+use common::tls::TestPki;
+use common::*;
+
+/// A gateway whose listener `main` is TLS (ALPN h2, http/1.1) with a certificate for
+/// `a.test`, or cleartext serving both protocols (h2c with prior knowledge).
+struct H2Gateway {
+    gw: TestGateway,
+    ca: Option<String>,
+    _dir: Option<std::path::PathBuf>,
+}
+
+impl H2Gateway {
+    fn start(driver: &str, origin: &Origin, tls: bool, server_extra: &str) -> Self {
+        let base = config(driver, origin.addr(), server_extra, "");
+        let (listener, ca, dir) = if tls {
+            let pki = TestPki::new();
+            let (chain, key) = pki.leaf(&["a.test"]);
+            let dir =
+                std::env::temp_dir().join(format!("gw-h2-{}-{:?}", std::process::id(), std::thread::current().id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("c.pem"), chain).unwrap();
+            std::fs::write(dir.join("c.key"), key).unwrap();
+            let l = format!(
+                "name = \"main\"\naddress = \"127.0.0.1:0\"\n[listeners.tls]\ncertificates = [{{ cert = \"{}\", key = \"{}\" }}]\n",
+                dir.join("c.pem").display(),
+                dir.join("c.key").display()
+            );
+            (l, Some(pki.ca_pem()), Some(dir))
+        } else {
+            ("name = \"main\"\naddress = \"127.0.0.1:0\"\nprotocols = [\"http/1.1\", \"h2\"]\n".to_owned(), None, None)
+        };
+        let text = base.replace("name = \"main\"\naddress = \"127.0.0.1:0\"\n", &listener);
+        Self { gw: TestGateway::start(&text), ca, _dir: dir }
+    }
+
+    fn addr(&self) -> SocketAddr {
+        self.gw.addr
+    }
+
+    async fn client(&self) -> h2::client::SendRequest<Bytes> {
+        match &self.ca {
+            Some(ca) => {
+                let cfg = client_config(ca, &ClientOpts { alpn: vec![b"h2".to_vec()], ..ClientOpts::default() });
+                h2_connect(self.addr(), Some(("a.test", cfg))).await
+            }
+            None => h2_connect(self.addr(), None).await,
+        }
+    }
+
+    fn scheme(&self) -> &'static str {
+        if self.ca.is_some() {
+            "https"
+        } else {
+            "http"
+        }
+    }
+}
+
+impl Drop for H2Gateway {
+    fn drop(&mut self) {
+        if let Some(d) = &self._dir {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+#[test]
+fn h2_over_tls_and_h2c_proxy_to_http1_origin() {
+    for tls in [true, false] {
+        each_driver(|d| {
+            let o = origin();
+            let g = H2Gateway::start(d, &o, tls, "");
+            let rt = runtime();
+            rt.block_on(async {
+                let mut c = g.client().await;
+                let r = h2_request(&mut c, h2_get(g.scheme(), "a.test", "/bytes/1000?x=1"), None).await.unwrap();
+                assert_eq!(r.status, 200, "{d} tls={tls}");
+                assert_eq!(r.body, loadtests::origin::pattern(1000));
+                // A body upstream (chunked: no content-length from the client) and back.
+                let post = http::Request::builder()
+                    .method("POST")
+                    .uri(format!("{}://a.test/echo", g.scheme()))
+                    .body(())
+                    .unwrap();
+                let r = h2_request(&mut c, post, Some(Bytes::from_static(b"hello h2"))).await.unwrap();
+                assert_eq!(r.status, 200);
+                assert_eq!(r.body, b"hello h2");
+                // Many concurrent streams on one connection.
+                let mut tasks = Vec::new();
+                for i in 0..50 {
+                    let mut c = c.clone();
+                    let req = h2_get(g.scheme(), "a.test", &format!("/bytes/{}", 100 + i));
+                    tasks.push(tokio::spawn(async move { h2_request(&mut c, req, None).await.unwrap() }));
+                }
+                for (i, t) in tasks.into_iter().enumerate() {
+                    let r = t.await.unwrap();
+                    assert_eq!(r.status, 200);
+                    assert_eq!(r.body.len(), 100 + i);
+                }
+            });
+            let seen = o.received();
+            let req = seen.iter().find(|r| r.target == "/bytes/1000?x=1").unwrap();
+            assert_eq!(req.header("host"), Some("a.test"));
+            assert_eq!(req.header("via"), Some("2 gateway"));
+            assert_eq!(req.header("x-forwarded-proto"), Some(g.scheme()));
+            assert!(g.gw.total("h2_streams") >= 52);
+        });
+    }
+}
+
+#[test]
+fn h2c_listener_still_serves_http1() {
+    let o = origin();
+    let g = H2Gateway::start("io_uring", &o, false, "");
+    let r = get(g.addr(), "/bytes/3");
+    assert_eq!(r.status, 200);
+}
+
+#[test]
+fn large_streamed_download_and_upload_with_a_slow_reader() {
+    let o = origin();
+    let g = H2Gateway::start("io_uring", &o, true, "");
+    let rt = runtime();
+    rt.block_on(async {
+        let c = g.client().await;
+        // 8 MiB down, read slowly: flow control must hold the origin back, not a buffer.
+        let mut ready = c.clone().ready().await.unwrap();
+        let (resp, _) = ready.send_request(h2_get("https", "a.test", "/bytes/8388608"), true).unwrap();
+        let resp = resp.await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let mut rx = resp.into_body();
+        let mut got = 0usize;
+        let mut n = 0;
+        while let Some(chunk) = rx.data().await {
+            let chunk = chunk.unwrap();
+            got += chunk.len();
+            let _ = rx.flow_control().release_capacity(chunk.len());
+            n += 1;
+            if n % 16 == 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+        assert_eq!(got, 8 * 1024 * 1024);
+        // 4 MiB up with content-length, echoed back.
+        let body = Bytes::from(vec![b'x'; 4 * 1024 * 1024]);
+        let post = http::Request::builder()
+            .method("POST")
+            .uri("https://a.test/echo")
+            .header("content-length", body.len())
+            .body(())
+            .unwrap();
+        let mut ready = c.ready().await.unwrap();
+        let (resp, mut tx) = ready.send_request(post, false).unwrap();
+        let mut rest = body.clone();
+        while !rest.is_empty() {
+            tx.reserve_capacity(rest.len().min(1 << 16));
+            let cap = std::future::poll_fn(|cx| tx.poll_capacity(cx)).await.unwrap().unwrap();
+            let piece = rest.split_to(cap.min(rest.len()));
+            tx.send_data(piece, rest.is_empty()).unwrap();
+        }
+        let resp = resp.await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let mut rx = resp.into_body();
+        let mut echoed = 0;
+        while let Some(chunk) = rx.data().await {
+            let chunk = chunk.unwrap();
+            echoed += chunk.len();
+            let _ = rx.flow_control().release_capacity(chunk.len());
+        }
+        assert_eq!(echoed, body.len());
+    });
+}
+
+#[test]
+fn malformed_h2_requests_are_refused_and_never_forwarded() {
+    let o = origin();
+    let g = H2Gateway::start("io_uring", &o, false, "");
+    let cases: Vec<(&str, Vec<(&str, &str)>)> = vec![
+        (
+            "uppercase name",
+            vec![(":method", "GET"), (":scheme", "http"), (":path", "/bad1"), (":authority", "a"), ("X-Upper", "1")],
+        ),
+        (
+            "connection-specific",
+            vec![
+                (":method", "GET"),
+                (":scheme", "http"),
+                (":path", "/bad2"),
+                (":authority", "a"),
+                ("connection", "close"),
+            ],
+        ),
+        ("missing :path", vec![(":method", "GET"), (":scheme", "http"), (":authority", "a")]),
+        (
+            "host differs",
+            vec![(":method", "GET"), (":scheme", "http"), (":path", "/bad4"), (":authority", "a"), ("host", "b")],
+        ),
+    ];
+    for (what, fields) in cases {
+        let mut s = connect(g.addr());
+        s.write_all(&h2raw::preface()).unwrap();
+        s.write_all(&h2raw::settings(&[])).unwrap();
+        s.write_all(&h2raw::headers(1, &h2raw::hpack_literal(&fields), true, true)).unwrap();
+        let mut refused = false;
+        for _ in 0..20 {
+            let Ok((ty, _, stream, payload)) = h2raw::read_frame(&mut s) else { break };
+            // RST_STREAM, a GOAWAY, or a 400 response on stream 1.
+            if (ty == 0x3 && stream == 1) || ty == 0x7 || (ty == 0x1 && stream == 1 && payload.contains(&0x8c)) {
+                refused = true;
+                break;
+            }
+            if ty == 0x1 && stream == 1 {
+                refused = true; // a gateway-generated error response
+                break;
+            }
+        }
+        assert!(refused, "{what}: refused");
+    }
+    assert!(o.received().iter().all(|r| !r.target.starts_with("/bad")), "nothing malformed reached the origin");
+    // The gateway still serves.
+    let rt = runtime();
+    rt.block_on(async {
+        let mut c = g.client().await;
+        assert_eq!(h2_request(&mut c, h2_get("http", "a", "/bytes/1"), None).await.unwrap().status, 200);
+    });
+}
+
+/// Runs `attack` on one raw h2c connection and expects GOAWAY ENHANCE_YOUR_CALM (0xb) while a
+/// well-behaved client on another connection keeps being served.
+fn attack_gets_enhance_your_calm(counter: &str, attack: impl Fn(&mut std::net::TcpStream)) {
+    let o = origin();
+    let g = H2Gateway::start("io_uring", &o, false, "");
+    let mut s = connect(g.addr());
+    s.write_all(&h2raw::preface()).unwrap();
+    s.write_all(&h2raw::settings(&[])).unwrap();
+    let addr = g.addr();
+    let good = std::thread::spawn(move || {
+        let rt = runtime();
+        rt.block_on(async {
+            let mut c = h2_connect(addr, None).await;
+            for _ in 0..20 {
+                assert_eq!(h2_request(&mut c, h2_get("http", "a", "/bytes/10"), None).await.unwrap().status, 200);
+            }
+        });
+    });
+    attack(&mut s);
+    let code = h2raw::read_until_goaway(&mut s, Duration::from_secs(5));
+    assert_eq!(code, Some(0xb), "GOAWAY ENHANCE_YOUR_CALM");
+    good.join().unwrap();
+    assert!(wait_until(Duration::from_secs(2), || g.gw.total(counter) == 1), "{counter}");
+}
+
+#[test]
+fn rapid_reset_flood_gets_goaway() {
+    attack_gets_enhance_your_calm("h2_abuse_reset_flood", |s| {
+        let block = h2raw::hpack_literal(&[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":path", "/delay/100"),
+            (":authority", "a"),
+        ]);
+        let mut buf = Vec::new();
+        for i in 0..1000u32 {
+            let id = 1 + 2 * i;
+            buf.extend_from_slice(&h2raw::headers(id, &block, true, true));
+            buf.extend_from_slice(&h2raw::rst_stream(id, 0x8));
+        }
+        let _ = s.write_all(&buf);
+    });
+}
+
+#[test]
+fn ping_flood_gets_goaway() {
+    attack_gets_enhance_your_calm("h2_abuse_control_flood", |s| {
+        let mut buf = Vec::new();
+        for i in 0..5000u64 {
+            buf.extend_from_slice(&h2raw::ping(i.to_be_bytes()));
+        }
+        let _ = s.write_all(&buf);
+    });
+}
+
+#[test]
+fn continuation_flood_gets_goaway_before_buffering() {
+    attack_gets_enhance_your_calm("h2_abuse_header_block", |s| {
+        let block =
+            h2raw::hpack_literal(&[(":method", "GET"), (":scheme", "http"), (":path", "/"), (":authority", "a")]);
+        let _ = s.write_all(&h2raw::headers(1, &block, true, false));
+        let filler = h2raw::hpack_literal(&[("x-filler", &"y".repeat(1000))]);
+        for _ in 0..200 {
+            if s.write_all(&h2raw::continuation(1, &filler, false)).is_err() {
+                break;
+            }
+        }
+    });
+}

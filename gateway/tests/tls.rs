@@ -1,0 +1,261 @@
+//! End-to-end TLS: real certificates made here, real rustls clients, the real gateway proxying
+//! to a real origin. SNI, ALPN, protocol versions, mTLS identity, certificate reload.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+
+use common::clients::*;
+use common::tls::TestPki;
+use common::*;
+
+/// Files of one TLS test: a CA, a certificate for `a.test`, one for `*.wild.test`.
+struct Certs {
+    dir: tempdir::Dir,
+    pki: TestPki,
+}
+
+mod tempdir {
+    /// A directory removed on drop.
+    pub struct Dir(pub std::path::PathBuf);
+    impl Dir {
+        pub fn new(tag: &str) -> Self {
+            let p = std::env::temp_dir().join(format!(
+                "gw-tls-{tag}-{}-{:?}",
+                std::process::id(),
+                std::thread::current().id()
+            ));
+            let _ = std::fs::remove_dir_all(&p);
+            std::fs::create_dir_all(&p).unwrap();
+            Self(p)
+        }
+    }
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+impl Certs {
+    fn new(tag: &str) -> Self {
+        let dir = tempdir::Dir::new(tag);
+        let pki = TestPki::new();
+        let (a, ak) = pki.leaf(&["a.test"]);
+        let (w, wk) = pki.leaf(&["*.wild.test"]);
+        write(&dir.0, "a.pem", &a);
+        write(&dir.0, "a.key", &ak);
+        write(&dir.0, "w.pem", &w);
+        write(&dir.0, "w.key", &wk);
+        write(&dir.0, "ca.pem", &pki.ca_pem());
+        Self { dir, pki }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.0.join(name).display().to_string()
+    }
+
+    /// The `[listeners.tls]` table body.
+    fn tls_table(&self, extra: &str) -> String {
+        format!(
+            "certificates = [{{ cert = \"{}\", key = \"{}\" }}, {{ cert = \"{}\", key = \"{}\" }}]\n{extra}",
+            self.path("a.pem"),
+            self.path("a.key"),
+            self.path("w.pem"),
+            self.path("w.key")
+        )
+    }
+}
+
+/// A gateway with one TLS listener `main` in front of `origin`.
+fn tls_gateway(driver: &str, origin: &Origin, certs: &Certs, tls_extra: &str, listener_extra: &str) -> TestGateway {
+    let base = config(driver, origin.addr(), "", "");
+    let listener = format!(
+        "name = \"main\"\naddress = \"127.0.0.1:0\"\n{listener_extra}\n[listeners.tls]\n{}\n",
+        certs.tls_table(tls_extra)
+    );
+    let text = base.replace("name = \"main\"\naddress = \"127.0.0.1:0\"\n", &listener);
+    TestGateway::start(&text)
+}
+
+fn opts(alpn: &[&[u8]]) -> ClientOpts {
+    ClientOpts { alpn: alpn.iter().map(|a| a.to_vec()).collect(), ..ClientOpts::default() }
+}
+
+#[test]
+fn https_http1_proxies_with_sni_certificates() {
+    each_driver(|d| {
+        let o = origin();
+        let certs = Certs::new("sni");
+        let gw = tls_gateway(d, &o, &certs, "", "");
+        let cfg = client_config(&certs.pki.ca_pem(), &opts(&[b"http/1.1"]));
+        // Exact name, wildcard, and an unknown name served the default (first) certificate.
+        let s = tls_connect(gw.addr, "a.test", cfg.clone()).unwrap();
+        assert_eq!(server_names(&s), vec!["a.test"], "{d}");
+        let s = tls_connect(gw.addr, "x.wild.test", cfg.clone()).unwrap();
+        assert_eq!(server_names(&s), vec!["*.wild.test"], "{d}");
+        assert!(
+            tls_connect(gw.addr, "a.b.wild.test", cfg.clone()).is_err(),
+            "two labels are not covered: default cert fails verification"
+        );
+        let r = tls_exchange(gw.addr, "a.test", cfg, b"GET /bytes/100 HTTP/1.1\r\nhost: a.test\r\n\r\n");
+        assert_eq!(r.status, 200, "{d}");
+        assert_eq!(r.body, loadtests::origin::pattern(100));
+        let seen = o.received();
+        let req = seen.last().unwrap();
+        assert_eq!(req.header("x-forwarded-proto"), Some("https"));
+        assert!(gw.total("tls_handshakes") >= 3, "{d}");
+    });
+}
+
+#[test]
+fn unknown_sni_can_be_refused() {
+    let o = origin();
+    let certs = Certs::new("refuse");
+    let gw = tls_gateway("io_uring", &o, &certs, "unknown_sni = \"refuse\"", "");
+    let cfg = client_config(&certs.pki.ca_pem(), &opts(&[]));
+    assert!(tls_connect(gw.addr, "other.test", cfg.clone()).is_err());
+    assert!(tls_connect(gw.addr, "a.test", cfg).is_ok());
+    assert!(wait_until(std::time::Duration::from_secs(2), || gw.total("tls_failed_unknown_sni") == 1));
+}
+
+#[test]
+fn tls12_client_refused_when_minimum_is_13_and_legacy_hello_refused() {
+    let o = origin();
+    let certs = Certs::new("versions");
+    let gw = tls_gateway("io_uring", &o, &certs, "min_version = \"1.3\"", "");
+    let cfg = client_config(&certs.pki.ca_pem(), &ClientOpts { tls12_only: true, ..ClientOpts::default() });
+    assert!(tls_connect(gw.addr, "a.test", cfg).is_err());
+    // A TLS 1.0 ClientHello (no supported_versions extension) gets a fatal alert, never a session.
+    let mut s = connect(gw.addr);
+    s.write_all(&legacy_client_hello(0x0301)).unwrap();
+    let mut resp = [0u8; 7];
+    use std::io::Read;
+    let n = s.read(&mut resp).unwrap_or(0);
+    assert!(n == 0 || resp[0] == 0x15, "an alert record or a close, got {:?}", &resp[..n]);
+    assert!(wait_until(std::time::Duration::from_secs(2), || gw.total("tls_failed_protocol_version") >= 2));
+}
+
+/// A minimal ClientHello as a TLS 1.0/1.1-only client sends it.
+fn legacy_client_hello(version: u16) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&version.to_be_bytes());
+    body.extend_from_slice(&[7u8; 32]); // random
+    body.push(0); // session id
+    let suites: [u16; 4] = [0xc013, 0xc014, 0x002f, 0x0035];
+    body.extend_from_slice(&((suites.len() * 2) as u16).to_be_bytes());
+    for s in suites {
+        body.extend_from_slice(&s.to_be_bytes());
+    }
+    body.extend_from_slice(&[1, 0]); // compression: null
+    body.extend_from_slice(&0u16.to_be_bytes()); // no extensions
+    let mut hs = vec![1u8];
+    hs.extend_from_slice(&(body.len() as u32).to_be_bytes()[1..]);
+    hs.extend_from_slice(&body);
+    let mut rec = vec![0x16, 0x03, 0x01];
+    rec.extend_from_slice(&(hs.len() as u16).to_be_bytes());
+    rec.extend_from_slice(&hs);
+    rec
+}
+
+#[test]
+fn mtls_required_forwards_the_verified_identity_and_strips_forgeries() {
+    let o = origin();
+    let certs = Certs::new("mtls");
+    let extra = format!("client_auth = {{ ca = \"{}\", mode = \"required\" }}", certs.path("ca.pem"));
+    let gw = tls_gateway("io_uring", &o, &certs, &extra, "");
+    let ca = certs.pki.ca_pem();
+    // No client certificate: no session.
+    let anon = client_config(&ca, &opts(&[]));
+    let failed = match tls_connect(gw.addr, "a.test", anon) {
+        Err(_) => true,
+        // TLS 1.3: the client learns of the refusal on its first read.
+        Ok(mut s) => {
+            let _ = s.write_all(b"GET / HTTP/1.1\r\nhost: a.test\r\n\r\n");
+            let mut b = [0u8; 1];
+            !matches!(std::io::Read::read(&mut s, &mut b), Ok(1))
+        }
+    };
+    assert!(failed, "a client without a certificate is refused");
+    let client = certs.pki.client("svc-a", Some("spiffe://example.org/ns/prod/sa/svc-a"));
+    let cfg = client_config(&ca, &ClientOpts { cert: Some(client), ..ClientOpts::default() });
+    let r = tls_exchange(
+        gw.addr,
+        "a.test",
+        cfg,
+        b"GET /headers HTTP/1.1\r\nhost: a.test\r\nx-client-identity: forged\r\n\r\n",
+    );
+    assert_eq!(r.status, 200);
+    let seen = o.received();
+    let req = seen.last().unwrap();
+    assert_eq!(req.header_count("x-client-identity"), 1);
+    let id = req.header("x-client-identity").unwrap();
+    assert!(id.contains("URI=spiffe://example.org/ns/prod/sa/svc-a"), "{id}");
+    assert!(!id.contains("forged"));
+}
+
+#[test]
+fn mtls_optional_serves_anonymous_clients_without_identity() {
+    let o = origin();
+    let certs = Certs::new("mtls-opt");
+    let extra = format!("client_auth = {{ ca = \"{}\", mode = \"optional\" }}", certs.path("ca.pem"));
+    let gw = tls_gateway("io_uring", &o, &certs, &extra, "");
+    let cfg = client_config(&certs.pki.ca_pem(), &opts(&[]));
+    let r = tls_exchange(
+        gw.addr,
+        "a.test",
+        cfg,
+        b"GET /headers HTTP/1.1\r\nhost: a.test\r\nx-client-identity: forged\r\n\r\n",
+    );
+    assert_eq!(r.status, 200);
+    let seen = o.received();
+    assert_eq!(seen.last().unwrap().header("x-client-identity"), None, "forged identity stripped");
+}
+
+#[test]
+fn certificate_reload_serves_new_connections_and_keeps_old_ones() {
+    let o = origin();
+    let certs = Certs::new("reload");
+    let dir = certs.dir.0.clone();
+    let cfg_path = dir.join("gateway.toml");
+    let base = config("io_uring", o.addr(), "", "");
+    let listener = format!(
+        "name = \"main\"\naddress = \"127.0.0.1:0\"\n[listeners.tls]\ncertificates = [{{ cert = \"{}\", key = \"{}\" }}]\n",
+        certs.path("a.pem"),
+        certs.path("a.key")
+    );
+    std::fs::write(&cfg_path, base.replace("name = \"main\"\naddress = \"127.0.0.1:0\"\n", &listener)).unwrap();
+    let gw = gateway::Gateway::start_from_file(&cfg_path).unwrap();
+    let addr = gw.listener_addr("main").unwrap();
+    let cfg = client_config(&certs.pki.ca_pem(), &opts(&[b"http/1.1"]));
+    let mut old = tls_connect(addr, "a.test", cfg.clone()).unwrap();
+    assert_eq!(server_names(&old), vec!["a.test"]);
+
+    // A new certificate (more names) in the same files: new connections get it.
+    let (chain, key) = certs.pki.leaf(&["a.test", "b.test"]);
+    write(&dir, "a.pem", &chain);
+    write(&dir, "a.key", &key);
+    gw.reload("test").expect("reload with the new certificate");
+    let s = tls_connect(addr, "a.test", cfg.clone()).unwrap();
+    assert_eq!(server_names(&s), vec!["a.test", "b.test"]);
+    // The old connection still works.
+    old.write_all(b"GET /bytes/5 HTTP/1.1\r\nhost: a.test\r\n\r\n").unwrap();
+    let mut r = std::io::BufReader::new(&mut old);
+    assert_eq!(read_response(&mut r, false).unwrap().status, 200);
+
+    // A broken certificate file: the reload fails, the last good certificate stays.
+    write(&dir, "a.pem", "-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n");
+    let err = gw.reload("test").map(|_| ()).expect_err("a broken certificate is refused");
+    assert!(err.contains("a.pem"), "{err}");
+    let s = tls_connect(addr, "b.test", cfg).unwrap();
+    assert_eq!(server_names(&s), vec!["a.test", "b.test"]);
+    gw.shutdown();
+}

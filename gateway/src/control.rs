@@ -116,7 +116,8 @@ impl Control {
             Err(e) => return self.fail(trigger, format!("cannot read {}: {e}", path.display())),
         };
         let hash = fnv1a64(&text);
-        if hash == self.shared.snapshot.load().hash {
+        let tls_changed = self.shared.snapshot.load().tls.iter().flatten().any(|t| t.files_changed());
+        if hash == self.shared.snapshot.load().hash && !tls_changed {
             let snap = self.shared.snapshot.load();
             return Ok(Applied { version: snap.version, hash: hex(hash), warnings: Vec::new(), changed: false });
         }

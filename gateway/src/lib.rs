@@ -20,7 +20,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use gateway_config::{Config, Workers};
@@ -61,6 +61,8 @@ pub struct Gateway {
     recorder: Arc<stats::metrics::ProcessRecorder>,
     admin: Option<gateway_admin::AdminServer>,
     watcher: Option<gateway_config::watch::ConfigWatcher>,
+    /// Polls the TLS certificate, key and CA files and reloads when one changes.
+    cert_poller: Option<std::thread::JoinHandle<()>>,
 }
 
 /// Facts about the running process, shown by the admin port.
@@ -168,6 +170,7 @@ impl Gateway {
             recorder,
             admin: None,
             watcher: None,
+            cert_poller: None,
         };
         if let (true, Some(path)) = (watch, gateway.control.source().map(std::path::Path::to_path_buf)) {
             let control = Arc::clone(&gateway.control);
@@ -180,6 +183,11 @@ impl Gateway {
                     tracing::warn!(path = %path.display(), error = %e, "cannot watch the config file; SIGHUP and POST /reload still reload")
                 }
             }
+            let (control, shared) = (Arc::clone(&gateway.control), Arc::clone(&gateway.shared));
+            gateway.cert_poller = std::thread::Builder::new()
+                .name("cert-poller".into())
+                .spawn(move || poll_certificates(&control, &shared))
+                .ok();
         }
         if let Some(admin) = admin_cfg {
             let info = ServerInfo {
@@ -279,6 +287,9 @@ impl Gateway {
     /// Waits for every worker to finish, then stops the admin server.
     pub fn join(mut self) {
         self.watcher.take();
+        if let Some(p) = self.cert_poller.take() {
+            let _ = p.join();
+        }
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -294,6 +305,40 @@ impl Gateway {
     pub fn shutdown(self) {
         self.begin_drain();
         self.join();
+    }
+}
+
+/// How often certificate files are checked for changes.
+const CERT_POLL: Duration = Duration::from_secs(2);
+
+/// Reloads when a TLS file of the serving snapshot changed on disk (a renewed certificate,
+/// also when replaced through a symlink swap as Kubernetes secrets are). A file that fails to
+/// load is retried only once it changes again; the old certificate keeps serving meanwhile.
+fn poll_certificates(control: &control::Control, shared: &runtime::Shared) {
+    let mut last_failed: Option<u64> = None;
+    let step = Duration::from_millis(100);
+    loop {
+        let mut waited = Duration::ZERO;
+        while waited < CERT_POLL {
+            if shared.draining.load(Ordering::Acquire) {
+                return;
+            }
+            std::thread::sleep(step);
+            waited += step;
+        }
+        let snap = shared.snapshot.load();
+        if !snap.tls.iter().flatten().any(|t| t.files_changed()) {
+            continue;
+        }
+        let state = snap.tls.iter().flatten().fold(0u64, |acc, t| acc.rotate_left(11) ^ t.disk_state());
+        if last_failed == Some(state) {
+            continue;
+        }
+        drop(snap);
+        match control.reload("certificate files changed") {
+            Ok(_) => last_failed = None,
+            Err(_) => last_failed = Some(state),
+        }
     }
 }
 

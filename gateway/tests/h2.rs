@@ -259,9 +259,9 @@ fn attack_gets_enhance_your_calm(counter: &str, attack: impl Fn(&mut std::net::T
     });
     attack(&mut s);
     let code = h2raw::read_until_goaway(&mut s, Duration::from_secs(5));
-    assert_eq!(code, Some(0xb), "GOAWAY ENHANCE_YOUR_CALM");
+    assert_eq!(code, Some(0xb), "GOAWAY ENHANCE_YOUR_CALM; {}", g.gw.stats()["totals"]);
     good.join().unwrap();
-    assert!(wait_until(Duration::from_secs(2), || g.gw.total(counter) == 1), "{counter}");
+    assert!(wait_until(Duration::from_secs(2), || g.gw.total(counter) == 1), "{counter} {}", g.gw.stats()["totals"]);
 }
 
 #[test]

@@ -141,7 +141,8 @@ fn tls12_client_refused_when_minimum_is_13_and_legacy_hello_refused() {
     use std::io::Read;
     let n = s.read(&mut resp).unwrap_or(0);
     assert!(n == 0 || resp[0] == 0x15, "an alert record or a close, got {:?}", &resp[..n]);
-    assert!(wait_until(std::time::Duration::from_secs(2), || gw.total("tls_failed_protocol_version") >= 2));
+    let ok = wait_until(std::time::Duration::from_secs(2), || gw.total("tls_failed_protocol_version") >= 2);
+    assert!(ok, "{}", gw.stats()["totals"]);
 }
 
 /// A minimal ClientHello as a TLS 1.0/1.1-only client sends it.

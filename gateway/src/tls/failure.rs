@@ -56,7 +56,10 @@ fn rustls_reason(err: &Error) -> &'static str {
             PeerIncompatible::Tls12NotOffered
             | PeerIncompatible::Tls12NotOfferedOrEnabled
             | PeerIncompatible::SupportedVersionsExtensionRequired
-            | PeerIncompatible::ServerDoesNotSupportTls12Or13 => "protocol_version",
+            | PeerIncompatible::ServerDoesNotSupportTls12Or13
+            // A ClientHello without signature_algorithms is what TLS 1.0/1.1 clients send
+            // (the extension exists from TLS 1.2 on).
+            | PeerIncompatible::SignatureAlgorithmsExtensionRequired => "protocol_version",
             _ => "other",
         },
         // The only `None` our certificate resolver returns: no certificate for the SNI.

@@ -103,6 +103,8 @@ pub fn load_config(
 pub struct ServerTls {
     config: Arc<ServerConfig>,
     files: Vec<PathBuf>,
+    /// FNV-1a of each file's bytes as last seen, to notice a certificate renewed in place.
+    file_hashes: Vec<u64>,
     fingerprint: u64,
     settings: ListenerTls,
     protocols: Vec<Protocol>,
@@ -149,9 +151,11 @@ impl ServerTls {
             config.send_tls13_tickets = 0;
         }
         let (files, fingerprint) = files.finish();
+        let file_hashes = files.iter().map(|f| file_hash(f)).collect();
         Ok(ServerTls {
             config: Arc::new(config),
             files,
+            file_hashes,
             fingerprint,
             settings: tls.clone(),
             protocols: protocols.to_vec(),
@@ -174,11 +178,28 @@ impl ServerTls {
         self.fingerprint
     }
 
+    /// Whether any file changed on disk since it was loaded (a renewed certificate written in
+    /// place): then a reload must load it again even if the config text is unchanged.
+    pub fn files_changed(&self) -> bool {
+        self.files.iter().zip(&self.file_hashes).any(|(f, h)| file_hash(f) != *h)
+    }
+
+    /// A hash of every file's current bytes on disk (changes when any file does).
+    pub fn disk_state(&self) -> u64 {
+        self.files.iter().fold(0, |acc, f| acc.rotate_left(7) ^ file_hash(f))
+    }
+
     /// Whether this was loaded from the same settings, protocols and file contents as `other`
     /// (then either may be kept, with its session cache and ticket keys).
     pub fn same_as(&self, other: &ServerTls) -> bool {
         self.fingerprint == other.fingerprint && self.settings == other.settings && self.protocols == other.protocols
     }
+}
+
+/// FNV-1a 64 of a file's bytes; 0 when it cannot be read.
+fn file_hash(path: &std::path::Path) -> u64 {
+    let Ok(bytes) = std::fs::read(path) else { return 0 };
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// A client config for connections to a cluster's endpoints: TLS 1.2 and 1.3, server

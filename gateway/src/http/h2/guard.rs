@@ -69,6 +69,9 @@ pub struct FrameGuard<T> {
     inner: T,
     scanner: Scanner,
     tripped: Rc<Cell<Option<Violation>>>,
+    /// Set to whether the client is inside a header block, after every read (see
+    /// [`FrameGuard::observe_header_blocks`]).
+    in_block: Option<Rc<Cell<bool>>>,
     /// Checked bytes not yet delivered because the reader's buffer was too small for them.
     pending: [u8; 9],
     pending_at: u8,
@@ -83,10 +86,24 @@ impl<T> FrameGuard<T> {
             inner,
             scanner: Scanner::new(limits, Instant::now()),
             tripped,
+            in_block: None,
             pending: [0; 9],
             pending_at: 0,
             pending_end: 0,
         }
+    }
+
+    fn note_block(&self) {
+        if let Some(cell) = &self.in_block {
+            cell.set(self.scanner.in_header_block());
+        }
+    }
+
+    /// Keeps `cell` set to whether the client is in the middle of a header block: when the h2
+    /// crate's own CONTINUATION checks end the connection, this tells it was a header flood.
+    pub fn observe_header_blocks(mut self, cell: Rc<Cell<bool>>) -> Self {
+        self.in_block = Some(cell);
+        self
     }
 
     /// The wrapped transport (e.g. for the TLS session's ALPN or SNI).
@@ -141,6 +158,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for FrameGuard<T> {
                     return Poll::Ready(Ok(()));
                 }
                 let scan = this.scanner.scan(new, Instant::now);
+                this.note_block();
                 let (Scan::Pass(n) | Scan::Trip(_, n)) = scan;
                 buf.set_filled(start + n);
                 if let Scan::Trip(v, _) = scan {
@@ -165,6 +183,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for FrameGuard<T> {
                     continue;
                 }
                 let scan = this.scanner.scan(header.get(carried..carried + got).unwrap_or_default(), Instant::now);
+                this.note_block();
                 let (Scan::Pass(n) | Scan::Trip(_, n)) = scan;
                 this.set_pending(header.get(..n).unwrap_or_default());
                 if let Scan::Trip(v, _) = scan {

@@ -58,21 +58,25 @@ pub async fn serve<T>(
         max_resets: settings.max_resets,
         max_control_frames: settings.max_control_frames,
         max_empty_frames: settings.max_empty_frames,
-        // One HEADERS frame may be as large as a frame; the compressed block of a header
-        // list within the limit is no larger than the list.
-        max_header_block_bytes: settings.max_header_list_bytes.max(settings.max_frame_bytes),
+        // The compressed block of a header list within the limit is no larger than the list;
+        // the decoded list is checked again per request (431).
+        max_header_block_bytes: settings.max_header_list_bytes,
     };
-    let io = FrameGuard::new(io, limits, Rc::clone(&tripped));
+    let in_block = Rc::new(Cell::new(false));
+    let io = FrameGuard::new(io, limits, Rc::clone(&tripped)).observe_header_blocks(Rc::clone(&in_block));
     let mut builder = h2::server::Builder::new();
     builder
         .max_concurrent_streams(settings.max_concurrent_streams)
-        .max_header_list_size(settings.max_header_list_bytes)
+        // The guard enforces the limit on the encoded block first (and counts the abuse); the
+        // h2 crate's own check, on the decoded list, is the backstop.
+        .max_header_list_size(settings.max_header_list_bytes.saturating_mul(2))
         .initial_window_size(settings.initial_stream_window_bytes)
         .initial_connection_window_size(settings.initial_connection_window_bytes)
         .max_frame_size(settings.max_frame_bytes)
         // Bounds what one stream may have queued for sending (the upstream is read no faster).
         .max_send_buffer_size(64 * 1024)
-        .max_pending_accept_reset_streams(settings.max_resets.min(100) as usize)
+        // The guard counts every reset; h2's own rapid-reset check is the backstop.
+        .max_pending_accept_reset_streams(settings.max_resets.saturating_mul(2) as usize)
         .max_local_error_reset_streams(Some(settings.max_resets as usize));
     let handshake = monoio::time::timeout(server.timeouts.header_read, builder.handshake::<_, Bytes>(io)).await;
     let mut connection = match handshake {
@@ -122,11 +126,7 @@ pub async fn serve<T>(
             }
             Event::Closed(err) => {
                 if let Some(e) = err {
-                    if e.is_go_away() || e.is_reset() || e.reason().is_some() {
-                        if e.reason() != Some(h2::Reason::NO_ERROR) {
-                            worker.stats.h2_protocol_errors.inc();
-                        }
-                    }
+                    count_close(worker, &e, in_block.get());
                     tracing::debug!(%peer, error = %e, "HTTP/2 connection ended");
                 }
                 return;
@@ -158,6 +158,21 @@ async fn stop_signal(listener: &ListenerHandle, stopping: bool) {
         std::future::pending::<()>().await;
     }
     listener.stop.wait().await;
+}
+
+/// Counts a connection the h2 crate ended with an error: its own abuse checks (too many
+/// CONTINUATION frames, a header list far over the limit, too many resets) end it with GOAWAY
+/// ENHANCE_YOUR_CALM and are counted with the guard's; other errors as protocol errors.
+fn count_close(worker: &Worker, e: &h2::Error, in_header_block: bool) {
+    if e.reason() == Some(h2::Reason::NO_ERROR) || e.is_io() {
+        return;
+    }
+    if e.is_go_away() && e.is_library() && e.reason() == Some(h2::Reason::ENHANCE_YOUR_CALM) {
+        let v = if in_header_block { Violation::HeaderBlockTooLarge } else { Violation::ResetFlood };
+        count_violation(worker, v);
+        return;
+    }
+    worker.stats.h2_protocol_errors.inc();
 }
 
 fn count_violation(worker: &Worker, v: Violation) {

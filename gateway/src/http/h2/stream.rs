@@ -178,6 +178,11 @@ fn check(parts: &http::request::Parts, server: &gateway_config::Server) -> Resul
     if parts.headers.len() > server.limits.max_headers {
         return Err(431);
     }
+    // RFC 9113 §6.5.2 list size: names, values and 32 bytes per field.
+    let list: usize = parts.headers.iter().map(|(n, v)| n.as_str().len() + v.len() + 32).sum();
+    if list > server.http2.max_header_list_bytes as usize {
+        return Err(431);
+    }
     let mut lengths = parts.headers.get_all(http::header::CONTENT_LENGTH).iter();
     if let Some(v) = lengths.next() {
         let n = std::str::from_utf8(v.as_bytes()).ok().and_then(|s| s.parse::<u64>().ok()).ok_or(400u16)?;

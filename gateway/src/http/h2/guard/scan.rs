@@ -76,6 +76,11 @@ impl Scanner {
         }
     }
 
+    /// True inside a header block (HEADERS or PUSH_PROMISE seen, END_HEADERS not yet).
+    pub(super) fn in_header_block(&self) -> bool {
+        self.block.is_some()
+    }
+
     /// True once a limit was broken; [`Scanner::scan`] accepts nothing more.
     pub(super) fn is_tripped(&self) -> bool {
         matches!(self.state, State::Tripped(_))

@@ -51,6 +51,7 @@ pub struct H2Settings {
     pub idle_timeout: Duration,
     /// Connections per endpoint per worker.
     pub max_connections: usize,
+    /// Receive windows we announce; clamped to 2^31-1.
     pub initial_stream_window: u32,
     pub initial_connection_window: u32,
     pub max_header_list_bytes: u32,

@@ -16,6 +16,9 @@ use tokio_rustls::TlsConnector;
 
 use super::{Conn, H2Endpoint, H2Error, H2Stream, Slot, Transport};
 
+/// The largest flow-control window HTTP/2 allows (RFC 9113, 6.9.1); larger settings are clamped.
+const MAX_WINDOW: u32 = (1 << 31) - 1;
+
 /// Opens a connection and takes its first stream slot for the caller. Only one runs at a time
 /// per endpoint (`warming`), until the new connection's SETTINGS are known.
 pub(super) async fn open(endpoint: &Rc<H2Endpoint>, deadline: Instant) -> Result<H2Stream, H2Error> {
@@ -73,8 +76,8 @@ where
 {
     let s = &endpoint.settings;
     let (sender, mut connection) = h2::client::Builder::new()
-        .initial_window_size(s.initial_stream_window)
-        .initial_connection_window_size(s.initial_connection_window)
+        .initial_window_size(s.initial_stream_window.min(MAX_WINDOW))
+        .initial_connection_window_size(s.initial_connection_window.min(MAX_WINDOW))
         .max_header_list_size(s.max_header_list_bytes)
         .enable_push(false)
         .handshake::<T, Bytes>(io)

@@ -2,6 +2,8 @@
 //! keep-alive connection pools. Everything here is worker-local (`Rc`, `Cell`, `RefCell`).
 
 pub mod balancer;
+pub mod h2io;
+pub mod h2pool;
 pub mod pool;
 
 use std::cell::Cell;

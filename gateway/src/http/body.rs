@@ -49,7 +49,7 @@ impl Dest<'_> {
             },
             Dest::H2(tx) => {
                 let data = bytes::Bytes::copy_from_slice(buf.get(range).unwrap_or_default());
-                let res = match monoio::time::timeout(limit, super::h2::flow::send_data(tx, data, false)).await {
+                let res = match monoio::time::timeout(limit, crate::upstream::h2io::send_data(tx, data, false)).await {
                     Ok(r) => r.map_err(io::Error::other),
                     Err(_) => Err(io::ErrorKind::TimedOut.into()),
                 };

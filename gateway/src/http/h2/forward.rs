@@ -263,7 +263,7 @@ async fn send_body(
     let mut out = worker.buffers.take();
     let mut total: u64 = 0;
     let result = loop {
-        let next = monoio::time::timeout(server.timeouts.body_io, super::flow::next_data(&mut req.body)).await;
+        let next = monoio::time::timeout(server.timeouts.body_io, req.body.data()).await;
         let data = match next {
             Err(_) => break Err(UpstreamError::ClientBody(TransferError::ReadTimeout)),
             Ok(None) => break Ok(()),
@@ -286,7 +286,8 @@ async fn send_body(
         if let Err(e) = res {
             break Err(UpstreamError::Send(e));
         }
-        super::flow::release(&mut req.body, data.len());
+        // The client may send more only once the upstream took these bytes.
+        let _ = req.body.flow_control().release_capacity(data.len());
     };
     if result.is_ok() && chunked {
         out.clear();

@@ -1,7 +1,6 @@
 //! HTTP/2 serving: the h2 crate's server behind a frame guard, one task per stream, requests
 //! forwarded with flow control carried end to end.
 
-pub mod flow;
 mod forward;
 pub mod guard;
 mod prefixed;

@@ -31,7 +31,7 @@ pub struct ConnCtx {
 const GOAWAY_FLUSH: Duration = Duration::from_secs(1);
 
 enum Event {
-    Stream(http::Request<h2::RecvStream>, h2::server::SendResponse<Bytes>),
+    Stream(Box<(http::Request<h2::RecvStream>, h2::server::SendResponse<Bytes>)>),
     Closed(Option<h2::Error>),
     Tripped(Violation),
     Tick,
@@ -109,7 +109,7 @@ pub async fn serve<T>(
                     return Poll::Ready(Event::Tripped(v));
                 }
                 match connection.poll_accept(cx) {
-                    Poll::Ready(Some(Ok((req, respond)))) => Poll::Ready(Event::Stream(req, respond)),
+                    Poll::Ready(Some(Ok(pair))) => Poll::Ready(Event::Stream(Box::new(pair))),
                     Poll::Ready(Some(Err(e))) => Poll::Ready(Event::Closed(Some(e))),
                     Poll::Ready(None) => Poll::Ready(Event::Closed(None)),
                     Poll::Pending => Poll::Pending,
@@ -119,7 +119,8 @@ pub async fn serve<T>(
             _ = stop_signal(&listener, stopping) => Event::Stop,
         };
         match event {
-            Event::Stream(req, respond) => {
+            Event::Stream(pair) => {
+                let (req, respond) = *pair;
                 worker.stats.h2_streams.inc();
                 ctx.active.set(ctx.active.get() + 1);
                 monoio::spawn(super::stream::handle(Rc::clone(worker), Rc::clone(&ctx), req, respond));

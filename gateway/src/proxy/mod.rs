@@ -23,6 +23,8 @@ use crate::http::conn::{reply_and_close, request_body_status, Downstream, Next};
 use crate::http::h1::{self, BodyFraming, RequestHead, ResponseFraming, ResponseHead};
 use crate::http::response;
 
+mod h1_to_h2;
+pub(crate) mod h2up;
 mod head;
 use crate::runtime::io::{make_room, read_append_timeout, write_from};
 use crate::runtime::worker::{Local, Worker};
@@ -33,6 +35,9 @@ pub use head::{build_request_head, build_response_head, RequestIdentity};
 /// Why an upstream exchange failed before a response head was forwarded.
 #[derive(Debug)]
 pub(crate) enum UpstreamError {
+    /// `protocol = "auto"` and the endpoint chose HTTP/1.1 by ALPN: nothing was sent; the
+    /// request goes over HTTP/1.1 instead.
+    Http1Only,
     Connect(io::Error),
     /// The route timeout expired before the response head arrived.
     Timeout,
@@ -58,6 +63,7 @@ impl std::fmt::Display for UpstreamError {
             Self::Protocol(why) => write!(f, "invalid response: {why}"),
             Self::ClientBody(e) => write!(f, "client request body: {e:?}"),
             Self::Overflow => f.write_str("cluster at its connection cap"),
+            Self::Http1Only => f.write_str("the upstream chose HTTP/1.1 by ALPN"),
         }
     }
 }
@@ -110,6 +116,25 @@ pub async fn forward(
     conn.ex.upstream = Some(endpoint.address);
     let sent_at = Instant::now();
     permit.start();
+    if let Some(h2ep) = endpoint.h2().cloned() {
+        conn.rpos = base;
+        match h1_to_h2::forward(worker, conn, local, head, action, &h2ep, deadline).await {
+            Some((next, status)) => {
+                worker.buffers.give(wbuf);
+                if status.is_some_and(|s| s < 500) {
+                    permit.success();
+                }
+                worker.stats.upstream_requests_active.sub(1);
+                drop(inflight);
+                drop(permit);
+                return next;
+            }
+            None => {
+                endpoint.speaks_http1.set(true);
+                conn.rpos = base + head.head_len;
+            }
+        }
+    }
     let result = exchange(worker, conn, local, head, action, endpoint, &mut wbuf, deadline).await;
     conn.ex.upstream_elapsed = Some(sent_at.elapsed());
     if let Ok((_, _, _, resp)) = &result {
@@ -159,7 +184,7 @@ pub(crate) fn failure_status(
         }
         UpstreamError::Connect(_) => (Some(502), Some(FailureReason::ConnectError)),
         UpstreamError::Send(_) | UpstreamError::ClosedEarly => (Some(502), Some(FailureReason::Reset)),
-        UpstreamError::Protocol(_) => {
+        UpstreamError::Protocol(_) | UpstreamError::Http1Only => {
             worker.stats.upstream_protocol_errors.inc();
             (Some(502), Some(FailureReason::Protocol))
         }
@@ -246,7 +271,8 @@ pub(crate) async fn acquire(
                 return Err(UpstreamError::Overflow);
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            let up = connect(endpoint, connect_timeout.min(left)).await.map_err(|e| {
+            let tls = local.clusters.get(cluster).and_then(|c| c.tls.as_ref());
+            let up = connect(endpoint, tls, connect_timeout.min(left)).await.map_err(|e| {
                 worker.stats.upstream_connect_errors.inc();
                 if Instant::now() >= deadline {
                     UpstreamError::Timeout
@@ -254,7 +280,7 @@ pub(crate) async fn acquire(
                     UpstreamError::Connect(e)
                 }
             })?;
-            let up = endpoint.adopt(Stream::Tcp(up));
+            let up = endpoint.adopt(up);
             worker.stats.upstream_connects.inc();
             if let Some(m) = local.cluster_metrics.get(cluster) {
                 m.connect();
@@ -270,12 +296,25 @@ pub(crate) fn is_idempotent(m: h1::Method) -> bool {
     matches!(m, Get | Head | Options | Trace | Put | Delete)
 }
 
-async fn connect(endpoint: &EndpointState, limit: Duration) -> io::Result<TcpStream> {
+async fn connect(
+    endpoint: &EndpointState,
+    tls: Option<&crate::upstream::UpstreamTlsConfig>,
+    limit: Duration,
+) -> io::Result<Stream> {
+    let start = Instant::now();
     let stream = monoio::time::timeout(limit, TcpStream::connect_addr(endpoint.address))
         .await
         .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
     stream.set_nodelay(true)?;
-    Ok(stream)
+    let Some(tls) = tls else { return Ok(Stream::Tcp(stream)) };
+    use monoio::io::IntoPollIo;
+    let io = stream.into_poll_io()?;
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::clone(&tls.config));
+    let left = limit.saturating_sub(start.elapsed());
+    let tls_stream = monoio::time::timeout(left, connector.connect(tls.server_name.clone(), io))
+        .await
+        .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
+    Ok(Stream::TlsClient(Box::new(tls_stream)))
 }
 
 /// Writes the request head (kept in `wbuf` for a possible retry when there is no body) and

@@ -29,7 +29,16 @@ pub struct ClusterState {
     pub limiter: Rc<Limiter>,
     /// Upstream connections open to this cluster (idle and busy), for `caps.max_connections`.
     pub connections: Rc<Cell<usize>>,
+    /// TLS for HTTP/1.1 connections to the endpoints (`tls` set on the cluster).
+    pub tls: Option<UpstreamTlsConfig>,
     rr: RoundRobin,
+}
+
+/// A client TLS config and the name to send as SNI and to verify.
+#[derive(Clone)]
+pub struct UpstreamTlsConfig {
+    pub config: Arc<rustls::ClientConfig>,
+    pub server_name: rustls_pki_types::ServerName<'static>,
 }
 
 pub struct EndpointState {
@@ -42,6 +51,17 @@ pub struct EndpointState {
     pub pool: IdlePool,
     /// What the admin port shows of this endpoint (single-writer, read on scrape).
     pub gauge: Arc<EndpointGauge>,
+    /// HTTP/2 connections (`protocol = "h2"` or `"auto"`).
+    pub h2: Option<Rc<h2pool::H2Endpoint>>,
+    /// With `protocol = "auto"`: the endpoint chose HTTP/1.1 by ALPN, use the HTTP/1.1 pool.
+    pub speaks_http1: Cell<bool>,
+}
+
+impl EndpointState {
+    /// The HTTP/2 endpoint to use, unless the endpoint speaks HTTP/1.1.
+    pub fn h2(&self) -> Option<&Rc<h2pool::H2Endpoint>> {
+        self.h2.as_ref().filter(|_| !self.speaks_http1.get())
+    }
 }
 
 /// One worker's view of one endpoint, readable from the admin thread.
@@ -96,12 +116,16 @@ impl Candidate for EndpointState {
 impl ClusterState {
     pub fn new(settings: &Cluster, policy: Policy) -> Self {
         let connections = Rc::new(Cell::new(0));
+        let (tls, h2_transport) = upstream_tls(settings);
         let endpoints = settings
             .endpoints
             .iter()
             .map(|e| {
                 let gauge = Arc::new(EndpointGauge::default());
+                let h2 = h2_transport.clone().map(|t| h2pool::H2Endpoint::new(e.address, t, h2_settings(settings)));
                 EndpointState {
+                    h2,
+                    speaks_http1: Cell::new(false),
                     address: e.address,
                     connections: Rc::clone(&connections),
                     max_connections: settings.caps.max_connections,
@@ -121,6 +145,7 @@ impl ClusterState {
             endpoints,
             limiter: Rc::new(Limiter::new(settings, policy)),
             connections,
+            tls,
             settings: settings.clone(),
             policy,
         }
@@ -141,9 +166,56 @@ impl ClusterState {
 
     /// Closes pooled connections that have been idle too long.
     pub fn evict_idle(&self) {
+        let now = std::time::Instant::now();
         for e in &self.endpoints {
             e.pool.evict_expired();
+            if let Some(h2) = &e.h2 {
+                h2.evict_idle(now);
+            }
         }
+    }
+}
+
+/// The HTTP/1.1 TLS config of a cluster, and the transport of its HTTP/2 connections (`None`:
+/// the cluster speaks HTTP/1.1 only). The files were checked when the config was loaded; a
+/// failure here (a file changed since) leaves the cluster without TLS and is logged.
+fn upstream_tls(settings: &Cluster) -> (Option<UpstreamTlsConfig>, Option<h2pool::Transport>) {
+    use gateway_config::UpstreamProtocol;
+    let make = |alpn: &[&[u8]]| -> Option<UpstreamTlsConfig> {
+        let tls = settings.tls.as_ref()?;
+        let server_name = rustls_pki_types::ServerName::try_from(tls.sni.clone()).ok()?;
+        match crate::tls::client_config(tls, alpn) {
+            Ok(config) => Some(UpstreamTlsConfig { config, server_name }),
+            Err(e) => {
+                tracing::error!(cluster = %settings.name, error = %e, "upstream TLS config");
+                None
+            }
+        }
+    };
+    let h1 = make(&[b"http/1.1"]);
+    let h2 = match settings.protocol {
+        UpstreamProtocol::Http1 => None,
+        UpstreamProtocol::H2 if settings.tls.is_none() => Some(h2pool::Transport::Plain),
+        UpstreamProtocol::H2 => make(&[b"h2"]).map(tls_transport),
+        UpstreamProtocol::Auto => make(&[b"h2", b"http/1.1"]).map(tls_transport),
+    };
+    (h1, h2)
+}
+
+fn tls_transport(t: UpstreamTlsConfig) -> h2pool::Transport {
+    h2pool::Transport::Tls { config: t.config, server_name: t.server_name }
+}
+
+/// HTTP/2 connection settings for a cluster's endpoints.
+fn h2_settings(settings: &Cluster) -> h2pool::H2Settings {
+    h2pool::H2Settings {
+        connect_timeout: settings.connect_timeout,
+        idle_timeout: settings.pool.idle_timeout,
+        // Each connection multiplexes many streams: a few per endpoint per worker suffice.
+        max_connections: settings.caps.max_connections.clamp(1, 4),
+        initial_stream_window: 256 * 1024,
+        initial_connection_window: 1024 * 1024,
+        max_header_list_bytes: 64 * 1024,
     }
 }
 

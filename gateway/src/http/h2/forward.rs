@@ -42,7 +42,7 @@ fn connection_specific(name: &str) -> bool {
 pub async fn forward(
     worker: &Rc<Worker>,
     local: &Rc<Local>,
-    mut req: Request<'_>,
+    req: Request<'_>,
     respond: &mut h2::server::SendResponse<Bytes>,
     ex: &mut Exchange,
     action: &ProxyAction,
@@ -64,6 +64,29 @@ pub async fn forward(
         super::stream::reply(worker, respond, ex, 503, &[], is_head);
         return;
     };
+    let mut req = req;
+    if let Some(h2ep) = endpoint.h2().cloned() {
+        worker.stats.upstream_requests_active.inc();
+        ex.upstream = Some(endpoint.address);
+        let sent_at = Instant::now();
+        permit.start();
+        let outcome = to_h2(worker, local, req, respond, ex, action, &h2ep, deadline, sent_at).await;
+        worker.stats.upstream_requests_active.sub(1);
+        match outcome {
+            H2Outcome::Done(status) => {
+                if status.is_some_and(|s| s < 500) {
+                    permit.success();
+                }
+                drop(inflight);
+                drop(permit);
+                return;
+            }
+            H2Outcome::Http1(back) => {
+                endpoint.speaks_http1.set(true);
+                req = back;
+            }
+        }
+    }
     let mut wbuf = worker.buffers.take();
     let chunked = write_head(&mut wbuf, local, &req, &ex.request_id);
     worker.stats.upstream_requests_active.inc();
@@ -102,6 +125,133 @@ pub async fn forward(
     worker.buffers.give(wbuf);
     drop(inflight);
     drop(permit);
+}
+
+/// How an attempt on an HTTP/2 upstream ended.
+enum H2Outcome<'a> {
+    /// Answered (with the upstream's status, if one arrived).
+    Done(Option<u16>),
+    /// The endpoint chose HTTP/1.1 by ALPN before anything was sent: the request goes that way.
+    Http1(Request<'a>),
+}
+
+/// Forwards to an HTTP/2 upstream: the request body is pumped by a task of its own while the
+/// response comes back, so bidirectional streams (gRPC) work; trailers pass both ways.
+/// Returns the upstream's status, if one arrived.
+#[allow(clippy::too_many_arguments)]
+async fn to_h2<'a>(
+    worker: &Rc<Worker>,
+    local: &Rc<Local>,
+    req: Request<'a>,
+    respond: &mut h2::server::SendResponse<Bytes>,
+    ex: &mut Exchange,
+    action: &ProxyAction,
+    h2ep: &Rc<crate::upstream::h2pool::H2Endpoint>,
+    deadline: Instant,
+    sent_at: Instant,
+) -> H2Outcome<'a> {
+    use crate::proxy::h2up;
+    let server = &local.snap.config.server;
+    let is_head = req.parts.method == http::Method::HEAD;
+    let mut up = http::Request::new(());
+    *up.method_mut() = req.parts.method.clone();
+    let scheme = if matches!(local.clusters.get(action.cluster).map(|c| c.tls.is_some()), Some(true)) {
+        "https"
+    } else {
+        "http"
+    };
+    let target = req.parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    *up.uri_mut() = match http::Uri::try_from(format!("{scheme}://{}{target}", req.authority)) {
+        Ok(u) => u,
+        Err(_) => {
+            super::stream::reply(worker, respond, ex, 400, &[], is_head);
+            return H2Outcome::Done(None);
+        }
+    };
+    let identity = req
+        .ctx
+        .tls
+        .as_ref()
+        .map(|t| (t.identity_header.as_str(), t.identity.as_ref().map(|i| i.header_value.as_str())));
+    let fwd = h2up::Forwarded {
+        peer_ip: &req.ctx.peer_ip,
+        tls: req.ctx.tls.is_some(),
+        via: &server.via,
+        received: "2",
+        request_id: &ex.request_id,
+        strip: local.snap.config.overload.priority_header.as_deref(),
+        identity,
+    };
+    let fields = req.parts.headers.iter().map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()));
+    h2up::forward_headers(up.headers_mut(), fields, &fwd);
+    let no_body = req.body.is_end_stream();
+    let sent = h2up::send_head(worker, h2ep, up, no_body, deadline).await;
+    let (slot, response, tx) = match sent {
+        Ok(x) => x,
+        Err(UpstreamError::Http1Only) => return H2Outcome::Http1(req),
+        Err(e) => {
+            fail(worker, local, respond, ex, action, e, is_head);
+            return H2Outcome::Done(None);
+        }
+    };
+    let pump =
+        tx.map(|tx| monoio::spawn(h2up::pump(req.body, tx, server.timeouts.body_io, server.limits.max_body_bytes)));
+    let head = h2up::response_head(response, deadline).await;
+    ex.upstream_elapsed = Some(sent_at.elapsed());
+    let resp = match head {
+        Ok(r) => r,
+        Err(e) => {
+            fail(worker, local, respond, ex, action, e, is_head);
+            return H2Outcome::Done(None);
+        }
+    };
+    let (parts, body) = resp.into_parts();
+    let status = parts.status.as_u16();
+    ex.status = status;
+    let end = body.is_end_stream();
+    match respond.send_response(h2up::client_head(&parts), end) {
+        Ok(mut tx) if !end => match h2up::relay(body, &mut tx, action.timeout).await {
+            Ok(n) | Err(n) => {
+                worker.stats.downstream_bytes_out.add(n);
+                ex.bytes_out += n;
+            }
+        },
+        Ok(_) => {}
+        Err(e) => tracing::debug!(error = %e, "HTTP/2 response not sent"),
+    }
+    if let Some(p) = pump {
+        let n = p.await;
+        worker.stats.downstream_bytes_in.add(n);
+        ex.bytes_in += n;
+    }
+    drop(slot);
+    H2Outcome::Done(Some(status))
+}
+
+/// Answers a failed upstream exchange (or resets the stream when no answer fits).
+fn fail(
+    worker: &Worker,
+    local: &Local,
+    respond: &mut h2::server::SendResponse<Bytes>,
+    ex: &mut Exchange,
+    action: &ProxyAction,
+    e: UpstreamError,
+    is_head: bool,
+) {
+    let status = failure_status(worker, local.cluster_metrics.get(action.cluster), &e);
+    tracing::debug!(error = %e, "HTTP/2 upstream exchange failed");
+    match status {
+        Some(s) => {
+            let extra: Vec<(String, String)> = match e {
+                UpstreamError::Overflow => {
+                    vec![("retry-after".into(), "1".into()), ("x-gateway-reason".into(), "overflow".into())]
+                }
+                _ => Vec::new(),
+            };
+            super::stream::reply(worker, respond, ex, s, &extra, is_head);
+        }
+        None => respond.send_reset(h2::Reason::CANCEL),
+    }
 }
 
 /// Writes the HTTP/1.1 request head; true when the body goes chunked.

@@ -1,0 +1,213 @@
+//! Forwarding to an HTTP/2 upstream (`protocol = "h2"`, or `"auto"` when ALPN chose h2), from
+//! HTTP/2 clients (streams both ways at once, trailers passed through: gRPC works end to end)
+//! and from HTTP/1.1 clients (the body sent, then the response relayed).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use h2::{RecvStream, SendStream};
+use monoio::time::Instant;
+
+use super::UpstreamError;
+use crate::runtime::worker::Worker;
+use crate::upstream::h2io::send_data;
+use crate::upstream::h2pool::{self, H2Endpoint, H2Error, H2Stream};
+
+/// Fields never forwarded between HTTP/2 peers or from HTTP/1.1 into HTTP/2 (RFC 9113 §8.2.2);
+/// `te: trailers` is the one TE value allowed and is kept.
+pub fn connection_specific(name: &str) -> bool {
+    matches!(name, "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade" | "host")
+}
+
+/// Who sends the request, for the fields the gateway adds.
+pub struct Forwarded<'a> {
+    pub peer_ip: &'a [u8],
+    pub tls: bool,
+    pub via: &'a str,
+    /// "1.1" or "2": the protocol the gateway received the request with.
+    pub received: &'a str,
+    pub request_id: &'a [u8],
+    /// The priority header (never forwarded).
+    pub strip: Option<&'a str>,
+    /// The client-identity header (never taken from the client) and the identity to send.
+    pub identity: Option<(&'a str, Option<&'a str>)>,
+}
+
+/// Copies the client's end-to-end fields into `out` and adds the gateway's own.
+pub fn forward_headers<'h>(
+    out: &mut http::HeaderMap,
+    fields: impl Iterator<Item = (&'h [u8], &'h [u8])>,
+    fwd: &Forwarded<'_>,
+) {
+    let mut xff = Vec::new();
+    for (name, value) in fields {
+        let Ok(name) = http::HeaderName::from_bytes(name) else { continue };
+        let n = name.as_str();
+        if n == "x-forwarded-for" {
+            if !value.is_empty() {
+                xff.extend_from_slice(value);
+                xff.extend_from_slice(b", ");
+            }
+            continue;
+        }
+        if connection_specific(n)
+            || (n == "te" && !value.eq_ignore_ascii_case(b"trailers"))
+            || n == "x-forwarded-proto"
+            || n == "x-request-id"
+            || n == "expect"
+            || fwd.strip.is_some_and(|h| n.eq_ignore_ascii_case(h))
+            || fwd.identity.is_some_and(|(h, _)| n.eq_ignore_ascii_case(h))
+        {
+            continue;
+        }
+        if let Ok(v) = http::HeaderValue::from_bytes(value) {
+            out.append(name, v);
+        }
+    }
+    xff.extend_from_slice(fwd.peer_ip);
+    let mut put = |name: &'static str, value: &[u8]| {
+        if let Ok(v) = http::HeaderValue::from_bytes(value) {
+            out.insert(name, v);
+        }
+    };
+    put("x-forwarded-for", &xff);
+    put("x-forwarded-proto", if fwd.tls { b"https" } else { b"http" });
+    put("via", format!("{} {}", fwd.received, fwd.via).as_bytes());
+    put("x-request-id", fwd.request_id);
+    if let Some((name, Some(id))) = fwd.identity {
+        if let (Ok(n), Ok(v)) = (http::HeaderName::from_bytes(name.as_bytes()), http::HeaderValue::from_str(id)) {
+            out.insert(n, v);
+        }
+    }
+}
+
+/// Maps a failure to get a stream to the proxy's error kinds (nothing was sent).
+pub fn acquire_error(e: H2Error) -> UpstreamError {
+    match e {
+        H2Error::Connect(io) | H2Error::Tls(io) => UpstreamError::Connect(io),
+        H2Error::Timeout => UpstreamError::Connect(std::io::ErrorKind::TimedOut.into()),
+        H2Error::NoH2Alpn => UpstreamError::Http1Only,
+        H2Error::Handshake(_) => UpstreamError::Protocol("HTTP/2 handshake with the upstream failed"),
+        H2Error::Busy => UpstreamError::Overflow,
+    }
+}
+
+/// Opens a stream and sends the request head; returns the stream slot, the response future
+/// and the request body sender (unless `end_of_stream`).
+pub async fn send_head(
+    worker: &Worker,
+    endpoint: &std::rc::Rc<H2Endpoint>,
+    req: http::Request<()>,
+    end_of_stream: bool,
+    deadline: Instant,
+) -> Result<(H2Stream, h2::client::ResponseFuture, Option<SendStream<Bytes>>), UpstreamError> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    let mut stream = match monoio::time::timeout(left, endpoint.acquire()).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            if !matches!(e, H2Error::Busy) {
+                worker.stats.upstream_connect_errors.inc();
+            }
+            return Err(acquire_error(e));
+        }
+        Err(_) => return Err(UpstreamError::Timeout),
+    };
+    let (resp, tx) =
+        h2pool::start(&mut stream, req, end_of_stream).map_err(|e| UpstreamError::Send(std::io::Error::other(e)))?;
+    Ok((stream, resp, tx))
+}
+
+/// Awaits the response head within the deadline.
+pub async fn response_head(
+    resp: h2::client::ResponseFuture,
+    deadline: Instant,
+) -> Result<http::Response<RecvStream>, UpstreamError> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    match monoio::time::timeout(left, resp).await {
+        Ok(Ok(r)) => Ok(r),
+        Ok(Err(e)) if e.reason() == Some(h2::Reason::REFUSED_STREAM) => Err(UpstreamError::ClosedEarly),
+        Ok(Err(e)) => Err(UpstreamError::Send(std::io::Error::other(e))),
+        Err(_) => Err(UpstreamError::Timeout),
+    }
+}
+
+/// Copies a request body from a client's HTTP/2 stream to the upstream's, with trailers;
+/// the client's window is given back as the upstream takes the bytes. Resets the upstream
+/// stream when the client's fails.
+pub async fn pump(mut from: RecvStream, mut to: SendStream<Bytes>, idle: Duration, max_bytes: u64) -> u64 {
+    let mut total = 0u64;
+    loop {
+        let next = monoio::time::timeout(idle, from.data()).await;
+        let data = match next {
+            Ok(Some(Ok(d))) => d,
+            Ok(None) => break,
+            _ => {
+                to.send_reset(h2::Reason::CANCEL);
+                return total;
+            }
+        };
+        total += data.len() as u64;
+        if total > max_bytes {
+            to.send_reset(h2::Reason::CANCEL);
+            return total;
+        }
+        let n = data.len();
+        if monoio::time::timeout(idle, send_data(&mut to, data, false)).await.map_or(true, |r| r.is_err()) {
+            return total;
+        }
+        let _ = from.flow_control().release_capacity(n);
+    }
+    match from.trailers().await {
+        Ok(Some(t)) => {
+            let _ = to.send_trailers(t);
+        }
+        _ => {
+            let _ = to.send_data(Bytes::new(), true);
+        }
+    }
+    total
+}
+
+/// Copies a response body (and trailers) from the upstream's stream to the client's. Returns
+/// the bytes moved; `Err` when it could not be completed (the client's stream is reset).
+pub async fn relay(mut from: RecvStream, to: &mut SendStream<Bytes>, idle: Duration) -> Result<u64, u64> {
+    let mut total = 0u64;
+    loop {
+        let data = match monoio::time::timeout(idle, from.data()).await {
+            Ok(Some(Ok(d))) => d,
+            Ok(None) => break,
+            _ => {
+                to.send_reset(h2::Reason::INTERNAL_ERROR);
+                return Err(total);
+            }
+        };
+        let n = data.len();
+        total += n as u64;
+        if monoio::time::timeout(idle, send_data(to, data, false)).await.map_or(true, |r| r.is_err()) {
+            from.flow_control().release_capacity(n).ok();
+            return Err(total);
+        }
+        let _ = from.flow_control().release_capacity(n);
+    }
+    let end = match from.trailers().await {
+        Ok(Some(t)) => to.send_trailers(t),
+        Ok(None) => to.send_data(Bytes::new(), true),
+        Err(_) => {
+            to.send_reset(h2::Reason::INTERNAL_ERROR);
+            return Err(total);
+        }
+    };
+    end.map(|_| total).map_err(|_| total)
+}
+
+/// The response head for a client: status and end-to-end fields of the upstream's head.
+pub fn client_head(parts: &http::response::Parts) -> http::Response<()> {
+    let mut resp = http::Response::new(());
+    *resp.status_mut() = parts.status;
+    for (name, value) in &parts.headers {
+        if !connection_specific(name.as_str()) && name != "te" {
+            resp.headers_mut().append(name.clone(), value.clone());
+        }
+    }
+    resp
+}

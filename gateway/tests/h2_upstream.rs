@@ -1,0 +1,161 @@
+//! End-to-end: clusters spoken to over HTTP/2 (cleartext prior knowledge, and TLS with ALPN),
+//! from HTTP/2 and HTTP/1.1 clients; gRPC-style exchanges with trailers, and a bidirectional
+//! stream that only works when both directions flow at once.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+mod common;
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::clients::*;
+use common::h2origin::H2Origin;
+use common::tls::TestPki;
+use common::*;
+
+/// A gateway with an h2c+http/1.1 listener `main` whose default route goes to `origin` over
+/// HTTP/2 (`cluster_extra` adds keys to the cluster, e.g. TLS).
+fn gateway(driver: &str, origin: &H2Origin, cluster_extra: &str) -> TestGateway {
+    let text = config(driver, origin.addr, "", "")
+        .replace(
+            "name = \"main\"\naddress = \"127.0.0.1:0\"\n",
+            "name = \"main\"\naddress = \"127.0.0.1:0\"\nprotocols = [\"http/1.1\", \"h2\"]\n",
+        )
+        .replace(
+            "connect_timeout = \"1s\"\n",
+            &format!("connect_timeout = \"1s\"\nprotocol = \"h2\"\n{cluster_extra}\n"),
+        );
+    TestGateway::start(&text)
+}
+
+/// A gRPC message: compressed flag, length, bytes.
+fn grpc_frame(msg: &[u8]) -> Bytes {
+    let mut b = vec![0u8];
+    b.extend_from_slice(&(msg.len() as u32).to_be_bytes());
+    b.extend_from_slice(msg);
+    Bytes::from(b)
+}
+
+fn grpc_request(path: &str) -> http::Request<()> {
+    http::Request::builder()
+        .method("POST")
+        .uri(format!("http://svc.test{path}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .unwrap()
+}
+
+#[test]
+fn grpc_unary_through_h2_to_h2_keeps_trailers() {
+    each_driver(|d| {
+        let origin = H2Origin::start(None);
+        let gw = gateway(d, &origin, "");
+        let rt = runtime();
+        rt.block_on(async {
+            let mut c = h2_connect(gw.addr, None).await;
+            let r = h2_request(&mut c, grpc_request("/echo.Echo/Say"), Some(grpc_frame(b"hello"))).await.unwrap();
+            assert_eq!(r.status, 200, "{d}");
+            assert_eq!(r.body, grpc_frame(b"hello").to_vec());
+            let t = r.trailers.expect("trailers passed through");
+            assert_eq!(t.get("grpc-status").unwrap(), "0");
+            assert_eq!(t.get("x-echo-te").unwrap(), "trailers", "te: trailers reaches the origin");
+            // Plain requests too, many on one connection.
+            for n in [0usize, 1, 70_000] {
+                let r = h2_request(&mut c, h2_get("http", "svc.test", &format!("/bytes/{n}")), None).await.unwrap();
+                assert_eq!((r.status, r.body.len()), (200, n));
+            }
+        });
+        let seen = origin.seen();
+        let s = seen.iter().find(|s| s.path == "/echo.Echo/Say").unwrap();
+        assert_eq!(s.headers.get("content-type").unwrap(), "application/grpc");
+        assert_eq!(s.headers.get("via").unwrap(), "2 gateway");
+        assert_eq!(s.headers.get("x-forwarded-for").unwrap(), "127.0.0.1");
+    });
+}
+
+#[test]
+fn bidirectional_stream_flows_both_ways_at_once() {
+    let origin = H2Origin::start(None);
+    let gw = gateway("io_uring", &origin, "");
+    let rt = runtime();
+    rt.block_on(async {
+        let c = h2_connect(gw.addr, None).await;
+        let mut ready = c.ready().await.unwrap();
+        let (resp, mut tx) = ready.send_request(grpc_request("/chat.Chat/Talk"), false).unwrap();
+        tx.send_data(grpc_frame(b"one"), false).unwrap();
+        // The response (and the echo of the first message) arrives before the request ends.
+        let resp = tokio::time::timeout(Duration::from_secs(5), resp).await.expect("head before request end").unwrap();
+        let mut rx = resp.into_body();
+        let first =
+            tokio::time::timeout(Duration::from_secs(5), rx.data()).await.expect("echo of one").unwrap().unwrap();
+        assert_eq!(first, grpc_frame(b"one"));
+        let _ = rx.flow_control().release_capacity(first.len());
+        tx.send_data(grpc_frame(b"two"), true).unwrap();
+        let second = rx.data().await.unwrap().unwrap();
+        assert_eq!(second, grpc_frame(b"two"));
+        let _ = rx.flow_control().release_capacity(second.len());
+        assert!(rx.data().await.is_none());
+        assert_eq!(rx.trailers().await.unwrap().unwrap().get("grpc-status").unwrap(), "0");
+    });
+}
+
+#[test]
+fn http1_clients_reach_an_h2_cluster() {
+    each_driver(|d| {
+        let origin = H2Origin::start(None);
+        let gw = gateway(d, &origin, "");
+        let r = get(gw.addr, "/bytes/5000");
+        assert_eq!(r.status, 200, "{d}");
+        assert_eq!(r.body.len(), 5000);
+        // A chunked upload is streamed into the h2 stream and echoed back (chunked, no length).
+        let mut s = connect(gw.addr);
+        s.write_all(b"POST /echo HTTP/1.1\r\nhost: svc.test\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n").unwrap();
+        let mut r = std::io::BufReader::new(s);
+        let resp = read_response(&mut r, false).unwrap();
+        assert_eq!(resp.status, 200);
+        assert_eq!(resp.text(), "hello world");
+        // The connection is kept: another request on it.
+        r.get_mut().write_all(b"GET /bytes/3 HTTP/1.1\r\nhost: svc.test\r\n\r\n").unwrap();
+        assert_eq!(read_response(&mut r, false).unwrap().body.len(), 3);
+    });
+}
+
+#[test]
+fn tls_upstream_with_alpn_h2() {
+    let pki = TestPki::new();
+    let (chain, key) = pki.leaf(&["origin.test"]);
+    let dir = std::env::temp_dir().join(format!("gw-h2up-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("ca.pem"), pki.ca_pem()).unwrap();
+    let server_cfg = {
+        use rustls_pki_types::pem::PemObject;
+        let certs: Vec<_> =
+            rustls_pki_types::CertificateDer::pem_slice_iter(chain.as_bytes()).map(Result::unwrap).collect();
+        let key = rustls_pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let mut c = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .unwrap();
+        c.alpn_protocols = vec![b"h2".to_vec()];
+        Arc::new(c)
+    };
+    let origin = H2Origin::start(Some(server_cfg));
+    let extra = format!("tls = {{ sni = \"origin.test\", ca = \"{}\" }}", dir.join("ca.pem").display());
+    let gw = gateway("io_uring", &origin, &extra);
+    let rt = runtime();
+    rt.block_on(async {
+        let mut c = h2_connect(gw.addr, None).await;
+        let r = h2_request(&mut c, grpc_request("/echo.Echo/Say"), Some(grpc_frame(b"over tls"))).await.unwrap();
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body, grpc_frame(b"over tls").to_vec());
+        assert_eq!(r.trailers.unwrap().get("grpc-status").unwrap(), "0");
+    });
+    assert_eq!(get(gw.addr, "/bytes/10").status, 200);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -308,3 +308,40 @@ fn continuation_flood_gets_goaway_before_buffering() {
         }
     });
 }
+
+#[test]
+fn settings_flood_gets_goaway() {
+    attack_gets_enhance_your_calm("h2_abuse_control_flood", |s| {
+        let mut buf = Vec::new();
+        for _ in 0..2000 {
+            buf.extend_from_slice(&h2raw::settings(&[]));
+        }
+        let _ = s.write_all(&buf);
+    });
+}
+
+#[test]
+fn empty_data_frame_flood_gets_goaway() {
+    attack_gets_enhance_your_calm("h2_abuse_empty_frames", |s| {
+        let block =
+            h2raw::hpack_literal(&[(":method", "POST"), (":scheme", "http"), (":path", "/echo"), (":authority", "a")]);
+        let mut buf = h2raw::headers(1, &block, false, true);
+        for _ in 0..2000 {
+            buf.extend_from_slice(&h2raw::data(1, &[], false));
+        }
+        let _ = s.write_all(&buf);
+    });
+}
+
+#[test]
+fn idle_h2_connections_get_goaway_after_the_idle_timeout() {
+    let o = origin();
+    let g = H2Gateway::start("io_uring", &o, false, "[server.timeouts]\nidle = \"300ms\"");
+    let mut s = connect(g.addr());
+    s.write_all(&h2raw::preface()).unwrap();
+    s.write_all(&h2raw::settings(&[])).unwrap();
+    let started = std::time::Instant::now();
+    let code = h2raw::read_until_goaway(&mut s, Duration::from_secs(5));
+    assert_eq!(code, Some(0), "GOAWAY NO_ERROR");
+    assert!(started.elapsed() >= Duration::from_millis(250));
+}

@@ -260,3 +260,68 @@ fn certificate_reload_serves_new_connections_and_keeps_old_ones() {
     assert_eq!(server_names(&s), vec!["a.test", "b.test"]);
     gw.shutdown();
 }
+
+#[test]
+fn alpn_picks_h2_or_http1_and_sessions_resume() {
+    let o = origin();
+    let certs = Certs::new("alpn");
+    let gw = tls_gateway("io_uring", &o, &certs, "", "");
+    let ca = certs.pki.ca_pem();
+    let both = client_config(&ca, &opts(&[b"h2", b"http/1.1"]));
+    let s = tls_connect(gw.addr, "a.test", both.clone()).unwrap();
+    assert_eq!(s.conn.alpn_protocol(), Some(&b"h2"[..]));
+    let h1 = client_config(&ca, &opts(&[b"http/1.1"]));
+    let s = tls_connect(gw.addr, "a.test", h1.clone()).unwrap();
+    assert_eq!(s.conn.alpn_protocol(), Some(&b"http/1.1"[..]));
+    // The same client config resumes its earlier session (TLS 1.3 ticket).
+    let r = tls_exchange(gw.addr, "a.test", h1.clone(), b"GET /bytes/1 HTTP/1.1\r\nhost: a.test\r\n\r\n");
+    assert_eq!(r.status, 200);
+    let s = tls_connect(gw.addr, "a.test", h1).unwrap();
+    assert_eq!(s.conn.handshake_kind(), Some(rustls::HandshakeKind::Resumed));
+    assert!(wait_until(std::time::Duration::from_secs(2), || gw.total("tls_resumptions") >= 1));
+}
+
+#[test]
+fn a_silent_client_is_dropped_at_the_handshake_timeout() {
+    let o = origin();
+    let certs = Certs::new("hs-timeout");
+    let gw = tls_gateway("io_uring", &o, &certs, "handshake_timeout = \"300ms\"", "");
+    let mut silent = connect(gw.addr);
+    // Half a ClientHello, then nothing.
+    silent.write_all(&[0x16, 0x03, 0x01, 0x01, 0x00, 0x01]).unwrap();
+    let started = std::time::Instant::now();
+    let mut b = [0u8; 64];
+    let n = std::io::Read::read(&mut silent, &mut b).unwrap_or(0);
+    assert_eq!(n, 0, "closed without a reply");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert!(wait_until(std::time::Duration::from_secs(2), || gw.total("tls_failed_timeout") == 1));
+    // Others are served meanwhile and after.
+    let cfg = client_config(&certs.pki.ca_pem(), &opts(&[]));
+    let r = tls_exchange(gw.addr, "a.test", cfg, b"GET /bytes/1 HTTP/1.1\r\nhost: a.test\r\n\r\n");
+    assert_eq!(r.status, 200);
+}
+
+#[test]
+fn renewed_certificate_files_are_picked_up_without_a_reload_command() {
+    let o = origin();
+    let certs = Certs::new("poll");
+    let dir = certs.dir.0.clone();
+    let cfg_path = dir.join("gateway.toml");
+    let listener = format!(
+        "name = \"main\"\naddress = \"127.0.0.1:0\"\n[listeners.tls]\ncertificates = [{{ cert = \"a.pem\", key = \"a.key\" }}]\n"
+    );
+    let text = config("io_uring", o.addr(), "", "").replace("name = \"main\"\naddress = \"127.0.0.1:0\"\n", &listener);
+    std::fs::write(&cfg_path, text).unwrap();
+    let gw = gateway::Gateway::start_from_file(&cfg_path).unwrap();
+    let addr = gw.listener_addr("main").unwrap();
+    let cfg = client_config(&certs.pki.ca_pem(), &opts(&[]));
+    assert_eq!(server_names(&tls_connect(addr, "a.test", cfg.clone()).unwrap()), vec!["a.test"]);
+    let (chain, key) = certs.pki.leaf(&["a.test", "c.test"]);
+    write(&dir, "a.key", &key);
+    write(&dir, "a.pem", &chain);
+    let renewed = wait_until(std::time::Duration::from_secs(10), || {
+        tls_connect(addr, "a.test", cfg.clone()).map(|s| server_names(&s).len() == 2).unwrap_or(false)
+    });
+    assert!(renewed, "the renewed certificate (relative paths, written in place) is served");
+    gw.shutdown();
+}

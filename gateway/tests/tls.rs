@@ -307,10 +307,9 @@ fn renewed_certificate_files_are_picked_up_without_a_reload_command() {
     let certs = Certs::new("poll");
     let dir = certs.dir.0.clone();
     let cfg_path = dir.join("gateway.toml");
-    let listener = format!(
-        "name = \"main\"\naddress = \"127.0.0.1:0\"\n[listeners.tls]\ncertificates = [{{ cert = \"a.pem\", key = \"a.key\" }}]\n"
-    );
-    let text = config("io_uring", o.addr(), "", "").replace("name = \"main\"\naddress = \"127.0.0.1:0\"\n", &listener);
+    let listener =
+        "name = \"main\"\naddress = \"127.0.0.1:0\"\n[listeners.tls]\ncertificates = [{ cert = \"a.pem\", key = \"a.key\" }]\n";
+    let text = config("io_uring", o.addr(), "", "").replace("name = \"main\"\naddress = \"127.0.0.1:0\"\n", listener);
     std::fs::write(&cfg_path, text).unwrap();
     let gw = gateway::Gateway::start_from_file(&cfg_path).unwrap();
     let addr = gw.listener_addr("main").unwrap();

@@ -324,3 +324,15 @@ fn keep_alive_requests_arriving_at_once_or_after_a_pause_are_served() {
         assert_eq!(read_response(&mut r, false).unwrap().body, b"abc", "{d}");
     });
 }
+
+#[test]
+fn http10_without_host_is_forwarded_with_the_cluster_name_as_host() {
+    let o = origin();
+    let gw = start("io_uring", &o);
+    let mut s = connect(gw.addr);
+    s.write_all(b"GET /bytes/4 HTTP/1.0\r\n\r\n").unwrap();
+    let r = read_response(&mut BufReader::new(s), false).unwrap();
+    assert_eq!(r.status, 200);
+    let seen = o.received();
+    assert_eq!(seen.last().unwrap().header("host"), Some("origin"), "HTTP/1.1 upstreams need a Host");
+}

@@ -165,7 +165,12 @@ fn request(
     let tls = local.clusters.get(action.cluster).is_some_and(|c| c.tls.is_some());
     let authority = match head.authority.clone().and_then(|a| buf.get(a)) {
         Some(a) => String::from_utf8_lossy(a).into_owned(),
-        None => h2ep.address().to_string(),
+        None => local
+            .snap
+            .config
+            .clusters
+            .get(action.cluster)
+            .map_or_else(|| h2ep.address().to_string(), |c| c.name.clone()),
     };
     let mut target = String::from_utf8_lossy(buf.get(head.path.clone())?).into_owned();
     if let Some(q) = head.query.clone().and_then(|q| buf.get(q)) {

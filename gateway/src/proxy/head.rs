@@ -12,6 +12,9 @@ pub struct RequestIdentity<'a> {
     pub request_id: &'a [u8],
     /// The priority header (never forwarded).
     pub strip: Option<&'a str>,
+    /// The Host to send when the client sent none (HTTP/1.0): the cluster's name, as nginx
+    /// sends its upstream's name.
+    pub default_host: &'a str,
     /// "http" or "https", for X-Forwarded-Proto.
     pub proto: &'a str,
     /// On TLS listeners: the client-identity header (never taken from the client) and the
@@ -38,11 +41,11 @@ pub fn build_request_head(
         out.extend_from_slice(q);
     }
     out.extend_from_slice(b" HTTP/1.1\r\n");
-    if let Some(authority) = head.authority.clone().and_then(|a| buf.get(a)) {
-        out.extend_from_slice(b"host: ");
-        out.extend_from_slice(authority);
-        out.extend_from_slice(b"\r\n");
-    }
+    // HTTP/1.1 upstreams require a Host (RFC 9112 §3.2).
+    let authority = head.authority.clone().and_then(|a| buf.get(a)).unwrap_or(ids.default_host.as_bytes());
+    out.extend_from_slice(b"host: ");
+    out.extend_from_slice(authority);
+    out.extend_from_slice(b"\r\n");
     let is_xff = |name: &[u8]| name.eq_ignore_ascii_case(b"x-forwarded-for");
     for h in scratch.headers() {
         let name = h.name(buf);

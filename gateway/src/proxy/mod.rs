@@ -89,6 +89,7 @@ pub async fn forward(
             via: &server.via,
             request_id: &conn.ex.request_id,
             strip: local.snap.config.overload.priority_header.as_deref(),
+            default_host: local.snap.config.clusters.get(action.cluster).map_or("", |c| c.name.as_str()),
             proto: if conn.tls.is_some() { "https" } else { "http" },
             identity: conn
                 .tls

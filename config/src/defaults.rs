@@ -108,7 +108,8 @@ pub const ENDPOINT_WEIGHT: u32 = 1;
 /// `clusters[].protocol`.
 pub const UPSTREAM_PROTOCOL: UpstreamProtocol = UpstreamProtocol::Http1;
 
-/// `routes[].websocket`: upgrades are refused unless a route allows them.
+/// `routes[].websocket`: WebSocket upgrades are not tunnelled unless a route allows them (the
+/// request is then served as plain HTTP, its Upgrade field dropped).
 pub const WEBSOCKET: bool = false;
 
 /// `clusters[].caps.max_connections`: upstream connections per worker to the whole cluster.

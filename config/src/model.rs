@@ -235,7 +235,8 @@ pub struct Route {
     /// Index into `Config::overload.classes` (the default class when the route sets none).
     pub priority: usize,
     pub rate_limit: Option<RateLimit>,
-    /// Whether WebSocket upgrades (`Upgrade: websocket`) are forwarded; only on routes that proxy.
+    /// Whether WebSocket upgrades (`Upgrade: websocket`) are tunnelled; only on routes that proxy.
+    /// Elsewhere the upgrade is dropped and the request served as plain HTTP.
     pub websocket: bool,
 }
 

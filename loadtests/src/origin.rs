@@ -4,8 +4,9 @@
 //! (Content-Length and chunked bodies, keep-alive, pipelining) and every request is recorded, so
 //! a test can check exactly what reached the origin. What the origin answers is chosen per
 //! request by its path (see [`modes`] and `loadtests/README.md`): `/bytes/{n}`, `/chunked/{n}`,
-//! `/echo`, `/headers`, `/status/{code}`, `/delay/{ms}`, `/close` and the `/bad/...`
-//! misbehaviours; any other path gets the configured default response.
+//! `/echo`, `/headers`, `/status/{code}`, `/delay/{ms}`, `/close`, `/ws/echo` (WebSocket
+//! handshake, then a byte echo) and the `/bad/...` misbehaviours; any other path gets the
+//! configured default response.
 
 mod bad;
 mod conn;
@@ -13,6 +14,9 @@ mod framing;
 mod modes;
 mod reply;
 mod request;
+mod ws;
+
+pub use ws::accept_token as websocket_accept;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -139,6 +143,11 @@ impl Origin {
         self.shared.requests.load(Ordering::SeqCst)
     }
 
+    /// WebSocket echo tunnels (`/ws/echo`) that ended: the peer closed or failed.
+    pub fn websocket_closed(&self) -> u64 {
+        self.shared.ws_closed.load(Ordering::SeqCst)
+    }
+
     /// Every request seen, in the order they completed (up to [`RECORD_MAX_REQUESTS`] and
     /// [`RECORD_MAX_BODY_BYTES`]; later requests are counted but not recorded).
     pub fn received(&self) -> Vec<ReceivedRequest> {
@@ -196,6 +205,7 @@ struct Shared {
     default_body: Vec<u8>,
     connections: AtomicU64,
     requests: AtomicU64,
+    ws_closed: AtomicU64,
     log: Mutex<Log>,
     state: Mutex<State>,
     /// Signalled when `state.closed` becomes true.
@@ -223,6 +233,7 @@ impl Shared {
             default_body,
             connections: AtomicU64::new(0),
             requests: AtomicU64::new(0),
+            ws_closed: AtomicU64::new(0),
             log: Mutex::new(Log { requests: Vec::new(), body_bytes: 0, full: false }),
             state: Mutex::new(State { closed: false, streams: HashMap::new(), threads: Vec::new() }),
             changed: Condvar::new(),

@@ -301,6 +301,21 @@ async fn handle(worker: &Rc<Worker>, conn: &mut Downstream, local: &Rc<Local>, h
     }
     match local.snap.config.routes.get(index).map(|r| &r.action) {
         Some(Action::Proxy(p)) => {
+            // A WebSocket handshake is forwarded as one only where the route allows it; elsewhere
+            // (and for any other Upgrade) the Upgrade field is dropped and the request is served
+            // as plain HTTP, as RFC 9110 §7.8 allows.
+            let websocket = head.websocket && local.snap.config.routes.get(index).is_some_and(|r| r.websocket);
+            if websocket {
+                let checked = {
+                    let scratch = request_scratch(worker, conn, server);
+                    crate::proxy::websocket::check_handshake(conn.rbuf.get(base..).unwrap_or_default(), head, &scratch)
+                };
+                if let Err(refusal) = checked {
+                    worker.stats.requests_rejected.inc();
+                    let answer = LocalAnswer::Refuse(refusal.status, refusal.headers.to_vec());
+                    return answer_locally(worker, conn, local, head, answer).await;
+                }
+            }
             let deadline = started + p.timeout;
             let Some(cluster) = local.clusters.get(p.cluster) else {
                 return answer_locally(worker, conn, local, head, LocalAnswer::Refuse(503, Vec::new())).await;
@@ -312,7 +327,7 @@ async fn handle(worker: &Rc<Worker>, conn: &mut Downstream, local: &Rc<Local>, h
             match admission {
                 Admission::Admitted(permit) => {
                     count(ClassOutcome::Served);
-                    crate::proxy::forward(worker, conn, local, head, p, permit, deadline).await
+                    crate::proxy::forward(worker, conn, local, head, p, permit, deadline, websocket).await
                 }
                 Admission::Shed => {
                     worker.stats.requests_shed.inc();

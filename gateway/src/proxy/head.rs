@@ -20,12 +20,16 @@ pub struct RequestIdentity<'a> {
     /// On TLS listeners: the client-identity header (never taken from the client) and the
     /// verified identity to send in it, if any.
     pub identity: Option<(&'a str, Option<&'a str>)>,
+    /// Ask the upstream to switch to WebSocket (`connection: upgrade`, `upgrade: websocket`);
+    /// only for a checked handshake on a route that allows it.
+    pub websocket: bool,
 }
 
 /// Writes the request head the upstream sees: origin-form target, Host, the client's
 /// end-to-end headers, X-Forwarded-For/-Proto, Via, X-Request-Id and canonical framing.
 /// Hop-by-hop headers (and every header named in Connection), Expect, client-sent
 /// X-Forwarded-Proto and the client's X-Request-Id (replaced by the validated id) are dropped.
+/// A WebSocket handshake gets the gateway's own `connection: upgrade` and `upgrade: websocket`.
 pub fn build_request_head(
     out: &mut Vec<u8>,
     buf: &[u8],
@@ -89,6 +93,9 @@ pub fn build_request_head(
         out.extend_from_slice(value.as_bytes());
         out.extend_from_slice(b"\r\n");
     }
+    if ids.websocket {
+        out.extend_from_slice(b"connection: upgrade\r\nupgrade: websocket\r\n");
+    }
     match head.body {
         BodyFraming::None => {}
         BodyFraming::Length(n) => {
@@ -141,4 +148,24 @@ pub fn build_response_head(
     }
     response::connection_header(out, close, !client_11);
     out.extend_from_slice(b"\r\n");
+}
+
+/// Writes the `101 Switching Protocols` head the client sees for a WebSocket tunnel: the
+/// upstream's reason and end-to-end fields (Sec-WebSocket-Accept and friends), then the
+/// gateway's own `connection: upgrade` and `upgrade: websocket`.
+pub fn build_switch_head(out: &mut Vec<u8>, buf: &[u8], resp: &ResponseHead, scratch: &HeadScratch) {
+    out.extend_from_slice(b"HTTP/1.1 101 ");
+    out.extend_from_slice(buf.get(resp.reason.clone()).unwrap_or_default());
+    out.extend_from_slice(b"\r\n");
+    for h in scratch.headers() {
+        let name = h.name(buf);
+        if h1::is_hop_by_hop(name, buf, scratch) || name.eq_ignore_ascii_case(b"content-length") {
+            continue;
+        }
+        out.extend_from_slice(name);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(h.value(buf));
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"connection: upgrade\r\nupgrade: websocket\r\n\r\n");
 }

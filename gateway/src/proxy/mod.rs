@@ -26,6 +26,7 @@ use crate::http::response;
 mod h1_to_h2;
 pub(crate) mod h2up;
 mod head;
+pub mod websocket;
 use crate::runtime::io::{make_room, read_append_timeout, write_from};
 use crate::runtime::worker::{Local, Worker};
 use crate::stats::metrics::FailureReason;
@@ -68,6 +69,9 @@ impl std::fmt::Display for UpstreamError {
     }
 }
 
+/// Forwards one request and relays the answer; `websocket`: the request is a checked WebSocket
+/// handshake on a route that allows it, and a 101 from the upstream starts a tunnel.
+#[allow(clippy::too_many_arguments)]
 pub async fn forward(
     worker: &Rc<Worker>,
     conn: &mut Downstream,
@@ -76,6 +80,7 @@ pub async fn forward(
     action: &ProxyAction,
     mut permit: Permit,
     deadline: std::time::Instant,
+    websocket: bool,
 ) -> Next {
     let server = &local.snap.config.server;
     let deadline = Instant::from_std(deadline);
@@ -95,6 +100,7 @@ pub async fn forward(
                 .tls
                 .as_ref()
                 .map(|t| (t.identity_header.as_str(), t.identity.as_ref().map(|i| i.header_value.as_str()))),
+            websocket,
         };
         build_request_head(&mut wbuf, buf, head, &scratch, &ids);
     }
@@ -117,7 +123,8 @@ pub async fn forward(
     conn.ex.upstream = Some(endpoint.address);
     let sent_at = Instant::now();
     permit.start();
-    if let Some(h2ep) = endpoint.h2().cloned() {
+    // WebSocket needs an HTTP/1.1 connection to take over: never on an h2 pool.
+    if let (Some(h2ep), false) = (endpoint.h2().cloned(), websocket) {
         conn.rpos = base;
         match h1_to_h2::forward(worker, conn, local, head, action, &h2ep, deadline).await {
             Some((next, status)) => {
@@ -136,7 +143,7 @@ pub async fn forward(
             }
         }
     }
-    let result = exchange(worker, conn, local, head, action, endpoint, &mut wbuf, deadline).await;
+    let result = exchange(worker, conn, local, head, action, endpoint, &mut wbuf, deadline, websocket).await;
     conn.ex.upstream_elapsed = Some(sent_at.elapsed());
     if let Ok((_, _, _, resp)) = &result {
         if resp.status < 500 {
@@ -149,6 +156,13 @@ pub async fn forward(
     worker.stats.upstream_requests_active.sub(1);
     let metrics = local.cluster_metrics.get(action.cluster);
     let next = match result {
+        Ok((up, ubuf, upos, resp)) if resp.status == 101 => {
+            // A tunnel may last for hours: it holds neither an admission slot nor a balancer
+            // in-flight count, only its upstream connection (which counts against the caps).
+            drop(inflight);
+            drop(permit);
+            return websocket::tunnel(worker, conn, local, up, ubuf, upos, &resp, wbuf).await;
+        }
         Ok((up, ubuf, upos, resp)) => {
             relay_response(worker, conn, local, head, action, endpoint, up, ubuf, upos, resp, wbuf).await
         }
@@ -217,6 +231,7 @@ async fn exchange(
     endpoint: &EndpointState,
     wbuf: &mut Vec<u8>,
     deadline: Instant,
+    websocket: bool,
 ) -> Result<(UpConn, Vec<u8>, usize, ResponseHead), UpstreamError> {
     let server = &local.snap.config.server;
     let connect_timeout =
@@ -230,7 +245,8 @@ async fn exchange(
         let err = match sent {
             Ok(()) => {
                 let mut ubuf = worker.buffers.take();
-                match read_response_head(worker, &mut up.stream, &mut ubuf, server, is_head, deadline).await {
+                match read_response_head(worker, &mut up.stream, &mut ubuf, server, is_head, websocket, deadline).await
+                {
                     Ok((upos, resp)) => return Ok((up, ubuf, upos, resp)),
                     Err(e) => {
                         worker.buffers.give(ubuf);
@@ -366,23 +382,35 @@ async fn send_request(
 }
 
 /// Reads until a final (non-1xx) response head is buffered; interim 1xx responses are dropped.
+/// A 101 is final: accepted when `websocket` (the request was a WebSocket handshake) and it
+/// switches to WebSocket, refused otherwise.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn read_response_head(
     worker: &Rc<Worker>,
     up: &mut Stream,
     ubuf: &mut Vec<u8>,
     server: &gateway_config::Server,
     is_head: bool,
+    websocket: bool,
     deadline: Instant,
 ) -> Result<(usize, ResponseHead), UpstreamError> {
     let max = server.limits.max_response_header_bytes;
     let mut upos = 0;
     let mut received_any = false;
     loop {
-        let parsed = {
+        let (parsed, switches) = {
             let mut scratch = worker.resp_scratch(server.limits.max_headers);
-            h1::parse_response(ubuf.get(upos..).unwrap_or_default(), max, is_head, &mut scratch)
+            let buf = ubuf.get(upos..).unwrap_or_default();
+            let parsed = h1::parse_response(buf, max, is_head, &mut scratch);
+            let switches =
+                matches!(parsed, Ok(Some(ref r)) if r.status == 101) && websocket::accepts_websocket(buf, &scratch);
+            (parsed, switches)
         };
         match parsed {
+            Ok(Some(resp)) if resp.status == 101 && websocket && switches => return Ok((upos, resp)),
+            Ok(Some(resp)) if resp.status == 101 && websocket => {
+                return Err(UpstreamError::Protocol("101 without Upgrade: websocket"))
+            }
             Ok(Some(resp)) if resp.status == 101 => return Err(UpstreamError::Protocol("unrequested upgrade")),
             Ok(Some(resp)) if resp.status < 200 => {
                 upos += resp.head_len;

@@ -8,10 +8,10 @@
 use std::future::poll_fn;
 use std::io;
 use std::pin::Pin;
-use std::task::Poll;
+use std::task::{Context, Poll};
 
 use monoio::buf::{IoBuf, SliceMut};
-use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
+use monoio::io::{AsyncReadRent, AsyncWriteRentExt, IntoPollIo};
 use monoio::net::tcp::stream_poll::TcpStreamPoll;
 use monoio::net::TcpStream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -23,6 +23,16 @@ pub type TlsClientIo = tokio_rustls::client::TlsStream<TcpStreamPoll>;
 
 pub enum Stream {
     Tcp(TcpStream),
+    TlsServer(Box<TlsServerIo>),
+    TlsClient(Box<TlsClientIo>),
+    /// The connection was handed to a tunnel ([`Stream::take_poll`]); every operation fails.
+    Detached,
+}
+
+/// A connection in poll mode (tokio's `AsyncRead`/`AsyncWrite`), for code that must read and
+/// write it at the same time, such as a WebSocket tunnel.
+pub enum PollStream {
+    Tcp(TcpStreamPoll),
     TlsServer(Box<TlsServerIo>),
     TlsClient(Box<TlsClientIo>),
 }
@@ -42,6 +52,7 @@ impl Stream {
             }
             Stream::TlsServer(s) => poll_read_append(s.as_mut(), buf).await,
             Stream::TlsClient(s) => poll_read_append(s.as_mut(), buf).await,
+            Stream::Detached => (Err(detached()), buf),
         }
     }
 
@@ -60,6 +71,7 @@ impl Stream {
                 let res = poll_write_all(s.as_mut(), buf.get(range).unwrap_or_default()).await;
                 (res, buf)
             }
+            Stream::Detached => (Err(detached()), buf),
         }
     }
 
@@ -70,6 +82,7 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.readable(relaxed).await,
             Stream::TlsServer(_) | Stream::TlsClient(_) => Ok(()),
+            Stream::Detached => Err(detached()),
         }
     }
 
@@ -85,12 +98,65 @@ impl Stream {
             Stream::TlsClient(s) => {
                 let _ = poll_fn(|cx| Pin::new(s.as_mut()).poll_shutdown(cx)).await;
             }
+            Stream::Detached => {}
         }
     }
 
     pub fn is_tls(&self) -> bool {
-        !matches!(self, Stream::Tcp(_))
+        matches!(self, Stream::TlsServer(_) | Stream::TlsClient(_))
     }
+
+    /// Takes the connection out, in poll mode, leaving [`Stream::Detached`] behind. Plain TCP
+    /// is switched from completion-based to poll-based I/O (TLS already is). On error the
+    /// connection is gone too (closed).
+    pub fn take_poll(&mut self) -> io::Result<PollStream> {
+        match std::mem::replace(self, Stream::Detached) {
+            Stream::Tcp(s) => s.into_poll_io().map(PollStream::Tcp),
+            Stream::TlsServer(s) => Ok(PollStream::TlsServer(s)),
+            Stream::TlsClient(s) => Ok(PollStream::TlsClient(s)),
+            Stream::Detached => Err(detached()),
+        }
+    }
+}
+
+impl AsyncRead for PollStream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            PollStream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            PollStream::TlsServer(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            PollStream::TlsClient(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for PollStream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            PollStream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            PollStream::TlsServer(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            PollStream::TlsClient(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            PollStream::Tcp(s) => Pin::new(s).poll_flush(cx),
+            PollStream::TlsServer(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            PollStream::TlsClient(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            PollStream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            PollStream::TlsServer(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            PollStream::TlsClient(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+fn detached() -> io::Error {
+    io::Error::new(io::ErrorKind::NotConnected, "connection handed to a tunnel")
 }
 
 async fn poll_read_append<T: AsyncRead + Unpin>(io: &mut T, mut buf: Vec<u8>) -> (io::Result<usize>, Vec<u8>) {

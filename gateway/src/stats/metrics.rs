@@ -97,7 +97,7 @@ pub const WORKER_FAMILIES: &[WorkerFamily] = &[
         requests_rejected,
         Counter,
         "gateway_requests_rejected_total",
-        "Requests refused for malformed or over-limit input (400, 413, 414, 417, 431, 501, 505)."
+        "Requests refused for malformed or over-limit input (400, 413, 414, 417, 426, 431, 501, 505)."
     ),
     per_worker!(
         header_read_timeouts,
@@ -169,6 +169,13 @@ pub const WORKER_FAMILIES: &[WorkerFamily] = &[
             ("requests_queued", Some("queued")),
         ],
     },
+    per_worker!(
+        websocket_upgrades,
+        Counter,
+        "gateway_websocket_upgrades_total",
+        "WebSocket tunnels established (the upstream answered 101 and it was relayed to the client)."
+    ),
+    per_worker!(websocket_active, Gauge, "gateway_websocket_active", "WebSocket tunnels currently open."),
     per_worker!(tls_handshakes, Counter, "gateway_tls_handshakes_total", "TLS handshakes completed."),
     per_worker!(
         tls_resumptions,

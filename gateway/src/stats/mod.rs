@@ -82,7 +82,7 @@ worker_stats! {
     responses_4xx,
     /// Responses with a 5xx status.
     responses_5xx,
-    /// Requests refused for malformed or over-limit input (400, 413, 414, 417, 431, 501, 505).
+    /// Requests refused for malformed or over-limit input (400, 413, 414, 417, 426, 431, 501, 505).
     requests_rejected,
     /// Connections closed because the request head did not arrive within the header-read timeout.
     header_read_timeouts,
@@ -114,6 +114,10 @@ worker_stats! {
     requests_delayed,
     /// Requests that waited in a cluster's priority queue for an upstream slot.
     requests_queued,
+    /// WebSocket tunnels established (the upstream answered 101 and it was relayed).
+    websocket_upgrades,
+    /// WebSocket tunnels currently open (gauge).
+    websocket_active,
     /// TLS handshakes completed.
     tls_handshakes,
     /// TLS handshakes completed by resuming an earlier session.

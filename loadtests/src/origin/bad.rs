@@ -38,6 +38,8 @@ pub(crate) fn misbehave(bad: Bad, stream: &TcpStream, shared: &Shared) -> io::Re
             shared.wait_for_shutdown();
             Ok(())
         }
+        Bad::Switch => stream
+            .write_all(b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: upgrade\r\n\r\nafter"),
         Bad::UntilClose => {
             let mut out = b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\n".to_vec();
             out.extend(pattern(1000));

@@ -5,10 +5,10 @@ use std::io::Read;
 use std::net::{Shutdown, TcpStream};
 use std::time::{Duration, Instant};
 
-use super::bad;
 use super::modes::{self, Mode, Plan};
 use super::reply::{self, Body, Reply};
 use super::request::{ReadError, Reader, Request};
+use super::{bad, ws};
 use super::{ReceivedRequest, Shared};
 
 /// How long a closing connection keeps reading what the peer still sends (see [`close`]).
@@ -52,7 +52,7 @@ pub(super) fn serve(shared: &Shared, id: u64, stream: &TcpStream) {
             trailers: request.trailers.clone(),
             error: None,
         });
-        match answer(shared, id, stream, &mut out, &request) {
+        match answer(shared, id, stream, &mut out, &request, &mut reader) {
             Ok(Next::KeepAlive) => {}
             Ok(Next::Close) | Err(_) => break,
         }
@@ -65,7 +65,14 @@ enum Next {
     Close,
 }
 
-fn answer(shared: &Shared, id: u64, stream: &TcpStream, out: &mut Vec<u8>, request: &Request) -> std::io::Result<Next> {
+fn answer(
+    shared: &Shared,
+    id: u64,
+    stream: &TcpStream,
+    out: &mut Vec<u8>,
+    request: &Request,
+    reader: &mut Reader<'_>,
+) -> std::io::Result<Next> {
     let close = request.close || !shared.cfg.keep_alive;
     let mut reply = Reply {
         status: shared.cfg.status,
@@ -119,6 +126,10 @@ fn answer(shared: &Shared, id: u64, stream: &TcpStream, out: &mut Vec<u8>, reque
                 body.push('\n');
             }
             reply::send(stream, out, &reply, Body::Bytes(body.as_bytes()))?;
+        }
+        Mode::WsEcho => {
+            ws::serve(shared, stream, &request.head.headers, &reader.take_buffered())?;
+            return Ok(Next::Close);
         }
         Mode::Bad(what) => {
             bad::misbehave(what, stream, shared)?;

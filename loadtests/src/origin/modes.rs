@@ -9,6 +9,7 @@
 //! | `/echo` | the request body back, `x-origin-saw-te: chunked` if it came chunked |
 //! | `/headers` | the request header fields, one `name: value` line each |
 //! | `/close` | the default answer with `Connection: close`, then closes |
+//! | `/ws/echo` | a WebSocket handshake answered 101, then every byte echoed (426 without one) |
 //! | `/bad/{what}` | a misbehaviour, see [`Bad`] |
 //! | anything else | the default answer (configured status and body) |
 //!
@@ -28,6 +29,8 @@ pub(crate) enum Mode {
     Echo,
     Headers,
     Close,
+    /// `/ws/echo`: see `ws.rs`.
+    WsEcho,
     Bad(Bad),
 }
 
@@ -52,6 +55,8 @@ pub(crate) enum Bad {
     Stall,
     /// `/bad/until-close`: no Content-Length, no Transfer-Encoding: 1000 pattern bytes, close.
     UntilClose,
+    /// `/bad/switch`: `101 Switching Protocols` to WebSocket whatever was asked, then close.
+    Switch,
 }
 
 /// The decision for one request.
@@ -111,6 +116,7 @@ fn mode(path: &str) -> Result<Mode, Rejection> {
         "/echo" => Mode::Echo,
         "/headers" => Mode::Headers,
         "/close" => Mode::Close,
+        "/ws/echo" => Mode::WsEcho,
         _ => Mode::Default,
     })
 }
@@ -126,6 +132,7 @@ fn bad(what: &str) -> Option<Bad> {
         "huge-head" => Bad::HugeHead,
         "stall" => Bad::Stall,
         "until-close" => Bad::UntilClose,
+        "switch" => Bad::Switch,
         _ => return None,
     })
 }
@@ -177,6 +184,8 @@ mod tests {
         assert_eq!(mode_of("/echo"), Ok(Mode::Echo));
         assert_eq!(mode_of("/headers"), Ok(Mode::Headers));
         assert_eq!(mode_of("/close"), Ok(Mode::Close));
+        assert_eq!(mode_of("/ws/echo"), Ok(Mode::WsEcho));
+        assert_eq!(mode_of("/bad/switch"), Ok(Mode::Bad(Bad::Switch)));
         assert_eq!(mode_of("/bad/stall"), Ok(Mode::Bad(Bad::Stall)));
         assert_eq!(mode_of("/bad/until-close"), Ok(Mode::Bad(Bad::UntilClose)));
         assert_eq!(mode_of("http://example.com/bytes/3"), Ok(Mode::Bytes(3)));

@@ -73,6 +73,11 @@ impl<'s> Reader<'s> {
         Reader { stream, buf: Vec::with_capacity(READ_SIZE) }
     }
 
+    /// The bytes read behind the last request, leaving none buffered (for a protocol switch).
+    pub fn take_buffered(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buf)
+    }
+
     /// The next complete request; `None` when the peer closed the connection cleanly between
     /// requests.
     pub fn next_request(&mut self) -> Result<Option<Request>, ReadError> {

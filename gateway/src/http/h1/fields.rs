@@ -18,6 +18,10 @@ pub(super) struct Fields {
     pub(super) keep_alive: bool,
     pub(super) expect: Expect,
     pub(super) upgrade: bool,
+    /// An `Upgrade` field lists the `websocket` protocol (RFC 6455 §4.1).
+    pub(super) upgrade_websocket: bool,
+    /// A `Connection` field lists the `upgrade` option.
+    pub(super) connection_upgrade: bool,
 }
 
 /// Transfer-Encoding over all its field lines: only one single `chunked` is understood.
@@ -93,7 +97,11 @@ impl Fields {
                     _ => Expect::Other,
                 };
             }
-            7 if is(b"upgrade") => self.upgrade = true,
+            7 if is(b"upgrade") => {
+                self.upgrade = true;
+                // `Upgrade = #protocol`, protocol = name ["/" version]; WebSocket has no version.
+                self.upgrade_websocket |= list_elements(value).any(|p| p.eq_ignore_ascii_case(b"websocket"));
+            }
             10 if is(b"connection") => {
                 self.note_connection(value)?;
                 connection.push(index);
@@ -127,6 +135,8 @@ impl Fields {
                 self.close = true;
             } else if option.eq_ignore_ascii_case(b"keep-alive") {
                 self.keep_alive = true;
+            } else if option.eq_ignore_ascii_case(b"upgrade") {
+                self.connection_upgrade = true;
             } else if option.eq_ignore_ascii_case(b"host") || option.eq_ignore_ascii_case(b"content-length") {
                 return Err("Connection names an end-to-end field");
             }

@@ -122,6 +122,11 @@ pub fn is_hop_by_hop(name: &[u8], buf: &[u8], scratch: &HeadScratch) -> bool {
             .any(|h| list_elements(h.value(buf)).any(|option| option.eq_ignore_ascii_case(name)))
 }
 
+/// Whether a `#rule` list field value has an element equal to `token` (case-insensitive).
+pub fn list_contains(value: &[u8], token: &[u8]) -> bool {
+    list_elements(value).any(|e| e.eq_ignore_ascii_case(token))
+}
+
 const BARE_LF: &str = "line not terminated by CRLF";
 const INVALID_VERSION: &str = "invalid HTTP version";
 

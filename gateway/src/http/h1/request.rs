@@ -123,9 +123,13 @@ pub struct RequestHead {
     pub keep_alive: bool,
     /// `Expect: 100-continue` on HTTP/1.1 (HTTP/1.0 must ignore it, RFC 9110 §10.1.1).
     pub expect_continue: bool,
-    /// An `Upgrade` field was present. The gateway never switches protocols; the field is
-    /// hop-by-hop and dropped when forwarding.
+    /// An `Upgrade` field was present. The field is hop-by-hop and dropped when forwarding;
+    /// only a WebSocket upgrade on a route that allows it is ever passed on (see `websocket`).
     pub upgrade: bool,
+    /// An HTTP/1.1 request asking to switch to WebSocket: `Upgrade` lists `websocket` and
+    /// `Connection` lists `upgrade` (both case-insensitive). HTTP/1.0 never upgrades (RFC 9110
+    /// §7.8). Whether the handshake is complete (method, key, version) is checked by the proxy.
+    pub websocket: bool,
 }
 
 impl RequestHead {
@@ -250,6 +254,7 @@ fn complete_request(
         keep_alive: !fields.close && (version_minor == 1 || fields.keep_alive),
         expect_continue,
         upgrade: fields.upgrade,
+        websocket: fields.upgrade_websocket && fields.connection_upgrade && version_minor == 1,
     })
 }
 

@@ -373,7 +373,7 @@ async fn exchange(
         let err = match sent {
             Ok(()) => {
                 let mut ubuf = worker.buffers.take();
-                match read_response_head(worker, &mut up.stream, &mut ubuf, server, is_head, deadline).await {
+                match read_response_head(worker, &mut up.stream, &mut ubuf, server, is_head, false, deadline).await {
                     Ok((upos, resp)) => return Ok((up, ubuf, upos, resp)),
                     Err(e) => {
                         worker.buffers.give(ubuf);

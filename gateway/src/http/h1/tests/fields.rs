@@ -141,6 +141,19 @@ fn upgrade_and_expect() {
 }
 
 #[test]
+fn websocket_upgrade_needs_both_fields_and_http_1_1() {
+    assert!(ok(&get_with("Upgrade: websocket\r\nConnection: upgrade\r\n")).websocket);
+    assert!(ok(&get_with("Upgrade: h2c, WebSocket\r\nConnection: keep-alive, Upgrade\r\n")).websocket);
+    assert!(ok(&get_with("Connection: upgrade\r\nUpgrade: foo\r\nUpgrade: websocket\r\n")).websocket);
+    assert!(!ok(&get_with("Upgrade: websocket\r\n")).websocket);
+    assert!(!ok(&get_with("Connection: upgrade\r\n")).websocket);
+    assert!(!ok(&get_with("Upgrade: h2c\r\nConnection: upgrade\r\n")).websocket);
+    assert!(!ok(&get_with("Upgrade: websocket/13\r\nConnection: upgrade\r\n")).websocket);
+    let http10 = b"GET / HTTP/1.0\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n";
+    assert!(ok(http10).upgrade && !ok(http10).websocket);
+}
+
+#[test]
 fn header_ranges_without_reallocation() {
     let buf = b"GET / HTTP/1.1\r\nHost: a\r\nX-One: 1\r\nx-two:2\r\n\r\n";
     let mut scratch = HeadScratch::new(8);

@@ -32,16 +32,18 @@ pub async fn serve(worker: Rc<Worker>, listener: Rc<ListenerHandle>, binding: u6
         });
         (protocols, tls.zip(settings))
     };
+    // Each path is boxed: the task then holds only what its own protocol needs, for as long
+    // as the connection lives (idle connections are most connections).
     match tls {
-        Some((tls, settings)) => serve_tls(&worker, listener, tcp, peer, tls, settings).await,
-        None => serve_cleartext(&worker, listener, tcp, peer, &protocols).await,
+        Some((tls, settings)) => Box::pin(serve_tls(&worker, listener, tcp, peer, tls, settings)).await,
+        None => Box::pin(serve_cleartext(&worker, listener, tcp, peer, &protocols)).await,
     }
     worker.stats.connections_active.sub(1);
     worker.connection_closed();
 }
 
 /// The listener's TLS settings a connection needs after the handshake config.
-struct TlsSettings {
+pub(crate) struct TlsSettings {
     handshake_timeout: Duration,
     identity_header: String,
 }
@@ -65,7 +67,7 @@ async fn serve_cleartext(
     if is_h2 {
         let Ok(io) = tcp.into_poll_io() else { return };
         let io = super::h2::Prefixed::new(initial, io);
-        super::h2::serve(worker, listener, io, peer, None).await;
+        Box::pin(super::h2::serve(worker, listener, io, peer, None)).await;
     } else if h1 {
         conn::serve(worker, listener, Stream::Tcp(tcp), peer, None, initial).await;
     } else {
@@ -106,7 +108,7 @@ async fn sniff_preface(worker: &Worker, tcp: TcpStream, limit: Duration) -> Opti
     }
 }
 
-async fn serve_tls(
+pub(crate) async fn serve_tls(
     worker: &Rc<Worker>,
     listener: Rc<ListenerHandle>,
     tcp: TcpStream,
@@ -114,23 +116,8 @@ async fn serve_tls(
     tls: Arc<ServerTls>,
     settings: TlsSettings,
 ) {
-    let Ok(io) = tcp.into_poll_io() else { return };
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
-    let accepted = monoio::select! {
-        r = monoio::time::timeout(settings.handshake_timeout, acceptor.accept(io)) => r,
-        _ = listener.stop.wait() => return,
-    };
-    let stream = match accepted {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
-            worker.stats.count_tls_failure(crate::tls::handshake_failure_reason(&e));
-            tracing::debug!(%peer, error = %e, "TLS handshake failed");
-            return;
-        }
-        Err(_) => {
-            worker.stats.count_tls_failure("timeout");
-            return;
-        }
+    let Some(stream) = Box::pin(handshake(worker, &listener, tcp, peer, &tls, settings.handshake_timeout)).await else {
+        return;
     };
     let (alpn_h2, identity) = {
         let session = stream.get_ref().1;
@@ -143,9 +130,40 @@ async fn serve_tls(
     }
     let facts = Rc::new(TlsFacts { identity_header: settings.identity_header, identity });
     if alpn_h2 {
-        super::h2::serve(worker, listener, stream, peer, Some(facts)).await;
+        Box::pin(super::h2::serve(worker, listener, stream, peer, Some(facts))).await;
     } else {
-        conn::serve(worker, listener, Stream::TlsServer(Box::new(stream)), peer, Some(facts), Vec::new()).await;
+        let stream = Stream::TlsServer(stream);
+        Box::pin(conn::serve(worker, listener, stream, peer, Some(facts), Vec::new())).await;
+    }
+}
+
+/// Runs the TLS handshake (bounded by `limit`, abandoned when the listener stops); failures
+/// are counted by reason. Its state is large and lives only until the handshake ends.
+async fn handshake(
+    worker: &Worker,
+    listener: &ListenerHandle,
+    tcp: TcpStream,
+    peer: SocketAddr,
+    tls: &ServerTls,
+    limit: Duration,
+) -> Option<Box<crate::runtime::stream::TlsServerIo>> {
+    let io = tcp.into_poll_io().ok()?;
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
+    let accepted = monoio::select! {
+        r = monoio::time::timeout(limit, acceptor.accept(io)) => r,
+        _ = listener.stop.wait() => return None,
+    };
+    match accepted {
+        Ok(Ok(s)) => Some(Box::new(s)),
+        Ok(Err(e)) => {
+            worker.stats.count_tls_failure(crate::tls::handshake_failure_reason(&e));
+            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            worker.stats.count_tls_failure("timeout");
+            None
+        }
     }
 }
 

@@ -70,7 +70,8 @@ pub async fn forward(
         ex.upstream = Some(endpoint.address);
         let sent_at = Instant::now();
         permit.start();
-        let outcome = to_h2(worker, local, req, respond, ex, action, &h2ep, deadline, sent_at).await;
+        // Boxed: the HTTP/2 upstream path is large, and every stream would carry its size.
+        let outcome = Box::pin(to_h2(worker, local, req, respond, ex, action, &h2ep, deadline, sent_at)).await;
         worker.stats.upstream_requests_active.sub(1);
         match outcome {
             H2Outcome::Done(status) => {

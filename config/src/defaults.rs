@@ -100,7 +100,7 @@ pub const BALANCER: Balancer = Balancer::P2c;
 /// `clusters[].connect_timeout`.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// `clusters[].pool.max_idle_per_endpoint`.
-pub const POOL_MAX_IDLE_PER_ENDPOINT: usize = 64;
+pub const POOL_MAX_IDLE_PER_ENDPOINT: usize = 1024;
 /// `clusters[].pool.idle_timeout`.
 pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// `clusters[].endpoints[].weight`.

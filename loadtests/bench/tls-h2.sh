@@ -288,7 +288,7 @@ nginx_config() { # DIR
     cat <<EOF
     upstream origin {
         server 127.0.0.1:$ORIGIN_PORT;
-        keepalive 64;
+        keepalive 1024;
         keepalive_requests 10000000;
     }
     server {

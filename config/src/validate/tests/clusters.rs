@@ -30,7 +30,7 @@ fn endpoints_and_defaults() {
     assert_eq!(cluster.endpoints[3].address.port(), 9003);
     assert_eq!(cluster.balancer, Balancer::P2c);
     assert_eq!(cluster.connect_timeout, Duration::from_secs(3));
-    assert_eq!((cluster.pool.max_idle_per_endpoint, cluster.pool.idle_timeout), (64, Duration::from_secs(30)));
+    assert_eq!((cluster.pool.max_idle_per_endpoint, cluster.pool.idle_timeout), (1024, Duration::from_secs(30)));
 }
 
 #[test]

@@ -57,7 +57,7 @@ main() {
     install_tools nginx wrk
     check_cpus
     build_gateway
-    start_origin
+    start_nginx_origin
     start_proxies
     ((${#ACTIVE[@]} > 0)) || die "nothing to measure"
     write_wrk_script
@@ -125,34 +125,6 @@ is_skipped() {
 # ---------------------------------------------------------------------------------------------
 # Processes
 
-start_origin() {
-    local dir=$WORK/origin
-    mkdir -p "$dir"
-    pick_port
-    ORIGIN_PORT=$PORT
-    {
-        write_nginx_common "$dir" 4096
-        echo "http {"
-        write_nginx_http_common "$dir"
-        cat <<EOF
-    server {
-        listen 127.0.0.1:$ORIGIN_PORT;
-        location / {
-            return 200 "ok";
-        }
-    }
-}
-EOF
-    } >"$dir/nginx.conf"
-    start_nginx "$LOAD_CPU" "$dir" "$dir/nginx.conf"
-    ORIGIN_PID=$PID
-    wait_ready "origin nginx" "$ORIGIN_PID" "$ORIGIN_PORT" || {
-        cat "$dir/stderr.log" "$dir/error.log" >&2 2>/dev/null
-        die "the origin (nginx) did not start"
-    }
-    answers_ok "$ORIGIN_PORT" || die "the origin does not answer 200 ok"
-    log "origin: nginx on 127.0.0.1:$ORIGIN_PORT (CPU $LOAD_CPU)"
-}
 
 start_proxies() {
     local p

@@ -399,3 +399,34 @@ write_report() {
     cat "$md"
     log "wrote $json and $md"
 }
+
+# The origin h1-small and tls-h2 measure through: nginx, one worker on LOAD_CPU, answering
+# every request with a 2-byte 200; sets ORIGIN_PORT and ORIGIN_PID.
+start_nginx_origin() {
+    local dir=$WORK/origin
+    mkdir -p "$dir"
+    pick_port
+    ORIGIN_PORT=$PORT
+    {
+        write_nginx_common "$dir" 4096
+        echo "http {"
+        write_nginx_http_common "$dir"
+        cat <<EOF
+    server {
+        listen 127.0.0.1:$ORIGIN_PORT backlog=4096;
+        location / {
+            return 200 "ok";
+        }
+    }
+}
+EOF
+    } >"$dir/nginx.conf"
+    start_nginx "$LOAD_CPU" "$dir" "$dir/nginx.conf"
+    ORIGIN_PID=$PID
+    wait_ready "origin nginx" "$ORIGIN_PID" "$ORIGIN_PORT" || {
+        cat "$dir/stderr.log" "$dir/error.log" >&2 2>/dev/null
+        die "the origin (nginx) did not start"
+    }
+    answers_ok "$ORIGIN_PORT" || die "the origin does not answer 200 ok"
+    log "origin: nginx on 127.0.0.1:$ORIGIN_PORT (CPU $LOAD_CPU)"
+}

@@ -86,7 +86,7 @@ main() {
     take_lock
     build_gateway
     make_test_pki "$PKI"
-    start_origin
+    start_nginx_origin
     start_proxies
     ((${#ACTIVE[@]} > 0)) || die "nothing to measure"
     run_rounds
@@ -133,34 +133,6 @@ skip() { # PROXY REASON
 # ---------------------------------------------------------------------------------------------
 # Processes
 
-start_origin() {
-    local dir=$WORK/origin
-    mkdir -p "$dir"
-    pick_port
-    ORIGIN_PORT=$PORT
-    {
-        write_nginx_common "$dir" 4096
-        echo "http {"
-        write_nginx_http_common "$dir"
-        cat <<EOF
-    server {
-        listen 127.0.0.1:$ORIGIN_PORT backlog=4096;
-        location / {
-            return 200 "ok";
-        }
-    }
-}
-EOF
-    } >"$dir/nginx.conf"
-    start_nginx "$LOAD_CPU" "$dir" "$dir/nginx.conf"
-    ORIGIN_PID=$PID
-    wait_ready "origin nginx" "$ORIGIN_PID" "$ORIGIN_PORT" || {
-        cat "$dir/stderr.log" "$dir/error.log" >&2 2>/dev/null
-        die "the origin (nginx) did not start"
-    }
-    answers_ok "$ORIGIN_PORT" || die "the origin does not answer 200 ok"
-    log "origin: nginx on 127.0.0.1:$ORIGIN_PORT (CPU $LOAD_CPU)"
-}
 
 # The proxies for the handshake and h2 tests, kept running across rounds.
 start_proxies() {

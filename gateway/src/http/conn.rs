@@ -250,7 +250,7 @@ pub fn request_scratch<'w>(
 }
 
 /// Routes and answers one request whose head is at `conn.rbuf[conn.rpos..]`.
-async fn handle(worker: &Rc<Worker>, conn: &mut Downstream, local: &Rc<Local>, head: &RequestHead) -> Next {
+pub(crate) async fn handle(worker: &Rc<Worker>, conn: &mut Downstream, local: &Rc<Local>, head: &RequestHead) -> Next {
     let server = &local.snap.config.server;
     if let BodyFraming::Length(n) = head.body {
         if n > server.limits.max_body_bytes {

@@ -41,15 +41,8 @@ pub struct Exchange {
 impl Exchange {
     /// Starts accounting for a new request whose head is `buf[..head.head_len]`.
     pub fn begin(&mut self, worker: &Worker, buf: &[u8], head: &RequestHead, scratch: &HeadScratch) {
-        self.started = Some(Instant::now());
-        self.status = 0;
-        self.route = None;
-        self.cluster = None;
-        self.upstream = None;
-        self.upstream_elapsed = None;
+        self.reset();
         self.bytes_in = head.head_len as u64;
-        self.bytes_out = 0;
-        self.request_id.clear();
         self.version = if head.version_minor == 0 { "HTTP/1.0" } else { "HTTP/1.1" };
         let mut client_id = None;
         let mut ua = None;
@@ -86,8 +79,8 @@ impl Exchange {
         self.referer = referer.map(&mut keep);
     }
 
-    /// Starts accounting for a new HTTP/2 request.
-    pub fn begin_h2(&mut self, worker: &Worker, parts: &http::request::Parts) {
+    /// Clears what the previous request on the connection left.
+    fn reset(&mut self) {
         self.started = Some(Instant::now());
         self.status = 0;
         self.route = None;
@@ -97,6 +90,11 @@ impl Exchange {
         self.bytes_in = 0;
         self.bytes_out = 0;
         self.request_id.clear();
+    }
+
+    /// Starts accounting for a new HTTP/2 request.
+    pub fn begin_h2(&mut self, worker: &Worker, parts: &http::request::Parts) {
+        self.reset();
         self.version = "HTTP/2";
         let header = |name: &str| parts.headers.get(name).map(http::HeaderValue::as_bytes);
         match header("x-request-id").filter(|v| valid_request_id(v)) {

@@ -126,7 +126,9 @@ pub async fn forward(
     // WebSocket needs an HTTP/1.1 connection to take over: never on an h2 pool.
     if let (Some(h2ep), false) = (endpoint.h2().cloned(), websocket) {
         conn.rpos = base;
-        match h1_to_h2::forward(worker, conn, local, head, action, &h2ep, deadline).await {
+        // Boxed: the HTTP/2 upstream path is large and every HTTP/1.1 request's future (boxed
+        // per request) would carry its size.
+        match Box::pin(h1_to_h2::forward(worker, conn, local, head, action, &h2ep, deadline)).await {
             Some((next, status)) => {
                 worker.buffers.give(wbuf);
                 if status.is_some_and(|s| s < 500) {
@@ -161,7 +163,7 @@ pub async fn forward(
             // in-flight count, only its upstream connection (which counts against the caps).
             drop(inflight);
             drop(permit);
-            return websocket::tunnel(worker, conn, local, up, ubuf, upos, &resp, wbuf).await;
+            return Box::pin(websocket::tunnel(worker, conn, local, up, ubuf, upos, &resp, wbuf)).await;
         }
         Ok((up, ubuf, upos, resp)) => {
             relay_response(worker, conn, local, head, action, endpoint, up, ubuf, upos, resp, wbuf).await
@@ -328,7 +330,8 @@ async fn connect(
     let io = stream.into_poll_io()?;
     let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::clone(&tls.config));
     let left = limit.saturating_sub(start.elapsed());
-    let tls_stream = monoio::time::timeout(left, connector.connect(tls.server_name.clone(), io))
+    // Boxed: the handshake state is large and would grow every request's future.
+    let tls_stream = monoio::time::timeout(left, Box::pin(connector.connect(tls.server_name.clone(), io)))
         .await
         .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
     Ok(Stream::TlsClient(Box::new(tls_stream)))

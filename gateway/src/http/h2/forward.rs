@@ -106,22 +106,7 @@ pub async fn forward(
         Ok((up, ubuf, upos, resp)) => {
             relay_response(worker, local, respond, ex, action, endpoint, up, ubuf, upos, resp, is_head).await;
         }
-        Err(e) => {
-            let status = failure_status(worker, local.cluster_metrics.get(action.cluster), &e);
-            tracing::debug!(upstream = %endpoint.address, error = %e, "upstream exchange failed (HTTP/2 client)");
-            match status {
-                Some(s) => {
-                    let extra: Vec<(String, String)> = match e {
-                        UpstreamError::Overflow => {
-                            vec![("retry-after".into(), "1".into()), ("x-gateway-reason".into(), "overflow".into())]
-                        }
-                        _ => Vec::new(),
-                    };
-                    super::stream::reply(worker, respond, ex, s, &extra, is_head);
-                }
-                None => respond.send_reset(h2::Reason::CANCEL),
-            }
-        }
+        Err(e) => fail(worker, local, respond, ex, action, e, is_head),
     }
     worker.buffers.give(wbuf);
     drop(inflight);
@@ -240,7 +225,7 @@ fn fail(
     is_head: bool,
 ) {
     let status = failure_status(worker, local.cluster_metrics.get(action.cluster), &e);
-    tracing::debug!(error = %e, "HTTP/2 upstream exchange failed");
+    tracing::debug!(error = %e, "upstream exchange failed (HTTP/2 client)");
     match status {
         Some(s) => {
             let extra: Vec<(String, String)> = match e {

@@ -294,6 +294,18 @@ pub struct RouteMatch {
     /// Upper-case method tokens; empty means any method.
     pub methods: Vec<String>,
     pub headers: Vec<HeaderMatch>,
+    /// The verified client certificate's identity (mTLS listeners), see [`IdentityMatch`].
+    pub client_identity: Option<IdentityMatch>,
+}
+
+/// A match on the principal of a verified client certificate: its first URI SAN (a SPIFFE id),
+/// else its first DNS SAN, else its subject CN. Requests without a verified certificate never
+/// match.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub enum IdentityMatch {
+    Exact(String),
+    /// Written with a trailing `*`: `spiffe://example.org/ns/prod/*`.
+    Prefix(String),
 }
 
 /// Host match, compared case-insensitively against the request host without its port.

@@ -172,6 +172,7 @@ pub(crate) struct RawMatch {
     pub methods: Vec<String>,
     #[serde(default)]
     pub headers: Vec<RawHeaderMatch>,
+    pub client_identity: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -324,3 +324,35 @@ fn renewed_certificate_files_are_picked_up_without_a_reload_command() {
     assert!(renewed, "the renewed certificate (relative paths, written in place) is served");
     gw.shutdown();
 }
+
+#[test]
+fn routes_can_match_the_client_identity() {
+    let o = origin();
+    let certs = Certs::new("id-route");
+    let extra = format!("client_auth = {{ ca = \"{}\", mode = \"optional\" }}", certs.path("ca.pem"));
+    let routes = r#"
+[[routes]]
+name = "prod-only"
+match = { path_prefix = "/admin", client_identity = "spiffe://example.org/ns/prod/*" }
+direct_response = { status = 200, body = "admin for prod" }
+
+[[routes]]
+name = "admin-denied"
+match = { path_prefix = "/admin" }
+direct_response = { status = 403, body = "no" }
+"#;
+    let base = config("io_uring", o.addr(), "", routes);
+    let listener =
+        format!("name = \"main\"\naddress = \"127.0.0.1:0\"\n[listeners.tls]\n{}\n", certs.tls_table(&extra));
+    let gw = TestGateway::start(&base.replace("name = \"main\"\naddress = \"127.0.0.1:0\"\n", &listener));
+    let ca = certs.pki.ca_pem();
+    let req = b"GET /admin/x HTTP/1.1\r\nhost: a.test\r\n\r\n";
+    let prod = certs.pki.client("svc", Some("spiffe://example.org/ns/prod/sa/svc"));
+    let cfg = client_config(&ca, &ClientOpts { cert: Some(prod), ..ClientOpts::default() });
+    assert_eq!(tls_exchange(gw.addr, "a.test", cfg, req).status, 200);
+    let dev = certs.pki.client("svc", Some("spiffe://example.org/ns/dev/sa/svc"));
+    let cfg = client_config(&ca, &ClientOpts { cert: Some(dev), ..ClientOpts::default() });
+    assert_eq!(tls_exchange(gw.addr, "a.test", cfg, req).status, 403);
+    let anon = client_config(&ca, &opts(&[]));
+    assert_eq!(tls_exchange(gw.addr, "a.test", anon, req).status, 403, "no certificate, no identity");
+}

@@ -3,7 +3,7 @@
 use crate::defaults;
 use crate::locate::KeyPath;
 use crate::model::{Action, DirectResponse, HeaderMatch, PathMatch, ProxyAction, Redirect};
-use crate::model::{Route, RouteMatch};
+use crate::model::{IdentityMatch, Route, RouteMatch};
 use crate::problems::Problems;
 use crate::raw::{RawDirectResponse, RawMatch, RawRedirect, RawRoute};
 use crate::sections::Parsed;
@@ -119,7 +119,22 @@ fn matcher(raw: &RawMatch, p: &mut Problems<'_>, path: &KeyPath) -> RouteMatch {
         }
         headers.push(HeaderMatch { name: header.name.to_ascii_lowercase(), value: header.value.clone() });
     }
-    RouteMatch { host, path: path_match, methods: raw.methods.clone(), headers }
+    let client_identity = raw.client_identity.as_ref().and_then(|text| {
+        let at = path.key("client_identity");
+        if text.is_empty() || text == "*" || text.chars().any(|c| c.is_control()) {
+            p.at(&at, format!("invalid client identity {text:?}: give a SPIFFE id, a DNS name or a subject CN, optionally ending in `*`"));
+            return None;
+        }
+        if text.trim_end_matches('*').contains('*') {
+            p.at(&at, "`*` is allowed only at the end (a prefix match)");
+            return None;
+        }
+        Some(match text.strip_suffix('*') {
+            Some(prefix) => IdentityMatch::Prefix(prefix.to_owned()),
+            None => IdentityMatch::Exact(text.clone()),
+        })
+    });
+    RouteMatch { host, path: path_match, methods: raw.methods.clone(), headers, client_identity }
 }
 
 fn action(route: &RawRoute, clusters: Option<&[Option<String>]>, p: &mut Problems<'_>, path: &KeyPath) -> Action {

@@ -280,6 +280,7 @@ pub(crate) async fn handle(worker: &Rc<Worker>, conn: &mut Downstream, local: &R
                     .iter()
                     .any(|h| h.name(buf).eq_ignore_ascii_case(name) && value.is_none_or(|v| h.value(buf) == v))
             },
+            identity: conn.tls.as_ref().and_then(|t| t.identity.as_ref()).map(|i| i.principal.as_str()),
         };
         local.snap.routes.find(&facts)
     };

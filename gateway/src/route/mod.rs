@@ -1,6 +1,6 @@
 //! The route table: first match wins, in the order of the configuration.
 
-use gateway_config::{Action, Config, HeaderMatch, HostMatch, PathMatch, RouteMatch};
+use gateway_config::{Action, Config, HeaderMatch, HostMatch, IdentityMatch, PathMatch, RouteMatch};
 
 /// A compiled route table for one config snapshot.
 #[derive(Debug)]
@@ -24,6 +24,8 @@ pub struct RequestFacts<'a, H> {
     /// `headers(name_lowercase, value)`: whether the request has header `name`, and when `value`
     /// is given, one with exactly that value.
     pub headers: H,
+    /// The principal of the verified client certificate (mTLS), if any.
+    pub identity: Option<&'a str>,
 }
 
 impl RouteTable {
@@ -78,6 +80,16 @@ where
     if !m.methods.is_empty() && !m.methods.iter().any(|x| x.as_bytes() == req.method) {
         return false;
     }
+    if let Some(want) = &m.client_identity {
+        let ok = match (want, req.identity) {
+            (IdentityMatch::Exact(w), Some(id)) => id == w,
+            (IdentityMatch::Prefix(w), Some(id)) => id.starts_with(w.as_str()),
+            (_, None) => false,
+        };
+        if !ok {
+            return false;
+        }
+    }
     m.headers
         .iter()
         .all(|HeaderMatch { name, value }| (req.headers)(name.as_bytes(), value.as_deref().map(str::as_bytes)))
@@ -127,6 +139,7 @@ mod tests {
                     .iter()
                     .any(|(n, v)| n.as_bytes().eq_ignore_ascii_case(name) && value.is_none_or(|x| x == v.as_bytes()))
             },
+            identity: None,
         }
     }
 

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::{assert_one, errors, valid, LISTENER};
-use crate::model::{Action, HeaderMatch, HostMatch, PathMatch, RouteMatch};
+use crate::model::{Action, HeaderMatch, HostMatch, IdentityMatch, PathMatch, RouteMatch};
 
 /// Listener on lines 1-3, cluster "api" on lines 4-6, then `route` from line 7 on.
 pub(super) fn with_route(route: &str) -> String {
@@ -29,6 +29,7 @@ fn full_match() {
                 HeaderMatch { name: "x-canary".to_owned(), value: Some("1".to_owned()) },
                 HeaderMatch { name: "x-present".to_owned(), value: None },
             ],
+            client_identity: None,
         }
     );
     let Action::Proxy(proxy) = route.action else { panic!("{:?}", route.action) };
@@ -193,4 +194,19 @@ fn broken_route_does_not_hide_others() {
         [("routes[0].cluster", Some(9)), ("routes[1].clustr", Some(12)), ("routes[2]", Some(13))],
         "{errors:#?}"
     );
+}
+
+#[test]
+fn client_identity_matches_exactly_or_by_prefix() {
+    let route = |m: &str| {
+        format!("[[listeners]]\nname = \"l\"\naddress = \"127.0.0.1:1\"\n[[routes]]\nname = \"r\"\nmatch = {{ client_identity = \"{m}\" }}\ndirect_response = {{ status = 200 }}\n")
+    };
+    let exact = valid(&route("spiffe://a/b")).routes.remove(0);
+    assert_eq!(exact.matcher.client_identity, Some(IdentityMatch::Exact("spiffe://a/b".into())));
+    let prefix = valid(&route("spiffe://a/*")).routes.remove(0);
+    assert_eq!(prefix.matcher.client_identity, Some(IdentityMatch::Prefix("spiffe://a/".into())));
+    for bad in ["*", "", "spiffe://*/b"] {
+        let err = crate::parse(&route(bad), "t.toml").expect_err(bad).to_string();
+        assert!(err.contains("routes[0].match.client_identity"), "{bad}: {err}");
+    }
 }

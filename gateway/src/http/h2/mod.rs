@@ -28,7 +28,8 @@ mod future_sizes {
         let tls = ret_size(&|| crate::http::accept::serve_tls(todo!(), todo!(), todo!(), todo!(), todo!(), todo!()));
         let stream = ret_size(&|| super::stream::handle(todo!(), todo!(), todo!(), todo!()));
         let h1 = ret_size(&|| crate::http::conn::handle(todo!(), todo!(), todo!(), todo!()));
-        let fwd = ret_size(&|| crate::proxy::forward(todo!(), todo!(), todo!(), todo!(), todo!(), todo!(), todo!(), todo!()));
+        let fwd =
+            ret_size(&|| crate::proxy::forward(todo!(), todo!(), todo!(), todo!(), todo!(), todo!(), todo!(), todo!()));
         assert!(conn <= 512, "connection task: {conn} bytes");
         assert!(tls <= 1024, "TLS connection state after the handshake: {tls} bytes");
         assert!(stream <= 8192, "HTTP/2 stream task: {stream} bytes");

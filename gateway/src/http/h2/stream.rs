@@ -79,6 +79,7 @@ async fn serve(
                 let Ok(name) = std::str::from_utf8(name) else { return false };
                 parts.headers.get_all(name).iter().any(|v| value.is_none_or(|want| v.as_bytes() == want))
             },
+            identity: ctx.tls.as_ref().and_then(|t| t.identity.as_ref()).map(|i| i.principal.as_str()),
         };
         local.snap.routes.find(&facts)
     };

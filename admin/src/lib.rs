@@ -59,12 +59,19 @@ pub struct AdminServer {
     address: SocketAddr,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    dup: TcpListener,
 }
 
 impl AdminServer {
     pub fn start(address: SocketAddr, handler: Handler) -> io::Result<Self> {
-        let listener = TcpListener::bind(address)?;
+        Self::from_listener(TcpListener::bind(address)?, handler)
+    }
+
+    /// Serves on a listening socket bound elsewhere (e.g. inherited from the previous process).
+    pub fn from_listener(listener: TcpListener, handler: Handler) -> io::Result<Self> {
+        listener.set_nonblocking(false)?;
         let address = listener.local_addr()?;
+        let dup = listener.try_clone()?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
         let thread = std::thread::Builder::new().name("gw-admin".into()).spawn(move || {
@@ -81,7 +88,12 @@ impl AdminServer {
                 }
             }
         })?;
-        Ok(Self { address, stop, thread: Some(thread) })
+        Ok(Self { address, stop, thread: Some(thread), dup })
+    }
+
+    /// The listening socket (a duplicate owned by this server), to hand to another process.
+    pub fn listener(&self) -> &TcpListener {
+        &self.dup
     }
 
     pub fn local_addr(&self) -> SocketAddr {

@@ -86,6 +86,9 @@ pub struct Server {
     pub io_driver: IoDriver,
     /// The admin listener; `None` only when the operator disabled it with `admin = false`.
     pub admin: Option<Admin>,
+    /// Unix socket on which a new gateway process takes over the listening sockets (binary
+    /// upgrade, `gateway run --takeover`); `None`: no takeover.
+    pub upgrade_socket: Option<std::path::PathBuf>,
     /// How long in-flight requests may run after SIGTERM before connections are closed.
     #[serde(serialize_with = "ser::duration")]
     pub drain_timeout: Duration,

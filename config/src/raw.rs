@@ -21,6 +21,7 @@ pub(crate) struct RawServer {
     pub log_level: Option<String>,
     pub via: Option<String>,
     pub watch: Option<bool>,
+    pub upgrade_socket: Option<String>,
     pub access_log: Option<RawAccessLog>,
     #[serde(default)]
     pub limits: RawLimits,

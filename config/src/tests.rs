@@ -20,6 +20,7 @@ fn defaults_of_a_minimal_file() {
         log_level: "info".to_owned(),
         via: "gateway".to_owned(),
         watch: true,
+        upgrade_socket: None,
         access_log: None,
         limits: Limits {
             max_request_line_bytes: 8192,

@@ -42,6 +42,11 @@ struct State {
     reloads_failed: u64,
     last_error: Option<ReloadFailure>,
     last_warnings: Vec<String>,
+    /// Duplicates of every live binding's sockets, by binding id, kept to hand them to a new
+    /// process on upgrade (the workers own the originals).
+    dups: HashMap<u64, Vec<std::net::TcpListener>>,
+    /// Sockets received from the previous process, used by the first config's listeners.
+    inherited: crate::upgrade::Inherited,
 }
 
 type BindKey = (SocketAddr, Option<String>);
@@ -86,8 +91,10 @@ impl Control {
         hash: u64,
         workers: usize,
         handoff_to: &Arc<Shared>,
+        inherited: crate::upgrade::Inherited,
     ) -> Result<Self, String> {
-        let control = Self { shared: Arc::clone(handoff_to), source, workers, state: Mutex::new(State::default()) };
+        let state = State { inherited, ..State::default() };
+        let control = Self { shared: Arc::clone(handoff_to), source, workers, state: Mutex::new(state) };
         {
             let tls = control.load_tls(&config, None)?;
             let mut state = control.lock();
@@ -206,8 +213,11 @@ impl Control {
                 result.push(Binding { name: l.name.clone(), ..b.clone() });
                 continue;
             }
-            let bound = listeners::bind(&l.name, l.address, l.backlog, self.workers)
-                .map_err(|e| format!("listeners: {} cannot bind {}: {e}", l.name, l.address))?;
+            let bound = match state.inherited.take(&l.name, l.address) {
+                Some((address, sockets)) => listeners::adopt(&l.name, address, sockets, l.backlog, self.workers),
+                None => listeners::bind(&l.name, l.address, l.backlog, self.workers),
+            }
+            .map_err(|e| format!("listeners: {} cannot bind {}: {e}", l.name, l.address))?;
             state.next_binding += 1;
             let binding = Binding { id: state.next_binding, name: l.name.clone(), address: bound.address };
             tracing::info!(listener = %l.name, address = %bound.address, "listener bound");
@@ -216,14 +226,41 @@ impl Control {
         }
         let mut handoff = lock(&self.shared.handoff);
         for (configured, binding, sockets) in fresh {
+            let dups = sockets.iter().filter_map(|s| s.try_clone().ok()).collect();
+            state.dups.insert(binding.id, dups);
             handoff.insert(binding.id, sockets.into_iter().map(Some).collect());
             state.bindings.insert(configured, binding);
         }
         let live: Vec<u64> = result.iter().map(|b| b.id).collect();
         state.bindings.retain(|_, b| live.contains(&b.id));
+        state.dups.retain(|id, _| live.contains(id));
         // Sockets of bindings that were never taken and are no longer used are closed here.
         handoff.retain(|id, slots| live.contains(id) && slots.iter().any(Option::is_some));
         Ok(result)
+    }
+
+    /// Calls `f` with every live listener's sockets (for a takeover by a new process), holding
+    /// them open meanwhile.
+    pub fn offer_sockets(
+        &self,
+        admin: Option<std::os::fd::RawFd>,
+        f: &mut crate::upgrade::SendOffer<'_>,
+    ) -> std::io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let state = self.lock();
+        let offered: Vec<crate::upgrade::Offered<'_>> = state
+            .bindings
+            .values()
+            .filter_map(|b| {
+                let dups = state.dups.get(&b.id)?;
+                Some(crate::upgrade::Offered {
+                    name: &b.name,
+                    address: b.address,
+                    sockets: dups.iter().map(AsRawFd::as_raw_fd).collect(),
+                })
+            })
+            .collect();
+        f(&offered, admin)
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

@@ -12,6 +12,7 @@ pub mod sdnotify;
 pub mod snapshot;
 pub mod stats;
 pub mod tls;
+pub mod upgrade;
 pub mod upstream;
 
 mod admin;
@@ -63,6 +64,11 @@ pub struct Gateway {
     watcher: Option<gateway_config::watch::ConfigWatcher>,
     /// Polls the TLS certificate, key and CA files and reloads when one changes.
     cert_poller: Option<std::thread::JoinHandle<()>>,
+    /// Hands the listening sockets to a successor process (`server.upgrade_socket`).
+    upgrade_thread: Option<std::thread::JoinHandle<()>>,
+    upgrade_stop: Arc<AtomicBool>,
+    /// A successor took over the sockets (this process drains; systemd follows the successor).
+    handed_over: Arc<AtomicBool>,
 }
 
 /// Facts about the running process, shown by the admin port.
@@ -80,21 +86,32 @@ pub struct ServerInfo {
 impl Gateway {
     /// Starts from a config file; reloads re-read it.
     pub fn start_from_file(path: &std::path::Path) -> Result<Self, String> {
+        Self::start_from_file_with(path, upgrade::Inherited::default())
+    }
+
+    /// Starts from a config file on listening sockets taken over from a previous process
+    /// (listeners it lacks are bound as usual).
+    pub fn start_from_file_with(path: &std::path::Path, inherited: upgrade::Inherited) -> Result<Self, String> {
         let text = std::fs::read(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
         let utf8 = std::str::from_utf8(&text).map_err(|e| format!("{}: not UTF-8: {e}", path.display()))?;
         let config = gateway_config::parse_file(utf8, path).map_err(|e| e.to_string())?;
-        Self::start_inner(config, Some(path.to_path_buf()), snapshot::fnv1a64(&text))
+        Self::start_inner(config, Some(path.to_path_buf()), snapshot::fnv1a64(&text), inherited)
     }
 
     /// Starts from an in-memory config (tests, embedding); [`Gateway::apply`] replaces it.
     pub fn start(config: Config) -> Result<Self, String> {
         let hash = snapshot::fnv1a64(format!("{config:?}").as_bytes());
-        Self::start_inner(config, None, hash)
+        Self::start_inner(config, None, hash, upgrade::Inherited::default())
     }
 
     /// Binds every listener, starts the workers and the admin server. Returns once every worker
     /// runs; on error nothing keeps running.
-    fn start_inner(config: Config, source: Option<std::path::PathBuf>, hash: u64) -> Result<Self, String> {
+    fn start_inner(
+        config: Config,
+        source: Option<std::path::PathBuf>,
+        hash: u64,
+        mut inherited: upgrade::Inherited,
+    ) -> Result<Self, String> {
         let started = Instant::now();
         let budget = CpuBudget::detect();
         let n = match config.server.workers {
@@ -128,7 +145,8 @@ impl Gateway {
             handoff: Default::default(),
             heartbeats: (0..n).map(|_| std::sync::atomic::AtomicU64::new(0)).collect(),
         });
-        let control = Arc::new(control::Control::start(config, source, hash, n, &shared)?);
+        let inherited_admin = inherited.admin.take();
+        let control = Arc::new(control::Control::start(config, source, hash, n, &shared, inherited)?);
         let stats: Vec<Arc<WorkerStats>> = (0..n).map(|_| Arc::new(WorkerStats::default())).collect();
         let metrics: Vec<Arc<WorkerMetrics>> = (0..n).map(|i| Arc::new(WorkerMetrics::new(i))).collect();
         let access_log = match &shared.snapshot.load().config.server.access_log {
@@ -171,6 +189,9 @@ impl Gateway {
             admin: None,
             watcher: None,
             cert_poller: None,
+            upgrade_thread: None,
+            upgrade_stop: Arc::new(AtomicBool::new(false)),
+            handed_over: Arc::new(AtomicBool::new(false)),
         };
         if let (true, Some(path)) = (watch, gateway.control.source().map(std::path::Path::to_path_buf)) {
             let control = Arc::clone(&gateway.control);
@@ -218,7 +239,11 @@ impl Gateway {
                 started,
                 token: admin.token.clone(),
             };
-            match gateway_admin::AdminServer::start(admin.address, admin::handler(ctx)) {
+            let server = match inherited_admin {
+                Some(listener) => gateway_admin::AdminServer::from_listener(listener, admin::handler(ctx)),
+                None => gateway_admin::AdminServer::start(admin.address, admin::handler(ctx)),
+            };
+            match server {
                 Ok(server) => {
                     tracing::info!(address = %server.local_addr(), "admin listening");
                     gateway.admin = Some(server);
@@ -229,6 +254,7 @@ impl Gateway {
                 }
             }
         }
+        gateway.start_upgrade_socket();
         Ok(gateway)
     }
 
@@ -275,9 +301,45 @@ impl Gateway {
         self.shared.draining.store(true, Ordering::Release);
     }
 
+    /// Offers this process's listening sockets to a successor on `server.upgrade_socket`; once
+    /// one serves on them, this process drains. Without a config file there is nothing to
+    /// upgrade from.
+    fn start_upgrade_socket(&mut self) {
+        let snap = self.shared.snapshot.load();
+        let (Some(path), Some(_)) = (snap.config.server.upgrade_socket.clone(), self.control.source()) else {
+            return;
+        };
+        let control = Arc::clone(&self.control);
+        let admin = self.admin.as_ref().and_then(|a| a.listener().try_clone().ok());
+        let offer = move |f: &mut upgrade::SendOffer<'_>| {
+            use std::os::fd::AsRawFd;
+            control.offer_sockets(admin.as_ref().map(AsRawFd::as_raw_fd), f)
+        };
+        let shared = Arc::clone(&self.shared);
+        let handed_over = Arc::clone(&self.handed_over);
+        let on_handed_over = move || {
+            handed_over.store(true, Ordering::Release);
+            shared.draining.store(true, Ordering::Release);
+        };
+        match upgrade::serve(path.clone(), Arc::clone(&self.upgrade_stop), offer, on_handed_over) {
+            Ok(t) => {
+                tracing::info!(path = %path.display(), "upgrade socket listening");
+                self.upgrade_thread = Some(t);
+            }
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot open the upgrade socket; binary upgrades need a restart")
+            }
+        }
+    }
+
     /// A probe of worker liveness for the systemd watchdog.
     pub fn liveness(&self) -> runtime::Liveness {
         runtime::Liveness::new(Arc::clone(&self.shared))
+    }
+
+    /// Whether a successor process took over the listening sockets.
+    pub fn handed_over(&self) -> bool {
+        self.handed_over.load(Ordering::Acquire)
     }
 
     pub fn is_draining(&self) -> bool {
@@ -289,6 +351,10 @@ impl Gateway {
         self.watcher.take();
         if let Some(p) = self.cert_poller.take() {
             let _ = p.join();
+        }
+        self.upgrade_stop.store(true, Ordering::Release);
+        if let Some(t) = self.upgrade_thread.take() {
+            let _ = t.join();
         }
         for t in self.threads.drain(..) {
             let _ = t.join();
@@ -344,6 +410,7 @@ fn poll_certificates(control: &control::Control, shared: &runtime::Shared) {
 
 impl Drop for Gateway {
     fn drop(&mut self) {
+        self.upgrade_stop.store(true, Ordering::Release);
         if !self.threads.is_empty() {
             self.begin_drain();
             for t in self.threads.drain(..) {

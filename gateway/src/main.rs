@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR2};
 use signal_hook::iterator::Signals;
 
 #[global_allocator]
@@ -25,7 +25,12 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the gateway (the default).
-    Run,
+    Run {
+        /// Take over the listening sockets of the gateway serving on this upgrade socket
+        /// (`server.upgrade_socket`); it drains and exits once this one serves.
+        #[arg(long)]
+        takeover: Option<PathBuf>,
+    },
     /// Validate a configuration file: exit 0 with a summary, or 1 with every error.
     Check,
 }
@@ -33,9 +38,9 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let path = cli.config.unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
-    match cli.command.unwrap_or(Command::Run) {
+    match cli.command.unwrap_or(Command::Run { takeover: None }) {
         Command::Check => check(&path),
-        Command::Run => run(&path),
+        Command::Run { takeover } => run(&path, takeover.as_deref()),
     }
 }
 
@@ -58,7 +63,7 @@ fn check(path: &std::path::Path) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn run(path: &std::path::Path) -> ExitCode {
+fn run(path: &std::path::Path, takeover: Option<&std::path::Path>) -> ExitCode {
     let log_level = match gateway_config::load(path) {
         Ok(c) => c.server.log_level,
         Err(errors) => {
@@ -68,7 +73,7 @@ fn run(path: &std::path::Path) -> ExitCode {
     };
     init_logging(&log_level);
     // Register signal handlers before any worker exists so no signal is lost.
-    let mut signals = match Signals::new([SIGTERM, SIGINT, SIGHUP]) {
+    let mut signals = match Signals::new([SIGTERM, SIGINT, SIGHUP, SIGUSR2]) {
         Ok(s) => s,
         Err(e) => {
             tracing::error!(error = %e, "cannot install signal handlers");
@@ -76,7 +81,23 @@ fn run(path: &std::path::Path) -> ExitCode {
         }
     };
     tracing::info!(config = %path.display(), version = env!("CARGO_PKG_VERSION"), "starting");
-    let gateway = match gateway::Gateway::start_from_file(path) {
+    // The path this binary was started from: after a package upgrade replaced the file, SIGUSR2
+    // starts the new binary from it.
+    let exe = std::env::current_exe().ok();
+    let (inherited, predecessor) = match takeover {
+        None => (gateway::upgrade::Inherited::default(), None),
+        Some(socket) => match gateway::upgrade::receive(socket) {
+            Ok((inherited, stream)) => {
+                tracing::info!(socket = %socket.display(), listeners = inherited.listeners.len(), "took over the listening sockets");
+                (inherited, Some(stream))
+            }
+            Err(e) => {
+                tracing::error!(socket = %socket.display(), error = %e, "takeover failed");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    let gateway = match gateway::Gateway::start_from_file_with(path, inherited) {
         Ok(g) => g,
         Err(e) => {
             tracing::error!(error = %e, "startup failed");
@@ -84,17 +105,30 @@ fn run(path: &std::path::Path) -> ExitCode {
         }
     };
     let summary = gateway.snapshot().config.summary();
-    tracing::info!(summary = %summary, "serving");
+    tracing::info!(summary = %summary, pid = std::process::id(), "serving");
+    if let Some(stream) = predecessor {
+        // systemd follows the new main process (needs NotifyAccess=all in the unit).
+        gateway::sdnotify::notify(&format!("MAINPID={}", std::process::id()));
+        if let Err(e) = gateway::upgrade::confirm(stream) {
+            tracing::warn!(error = %e, "could not tell the previous process to drain");
+        }
+    }
     gateway::sdnotify::ready(&format!("serving: {summary}"));
     let watchdog = start_watchdog(&gateway);
     'serve: loop {
         for signal in signals.pending() {
             if signal == SIGHUP {
                 let _ = gateway.reload("SIGHUP");
+            } else if signal == SIGUSR2 {
+                start_successor(&gateway, exe.as_deref(), path);
             } else {
                 tracing::info!(signal, "draining: stop accepting, finishing in-flight requests");
                 break 'serve;
             }
+        }
+        if gateway.handed_over() {
+            tracing::info!("draining: a successor process took over the listening sockets");
+            break;
         }
         if gateway.is_draining() {
             tracing::info!("draining (requested through the admin port)");
@@ -102,11 +136,33 @@ fn run(path: &std::path::Path) -> ExitCode {
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    gateway::sdnotify::stopping();
+    if !gateway.handed_over() {
+        // After a handover systemd follows the successor: this process must not say it stops.
+        gateway::sdnotify::stopping();
+    }
     watchdog.store(true, std::sync::atomic::Ordering::Release);
     gateway.shutdown();
     tracing::info!("stopped");
     ExitCode::SUCCESS
+}
+
+/// Starts a new process of the binary at `exe` that takes over this one's sockets (binary
+/// upgrade); this process drains once it serves.
+fn start_successor(gateway: &gateway::Gateway, exe: Option<&std::path::Path>, config: &std::path::Path) {
+    let Some(socket) = gateway.snapshot().config.server.upgrade_socket.clone() else {
+        tracing::warn!("SIGUSR2: no server.upgrade_socket configured; no upgrade");
+        return;
+    };
+    let Some(exe) = exe else {
+        tracing::warn!("SIGUSR2: the path of this binary is unknown; no upgrade");
+        return;
+    };
+    let mut command = std::process::Command::new(exe);
+    command.arg("run").arg("--config").arg(config).arg("--takeover").arg(&socket);
+    match command.spawn() {
+        Ok(child) => tracing::info!(pid = child.id(), exe = %exe.display(), "SIGUSR2: started the successor"),
+        Err(e) => tracing::error!(exe = %exe.display(), error = %e, "SIGUSR2: cannot start the successor"),
+    }
 }
 
 /// Pings systemd's watchdog at half its interval while every worker keeps ticking. Returns the

@@ -140,6 +140,16 @@ fn convert_server(raw: &RawServer, p: &mut Problems<'_>, path: &KeyPath) -> Serv
         log_level,
         via,
         watch: raw.watch.unwrap_or(defaults::WATCH),
+        upgrade_socket: raw.upgrade_socket.as_ref().and_then(|text| {
+            let file = std::path::PathBuf::from(text);
+            if file.is_absolute() {
+                Some(file)
+            } else {
+                let message = format!("{text:?} must be an absolute path, e.g. \"/run/gateway/upgrade.sock\"");
+                p.at(&path.key("upgrade_socket"), message);
+                None
+            }
+        }),
         access_log: raw.access_log.as_ref().and_then(|a| access_log(a, p, &path.key("access_log"))),
         limits: limits(raw, p, &path.key("limits")),
         timeouts: timeouts(raw, p, &path.key("timeouts")),

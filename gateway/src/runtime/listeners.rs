@@ -30,6 +30,25 @@ pub fn bind(name: &str, address: SocketAddr, backlog: u32, workers: usize) -> io
     Ok(Bound { name: name.to_string(), address: actual, sockets })
 }
 
+/// Serves listener `name` on sockets inherited from a previous process (their accept queues go
+/// on); fewer than `workers` are completed with new SO_REUSEPORT sockets, more are all kept
+/// (closing one would drop the connections queued on it: workers then accept from several).
+pub fn adopt(
+    name: &str,
+    address: SocketAddr,
+    mut sockets: Vec<TcpListener>,
+    backlog: u32,
+    workers: usize,
+) -> io::Result<Bound> {
+    for s in &sockets {
+        s.set_nonblocking(true)?;
+    }
+    while sockets.len() < workers.max(1) {
+        sockets.push(bind_one(address, backlog)?);
+    }
+    Ok(Bound { name: name.to_string(), address, sockets })
+}
+
 fn bind_one(address: SocketAddr, backlog: u32) -> io::Result<TcpListener> {
     let socket = Socket::new(Domain::for_address(address), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;

@@ -374,21 +374,35 @@ fn sync_listeners(worker: &Rc<Worker>) {
         if running.contains_key(&b.id) {
             continue;
         }
-        let socket = crate::control::lock(&worker.shared.handoff)
+        // Slot `worker.id`, and every further `workers`-th one: a listener inherited from a
+        // process with more workers has more sockets than workers, and none may be closed.
+        let workers = worker.shared.heartbeats.len().max(1);
+        let sockets: Vec<std::net::TcpListener> = crate::control::lock(&worker.shared.handoff)
             .get_mut(&b.id)
-            .and_then(|slots| slots.get_mut(worker.id))
-            .and_then(Option::take);
-        let Some(socket) = socket else {
+            .map(|slots| {
+                slots
+                    .iter_mut()
+                    .enumerate()
+                    .filter(|(i, _)| i % workers == worker.id)
+                    .filter_map(|(_, s)| s.take())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if sockets.is_empty() {
             tracing::error!(worker = worker.id, listener = %b.name, "no socket handed over for listener");
             continue;
-        };
-        match TcpListener::from_std(socket) {
-            Ok(l) => {
-                let handle = Rc::new(ListenerHandle::default());
-                running.insert(b.id, Rc::clone(&handle));
-                monoio::spawn(accept_loop(Rc::clone(worker), l, handle, b.id));
+        }
+        let handle = Rc::new(ListenerHandle::default());
+        for socket in sockets {
+            match TcpListener::from_std(socket) {
+                Ok(l) => {
+                    running.insert(b.id, Rc::clone(&handle));
+                    monoio::spawn(accept_loop(Rc::clone(worker), l, Rc::clone(&handle), b.id));
+                }
+                Err(e) => {
+                    tracing::error!(worker = worker.id, listener = %b.name, error = %e, "cannot register listener")
+                }
             }
-            Err(e) => tracing::error!(worker = worker.id, listener = %b.name, error = %e, "cannot register listener"),
         }
     }
 }
@@ -408,14 +422,26 @@ async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, handle: Rc<Liste
             }
             continue;
         }
+        // A cancelled io_uring accept may already have taken a connection off the queue (the
+        // kernel completed it while the cancel was on its way): on stop, cancel and wait for the
+        // outcome, and serve a connection that raced in instead of dropping it. This matters
+        // most when a successor process keeps accepting on the same socket.
+        let canceller = monoio::io::Canceller::new();
+        let accept = listener.cancelable_accept(canceller.handle());
+        let mut accept = std::pin::pin!(accept);
+        let mut stopping = false;
         let accepted = monoio::select! {
-            r = listener.accept() => Some(r),
-            _ = handle.stop.wait() => None,
+            r = &mut accept => r,
+            _ = handle.stop.wait() => {
+                stopping = true;
+                let _canceller = canceller.cancel();
+                accept.await
+            }
         };
         let (stream, peer) = match accepted {
-            None => return,
-            Some(Ok(x)) => x,
-            Some(Err(e)) => {
+            Err(_) if stopping => return,
+            Ok(x) => x,
+            Err(e) => {
                 tracing::warn!(worker = worker.id, error = %e, "accept failed");
                 // Out of file descriptors or memory: back off instead of spinning.
                 monoio::time::sleep(Duration::from_millis(50)).await;
@@ -427,5 +453,8 @@ async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, handle: Rc<Liste
         worker.stats.connections_active.inc();
         let _ = stream.set_nodelay(true);
         monoio::spawn(crate::http::accept::serve(Rc::clone(&worker), Rc::clone(&handle), binding, stream, peer));
+        if stopping {
+            return;
+        }
     }
 }

@@ -159,6 +159,23 @@ fn start_successor(gateway: &gateway::Gateway, exe: Option<&std::path::Path>, co
     };
     let mut command = std::process::Command::new(exe);
     command.arg("run").arg("--config").arg(config).arg("--takeover").arg(&socket);
+    // The successor must not inherit this process's connections (io_uring accepts them without
+    // close-on-exec): they would stay open after this process exits. It gets the listening
+    // sockets over the upgrade socket; keep only stdin, stdout and stderr.
+    use std::os::unix::process::CommandExt;
+    // SAFETY: runs in the child between fork and exec; close_range is async-signal-safe and
+    // touches only the child's descriptor table.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) != 0 {
+                // Kernels before 5.9: close them one by one.
+                for fd in 3..4096 {
+                    libc::close(fd);
+                }
+            }
+            Ok(())
+        });
+    }
     match command.spawn() {
         Ok(child) => tracing::info!(pid = child.id(), exe = %exe.display(), "SIGUSR2: started the successor"),
         Err(e) => tracing::error!(exe = %exe.display(), error = %e, "SIGUSR2: cannot start the successor"),

@@ -53,12 +53,21 @@ struct Tally {
     ok: AtomicU64,
     failed: AtomicU64,
     retried: AtomicU64,
+    /// Slowest request, in microseconds (a retry included).
+    max_us: AtomicU64,
 }
 
 /// One GET on `conn` (opened if `None`). A reused connection that the server closed before
 /// any response byte is reopened and the request retried once, as HTTP clients do for
 /// idempotent requests (RFC 9112 §9.3.1); anything else that is not a 200 is a failure.
 fn get_once(addr: SocketAddr, conn: &mut Option<BufReader<TcpStream>>, tally: &Tally) {
+    let started = Instant::now();
+    get_with_retry(addr, conn, tally);
+    let us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    tally.max_us.fetch_max(us, Ordering::Relaxed);
+}
+
+fn get_with_retry(addr: SocketAddr, conn: &mut Option<BufReader<TcpStream>>, tally: &Tally) {
     for attempt in 0..2 {
         let reused = conn.is_some();
         let mut r = match conn.take() {
@@ -141,7 +150,10 @@ fn upgrade_under_load(driver: &str) {
     }
     let (ok, failed, retried) =
         (tally.ok.load(Ordering::Relaxed), tally.failed.load(Ordering::Relaxed), tally.retried.load(Ordering::Relaxed));
-    eprintln!("upgrade ({driver}): {ok} ok, {failed} failed, {retried} retried on a closed keep-alive connection, handover and drain {handover:?}");
+    let max = Duration::from_micros(tally.max_us.load(Ordering::Relaxed));
+    eprintln!(
+        "upgrade ({driver}): {ok} ok, {failed} failed, {retried} retried on a closed keep-alive connection, slowest request {max:?}, handover and drain {handover:?}"
+    );
     let successor = old
         .log
         .lock()
@@ -154,6 +166,7 @@ fn upgrade_under_load(driver: &str) {
         let _ = std::process::Command::new("kill").arg(pid.to_string()).status();
     }
     assert_eq!(failed, 0, "no request failed");
+    assert!(max < Duration::from_secs(3), "no request waited on a connection left open by the old process: {max:?}");
     assert!(ok > before && ok > at_exit, "load went on through the upgrade ({before} -> {at_exit} -> {ok})");
     assert!(successor.is_some(), "the successor logged its pid:\n{}", old.log_text());
 }

@@ -149,10 +149,10 @@ async fn handshake(
 ) -> Option<Box<crate::runtime::stream::TlsServerIo>> {
     let io = tcp.into_poll_io().ok()?;
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
-    let accepted = monoio::select! {
-        r = monoio::time::timeout(limit, acceptor.accept(io)) => r,
-        _ = listener.stop.wait() => return None,
-    };
+    // Not abandoned when the listener stops: the client connected and gets its first
+    // request answered (the handshake timeout bounds it).
+    let _ = listener;
+    let accepted = monoio::time::timeout(limit, acceptor.accept(io)).await;
     match accepted {
         Ok(Ok(s)) => Some(Box::new(s)),
         Ok(Err(e)) => {

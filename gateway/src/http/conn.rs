@@ -156,10 +156,11 @@ async fn wait_for_request(worker: &Rc<Worker>, conn: &mut Downstream) -> bool {
     }
     // On epoll, relaxed readiness can be stale; io_uring polls for real either way.
     let relaxed = !monoio::utils::is_legacy();
+    let first = conn.served == 0;
     let ready = monoio::select! {
         r = conn.stream.readable(relaxed) => r.is_ok(),
         _ = monoio::time::sleep(limit) => false,
-        _ = conn.listener.stop.wait() => false,
+        _ = stop_unless_first(&conn.listener, first) => false,
     };
     if ready {
         conn.rbuf = worker.buffers.take();
@@ -167,14 +168,25 @@ async fn wait_for_request(worker: &Rc<Worker>, conn: &mut Downstream) -> bool {
     ready
 }
 
+/// Resolves when the listener stops, except for a connection's first request: a client that
+/// connected (its connection was accepted, maybe just before a drain) always gets its first
+/// request answered, within the header-read timeout. Idle keep-alive connections close at once.
+async fn stop_unless_first(listener: &ListenerHandle, first: bool) {
+    if first {
+        std::future::pending::<()>().await;
+    }
+    listener.stop.wait().await;
+}
+
 /// TLS cannot report readability without decrypting, so an idle TLS connection waits in a read
 /// into a small buffer (not a pooled one: idle connections should cost little memory).
 async fn wait_for_tls_request(worker: &Rc<Worker>, conn: &mut Downstream, limit: Duration) -> bool {
     let small = Vec::with_capacity(512);
+    let first = conn.served == 0;
     let read = monoio::select! {
         r = conn.stream.read_append(small) => Some(r),
         _ = monoio::time::sleep(limit) => None,
-        _ = conn.listener.stop.wait() => None,
+        _ = stop_unless_first(&conn.listener, first) => None,
     };
     match read {
         Some((Ok(n), bytes)) if n > 0 => {

@@ -17,6 +17,8 @@ pub const IO_DRIVER: IoDriver = IoDriver::Auto;
 pub const ADMIN_ADDRESS: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 9901);
 /// `server.drain_timeout`: time in-flight requests get after SIGTERM.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// `server.drain_delay`: no delay (SIGTERM stops accepting at once).
+pub const DRAIN_DELAY: Duration = Duration::ZERO;
 /// `server.log_level`: tracing `EnvFilter` directive.
 pub const LOG_LEVEL: &str = "info";
 /// `server.watch`: reload automatically when the config file changes.

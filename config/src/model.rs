@@ -92,6 +92,10 @@ pub struct Server {
     /// How long in-flight requests may run after SIGTERM before connections are closed.
     #[serde(serialize_with = "ser::duration")]
     pub drain_timeout: Duration,
+    /// On drain, how long to keep accepting (while `/ready` already says 503) so that load
+    /// balancers and kube-proxy stop sending new connections first; then `drain_timeout` runs.
+    #[serde(serialize_with = "ser::duration")]
+    pub drain_delay: Duration,
     /// Log filter (tracing `EnvFilter` syntax); `RUST_LOG` overrides it.
     pub log_level: String,
     /// The name this gateway puts in `Via` (`1.1 <via>`).

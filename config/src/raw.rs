@@ -18,6 +18,7 @@ pub(crate) struct RawServer {
     pub io_driver: Option<String>,
     pub admin: Option<RawAdmin>,
     pub drain_timeout: Option<IntOrStr>,
+    pub drain_delay: Option<IntOrStr>,
     pub log_level: Option<String>,
     pub via: Option<String>,
     pub watch: Option<bool>,

@@ -17,6 +17,7 @@ fn defaults_of_a_minimal_file() {
         io_driver: IoDriver::Auto,
         admin: Some(Admin { address: "127.0.0.1:9901".parse().unwrap(), token: None }),
         drain_timeout: Duration::from_secs(30),
+        drain_delay: Duration::ZERO,
         log_level: "info".to_owned(),
         via: "gateway".to_owned(),
         watch: true,

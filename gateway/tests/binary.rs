@@ -180,3 +180,26 @@ fn send_signal(pid: u32, sig: &str) {
     let status = Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status().unwrap();
     assert!(status.success());
 }
+
+#[test]
+fn drain_delay_keeps_accepting_while_not_ready() {
+    let o = origin();
+    let toml = config("auto", o.addr(), "drain_delay = \"800ms\"", "")
+        .replace("log_level = \"warn\"", "log_level = \"info\"")
+        .replace("admin = false", "admin = { address = \"127.0.0.1:0\" }");
+    let mut p = spawn(&toml, "drain-delay");
+    let sent = Instant::now();
+    send_signal(p.child.id(), "TERM");
+    std::thread::sleep(Duration::from_millis(200));
+    // Still accepting new connections during the delay (load balancers see /ready = 503).
+    assert_eq!(get(p.addr, "/bytes/3").status, 200, "served during drain_delay");
+    let status = loop {
+        if let Some(s) = p.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(sent.elapsed() < Duration::from_secs(8), "gateway did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success());
+    assert!(sent.elapsed() >= Duration::from_millis(750), "the delay was observed: {:?}", sent.elapsed());
+}

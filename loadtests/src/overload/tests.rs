@@ -52,10 +52,15 @@ fn below_capacity_everything_succeeds_with_the_service_time() {
     assert_eq!(report.phases[1].total.offered, 50);
     let offered: u64 = report.series.classes.values().flat_map(|c| c.offered.iter()).sum();
     assert_eq!(offered, 100);
+    // The origin counts a request once its response is written, which can trail the client's
+    // read of it by a moment on a loaded machine.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while origin.stats().served < 100 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     assert_eq!(origin.stats().served, 100);
     // LIFO worker reuse: far fewer connections than requests.
-    // (Bounded loosely: on a loaded 2-core machine a few more responses overlap.)
-    assert!(report.generator.connections_opened < 50, "{}", report.generator.connections_opened);
+    assert!(report.generator.connections_opened < 20, "{}", report.generator.connections_opened);
 }
 
 #[test]

@@ -515,3 +515,85 @@ fn h2_requests_cannot_smuggle_into_http1_upstreams() {
     let h2: Vec<_> = seen.iter().filter(|r| r.target.starts_with("/h2")).collect();
     assert!(h2.iter().all(|r| r.target == "/h2g" && r.body.is_empty() && r.error.is_none()), "{h2:?}");
 }
+
+/// A hostile keep-alive upstream: the n-th request head it reads (across all connections) is
+/// answered with `replies[n]` verbatim, later ones with a good `200` and body `good`. Returns
+/// its address and the request heads it read.
+fn scripted_origin(replies: Vec<&'static [u8]>) -> (SocketAddr, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = heads.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            let (replies, seen) = (replies.clone(), seen.clone());
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                    let head: Vec<u8> = buf.drain(..end).collect();
+                    let n = {
+                        let mut seen = seen.lock().unwrap();
+                        seen.push(String::from_utf8_lossy(&head).into_owned());
+                        seen.len() - 1
+                    };
+                    let reply: &[u8] =
+                        replies.get(n).copied().unwrap_or(b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\ngood");
+                    if s.write_all(reply).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, heads)
+}
+
+#[test]
+fn hostile_upstream_heads_and_extra_bytes_never_reach_clients() {
+    // (reply to the first request, what the first client must get)
+    let cases: &[(&[u8], u16)] = &[
+        // Bytes after a complete response: a pre-sent answer for the next request on the pooled
+        // connection (response splitting / pool desync). The next client must never get "evil".
+        (b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nokHTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nevil", 200),
+        (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nevil", 200),
+        (b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ntransfer-encoding : chunked\r\n\r\nok", 502),
+        (b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nx-fold: a\r\n b\r\n\r\nok", 502),
+        (b"HTTP/1.1 200 OK\ncontent-length: 2\n\nok", 502),
+        (b"HTTP/1.1 200 OK\r\ncontent-length: 2, 3\r\n\r\nok", 502),
+        (b"HTTP/1.1 200 OK\r\ncontent-length: -2\r\n\r\nok", 502),
+        (b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nx-a: b\rc\r\n\r\nok", 502),
+        (b"HTTP/1.1 200 OK\r\nx-nul: a\x00b\r\ncontent-length: 2\r\n\r\nok", 502),
+        (b"HTTP/1.1 2000 OK\r\ncontent-length: 2\r\n\r\nok", 502),
+        (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked, gzip\r\ncontent-length: 2\r\n\r\nok", 502),
+    ];
+    each_driver(|d| {
+        for (reply, status) in cases {
+            let (addr, heads) = scripted_origin(vec![reply]);
+            let gw = TestGateway::start(&config(d, addr, LIMITS, ""));
+            let mut s = connect(gw.addr);
+            s.write_all(b"GET /first HTTP/1.1\r\nhost: a\r\n\r\n").unwrap();
+            let mut r = BufReader::new(s.try_clone().unwrap());
+            let first = read_response(&mut r, false).unwrap_or_else(|e| panic!("{d}: {:?}: {e}", show(reply)));
+            assert_eq!(first.status, *status, "{d}: {:?}", show(reply));
+            if *status == 200 {
+                assert_eq!(first.body, b"ok", "{d}: {:?}", show(reply));
+            }
+            // The same client and another client are answered by the next upstream response.
+            s.write_all(b"GET /second HTTP/1.1\r\nhost: a\r\n\r\n").unwrap();
+            let second = read_response(&mut r, false).unwrap();
+            assert_eq!((second.status, second.text().as_str()), (200, "good"), "{d}: {:?}", show(reply));
+            let other = get(gw.addr, "/third");
+            assert_eq!((other.status, other.text().as_str()), (200, "good"), "{d}: {:?}", show(reply));
+            assert_eq!(heads.lock().unwrap().len(), 3, "{d}: {:?}", show(reply));
+        }
+    });
+}

@@ -597,3 +597,22 @@ fn hostile_upstream_heads_and_extra_bytes_never_reach_clients() {
         }
     });
 }
+
+#[test]
+fn no_content_length_on_a_204_even_if_the_upstream_sends_one() {
+    // RFC 9110 8.6: a server MUST NOT send Content-Length in a 204. A client trusting it would
+    // read the next response as this one's body.
+    each_driver(|d| {
+        let (addr, _) = scripted_origin(vec![b"HTTP/1.1 204 No Content\r\ncontent-length: 5\r\n\r\nhello"]);
+        let gw = TestGateway::start(&config(d, addr, LIMITS, ""));
+        let mut s = connect(gw.addr);
+        s.write_all(b"GET /first HTTP/1.1\r\nhost: a\r\n\r\n").unwrap();
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        let first = read_response(&mut r, false).unwrap();
+        assert_eq!(first.status, 204, "{d}");
+        assert_eq!(first.header("content-length"), None, "{d}: {:?}", first.headers);
+        s.write_all(b"GET /second HTTP/1.1\r\nhost: a\r\n\r\n").unwrap();
+        let second = read_response(&mut r, false).unwrap();
+        assert_eq!((second.status, second.text().as_str()), (200, "good"), "{d}");
+    });
+}

@@ -109,6 +109,27 @@ fn smuggling_variants_are_refused_with_400_and_reach_nothing() {
         // NUL in the value of a framing field and of Host.
         b"POST / HTTP/1.1\r\nhost: a\r\ncontent-length: 3\x00\r\n\r\nabc",
         b"GET / HTTP/1.1\r\nhost: a\x00.b\r\n\r\n",
+        // Trailers: bare LF, obs-fold, whitespace before the colon; a quoted chunk extension
+        // hiding a CRLF.
+        b"POST /echo HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nx: a\n\r\n",
+        b"POST /echo HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nx: a\r\n b\r\n\r\n",
+        b"POST /echo HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nx : a\r\n\r\n",
+        b"POST /echo HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\n\r\n3;a=\"x\r\ny\"\r\nabc\r\n0\r\n\r\n",
+        b"POST /echo HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\n\r\n3 \r\nabc\r\n0\r\n\r\n",
+        // Request-line oddities: tabs, trailing space, version spelling, authority forms.
+        b"GET\t/\tHTTP/1.1\r\nhost: a\r\n\r\n",
+        b"GET / HTTP/1.1 \r\nhost: a\r\n\r\n",
+        b"GET / http/1.1\r\nhost: a\r\n\r\n",
+        b"GET / HTTP/1.10\r\nhost: a\r\n\r\n",
+        b"GET / HTTP/01.1\r\nhost: a\r\n\r\n",
+        b"GET * HTTP/1.1\r\nhost: a\r\n\r\n",
+        b"GET bytes/1 HTTP/1.1\r\nhost: a\r\n\r\n",
+        b"GET http://u@a/ HTTP/1.1\r\nhost: a\r\n\r\n",
+        b"GET / HTTP/1.1\r\nhost: u@a\r\n\r\n",
+        b"GET / HTTP/1.1\r\nhost: a/b\r\n\r\n",
+        b"GET / HTTP/1.1\r\nhost: a:99999\r\n\r\n",
+        b"GET / HTTP/1.1\r\nhost: a\r\n: empty-name\r\n\r\n",
+        b"GET / HTTP/1.1\r\nhost: a\r\nx-a: \x7f\r\n\r\n",
         // A request line ending in bare LF followed by CRLF fields.
         b"GET / HTTP/1.1\nhost: a\r\n\r\n",
         b"GET /\n HTTP/1.1\r\nhost: a\r\n\r\n",
@@ -615,4 +636,77 @@ fn no_content_length_on_a_204_even_if_the_upstream_sends_one() {
         let second = read_response(&mut r, false).unwrap();
         assert_eq!((second.status, second.text().as_str()), (200, "good"), "{d}");
     });
+}
+
+#[test]
+fn lenient_but_unambiguous_forms_are_served_as_the_rfcs_allow() {
+    // Each is valid HTTP/1.1 (RFC 9110 / 9112) and has exactly one reading: served, and the
+    // origin sees that reading.
+    let cases: &[(&[u8], &str, &[u8])] = &[
+        (b"POST /echo HTTP/1.1\r\nhost: a\r\ncontent-length: 3\r\ncontent-length: 3\r\n\r\nabc", "/echo", b"abc"),
+        (b"POST /echo HTTP/1.1\r\nhost: a\r\ncontent-length: 003\r\n\r\nabc", "/echo", b"abc"),
+        (
+            b"POST /echo HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\n\r\n3 ;a=b\r\nabc\r\n0\r\n\r\n",
+            "/echo",
+            b"abc",
+        ),
+        (b"\r\nGET /bytes/1 HTTP/1.1\r\nhost: a\r\n\r\n", "/bytes/1", b""),
+        (b"GET /bytes/1 HTTP/1.1\r\nhost: a\r\nx-a: \xff\xfe\r\n\r\n", "/bytes/1", b""),
+        (b"GET /bytes/1 HTTP/1.1\r\nhost: [::1]:8080\r\n\r\n", "/bytes/1", b""),
+        (b"GET http://a/bytes/1 HTTP/1.1\r\nhost: a\r\n\r\n", "/bytes/1", b""),
+    ];
+    each_driver(|d| {
+        let o = origin();
+        let gw = start(d, &o, LIMITS);
+        for (raw, target, body) in cases {
+            let r = exchange(gw.addr, raw);
+            assert_eq!(r.status, 200, "{d}: {:?}", show(raw));
+            let seen = o.received().pop().unwrap();
+            assert_eq!((seen.target.as_str(), seen.body.as_slice()), (*target, *body), "{d}: {:?}", show(raw));
+        }
+    });
+}
+
+#[test]
+fn h2_request_body_that_never_comes_is_cut_by_body_io() {
+    let o = origin();
+    let text = config("io_uring", o.addr(), LIMITS, "").replace(
+        "name = \"main\"\naddress = \"127.0.0.1:0\"\n",
+        "name = \"main\"\naddress = \"127.0.0.1:0\"\nprotocols = [\"http/1.1\", \"h2\"]\n",
+    );
+    let gw = TestGateway::start(&text);
+    let mut s = connect(gw.addr);
+    s.write_all(&h2raw::preface()).unwrap();
+    s.write_all(&h2raw::settings(&[])).unwrap();
+    let block = h2raw::hpack_literal(&[
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":path", "/echo"),
+        (":authority", "a"),
+        ("content-length", "100"),
+    ]);
+    s.write_all(&h2raw::headers(1, &block, false, true)).unwrap();
+    s.write_all(&h2raw::data(1, b"only ten b", false)).unwrap();
+    let started = Instant::now();
+    good_client_served(gw.addr, "h2 stalled body start");
+    // The stream ends within a few seconds: an error answer, RST_STREAM or GOAWAY.
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut ended = None;
+    for _ in 0..50 {
+        match h2raw::read_frame(&mut s) {
+            Ok((h2raw::HEADERS, _, 1, p)) => ended = Some(format!("HEADERS {:x?}", p.first())),
+            Ok((h2raw::RST_STREAM, _, 1, p)) => ended = Some(format!("RST_STREAM {p:?}")),
+            Ok((h2raw::GOAWAY, _, _, p)) => ended = Some(format!("GOAWAY {p:?}")),
+            Ok(_) => continue,
+            Err(e) => ended = Some(format!("closed {e}")),
+        }
+        break;
+    }
+    let took = started.elapsed();
+    let ended = ended.expect("stream ended");
+    assert!(took < Duration::from_secs(8) && !ended.starts_with("closed"), "{ended} after {took:?}");
+    assert!(!ended.contains("0x88"), "never a 200: {ended}");
+    // The origin never saw a complete /echo request.
+    assert!(o.received().iter().filter(|r| r.target == "/echo").all(|r| r.error.is_some()), "{:?}", o.received());
+    good_client_served(gw.addr, "h2 stalled body");
 }

@@ -21,6 +21,7 @@
 //! | upstream CL+TE, duplicate differing CL, garbage, 100 KiB head: 502, client stays in sync | upstream.rs `hostile_response_heads_are_502_never_passed_on` |
 //! | upstream invalid chunked body: client connection cut, never a complete-looking answer | upstream.rs `broken_response_bodies_close_the_client_connection` |
 //! | connection limit of 2: the next connection waits and is served when a slot frees | overload.rs `at_the_connection_limit_a_new_connection_waits_and_is_served_when_a_slot_frees` |
+//! | HTTP/2 uppercase names, connection-specific fields, missing `:path`, Host vs `:authority` | h2.rs `malformed_h2_requests_are_refused_and_never_forwarded` |
 //! | HTTP/2 rapid reset, PING/SETTINGS/CONTINUATION/empty DATA floods | h2.rs `*_gets_goaway` |
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 

@@ -596,6 +596,16 @@ fn hostile_upstream_heads_and_extra_bytes_never_reach_clients() {
         (b"HTTP/1.1 200 OK\r\nx-nul: a\x00b\r\ncontent-length: 2\r\n\r\nok", 502),
         (b"HTTP/1.1 2000 OK\r\ncontent-length: 2\r\n\r\nok", 502),
         (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked, gzip\r\ncontent-length: 2\r\n\r\nok", 502),
+        (b"HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\n\r\nok", 502),
+        (b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: content-length\r\n\r\nok", 502),
+        // Framing fields on interim responses must not frame the final one.
+        (b"HTTP/1.1 103 Early Hints\r\ncontent-length: 5\r\nlink: </x>\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok", 200),
+        (b"HTTP/1.1 100 Continue\r\ntransfer-encoding: chunked\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok", 200),
+        // Valid and unambiguous: identical duplicate lengths, an HTTP/1.0 upstream, trailers
+        // (dropped).
+        (b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 2\r\n\r\nok", 200),
+        (b"HTTP/1.0 200 OK\r\ncontent-length: 2\r\n\r\nok", 200),
+        (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\nset-cookie: a=b\r\n\r\n", 200),
     ];
     each_driver(|d| {
         for (reply, status) in cases {
@@ -710,4 +720,42 @@ fn h2_request_body_that_never_comes_is_cut_by_body_io() {
     // The origin never saw a complete /echo request.
     assert!(o.received().iter().filter(|r| r.target == "/echo").all(|r| r.error.is_some()), "{:?}", o.received());
     good_client_served(gw.addr, "h2 stalled body");
+}
+
+#[test]
+fn an_endless_stream_of_interim_responses_ends_at_the_route_timeout() {
+    let flood: &'static [u8] = "HTTP/1.1 100 Continue\r\n\r\n".repeat(5000).leak().as_bytes();
+    each_driver(|d| {
+        let (addr, heads) = scripted_origin(vec![flood]);
+        let gw = TestGateway::start(&config(d, addr, LIMITS, ""));
+        let mut s = connect(gw.addr);
+        s.write_all(b"GET /first HTTP/1.1\r\nhost: a\r\n\r\nGET /second HTTP/1.1\r\nhost: a\r\n\r\n").unwrap();
+        let mut r = BufReader::new(s);
+        let started = Instant::now();
+        assert!(wait_until(Duration::from_secs(5), || heads.lock().unwrap().len() == 1), "{d}");
+        // Another client is served (by another upstream connection) while the flood goes on.
+        let other = get(gw.addr, "/other");
+        assert_eq!((other.status, other.text().as_str()), (200, "good"), "{d}");
+        let first = read_response(&mut r, false).unwrap();
+        assert_eq!(first.status, 504, "{d}");
+        assert!(started.elapsed() < Duration::from_secs(8), "{d}: {:?}", started.elapsed());
+        let second = read_response(&mut r, false).unwrap();
+        assert_eq!((second.status, second.text().as_str()), (200, "good"), "{d}: client connection in sync");
+        assert_eq!(heads.lock().unwrap().len(), 3, "{d}");
+    });
+}
+
+#[test]
+#[ignore = "FINDING: 1xx interim responses (103 Early Hints) are dropped; RFC 9110 15.2 says a proxy MUST forward them"]
+fn early_hints_are_forwarded_to_http11_clients() {
+    let (addr, _) = scripted_origin(vec![
+        b"HTTP/1.1 103 Early Hints\r\nlink: </style.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok",
+    ]);
+    let gw = TestGateway::start(&config("io_uring", addr, LIMITS, ""));
+    let mut s = connect(gw.addr);
+    s.write_all(b"GET / HTTP/1.1\r\nhost: a\r\n\r\n").unwrap();
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut r, &mut line).unwrap();
+    assert_eq!(line, "HTTP/1.1 103 Early Hints\r\n");
 }

@@ -124,7 +124,10 @@ pub fn build_response_head(
     out.push(b' ');
     out.extend_from_slice(buf.get(resp.reason.clone()).unwrap_or_default());
     out.extend_from_slice(b"\r\n");
-    let pass_length = resp.framing == ResponseFraming::None;
+    // A bodiless response passes the upstream's Content-Length (the length of the selected
+    // representation for HEAD and 304), except where RFC 9110 section 8.6 forbids the field:
+    // 1xx and 204.
+    let pass_length = resp.framing == ResponseFraming::None && resp.status >= 200 && resp.status != 204;
     for h in scratch.headers() {
         let name = h.name(buf);
         if h1::is_hop_by_hop(name, buf, scratch) || (!pass_length && name.eq_ignore_ascii_case(b"content-length")) {

@@ -41,6 +41,11 @@ for t in "${targets[@]}"; do
         status[$t]=CRASH
         failed=1
     fi
+    # With -jobs, libFuzzer runs the target in a child process that logs to ./fuzz-<job>.log.
+    if [ -f fuzz-0.log ]; then
+        cat fuzz-0.log >>"logs/$t.log"
+        rm -f fuzz-0.log
+    fi
     execs[$t]=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "logs/$t.log" | grep -o '[0-9]*$' | tail -1)
     tail -n 3 "logs/$t.log" >&2
 done

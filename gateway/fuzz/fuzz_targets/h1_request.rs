@@ -20,7 +20,8 @@ fuzz_target!(|data: &[u8]| {
     assert!(head.head_len <= buf.len(), "head_len {} > input {}", head.head_len, buf.len());
     assert!(head.head_len <= limits.max_header_bytes.max(limits.max_request_line + 2));
     assert!(scratch.headers().len() <= limits.max_headers);
-    let ranges = [Some(&head.method_range), Some(&head.target), Some(&head.path), head.query.as_ref(), head.authority.as_ref()];
+    let ranges =
+        [Some(&head.method_range), Some(&head.target), Some(&head.path), head.query.as_ref(), head.authority.as_ref()];
     for r in ranges.into_iter().flatten() {
         assert!(r.start <= r.end && r.end <= head.head_len, "range {r:?} outside head of {}", head.head_len);
     }

@@ -63,7 +63,8 @@ fuzz_target!(|data: &[u8]| {
     let authority = parts.next().filter(|a| !a.is_empty());
     let path = parts.next().unwrap_or_default();
     let identity = parts.next().and_then(|i| std::str::from_utf8(i).ok()).filter(|i| !i.is_empty());
-    let fields: Vec<(&[u8], &[u8])> = std::iter::from_fn(|| Some((parts.next()?, parts.next().unwrap_or_default()))).collect();
+    let fields: Vec<(&[u8], &[u8])> =
+        std::iter::from_fn(|| Some((parts.next()?, parts.next().unwrap_or_default()))).collect();
     let headers = |name: &[u8], value: Option<&[u8]>| {
         fields.iter().any(|(n, v)| n.eq_ignore_ascii_case(name) && value.is_none_or(|want| want == *v))
     };

@@ -38,6 +38,16 @@ pub struct Exchange {
     version: &'static str,
 }
 
+/// The request fields the access log records, whichever protocol carried them.
+struct LogFields<'a> {
+    method: &'a [u8],
+    path: &'a [u8],
+    query: Option<&'a [u8]>,
+    host: Option<&'a [u8]>,
+    user_agent: Option<&'a [u8]>,
+    referer: Option<&'a [u8]>,
+}
+
 impl Exchange {
     /// Starts accounting for a new request whose head is `buf[..head.head_len]`.
     pub fn begin(&mut self, worker: &Worker, buf: &[u8], head: &RequestHead, scratch: &HeadScratch) {
@@ -57,26 +67,18 @@ impl Exchange {
                 referer = Some(h.value(buf));
             }
         }
-        match client_id.filter(|v| valid_request_id(v)) {
-            Some(id) => self.request_id.extend_from_slice(id),
-            None => self.request_id.extend_from_slice(worker.next_request_id().as_bytes()),
+        self.set_request_id(worker, client_id);
+        if worker.access_log_enabled() {
+            let get = |r: Range<usize>| buf.get(r).unwrap_or_default();
+            self.keep_fields(LogFields {
+                method: get(head.method_range.clone()),
+                path: get(head.path.clone()),
+                query: head.query.clone().map(get),
+                host: head.authority.clone().map(get),
+                user_agent: ua,
+                referer,
+            });
         }
-        if !worker.access_log_enabled() {
-            return;
-        }
-        self.fields.clear();
-        let mut keep = |bytes: &[u8]| {
-            let start = self.fields.len();
-            self.fields.extend_from_slice(bytes);
-            start..self.fields.len()
-        };
-        let get = |r: Range<usize>| buf.get(r).unwrap_or_default();
-        self.method = keep(get(head.method_range.clone()));
-        self.path = keep(get(head.path.clone()));
-        self.query = head.query.clone().map(|q| keep(get(q)));
-        self.host = head.authority.clone().map(|a| keep(get(a)));
-        self.user_agent = ua.map(&mut keep);
-        self.referer = referer.map(&mut keep);
     }
 
     /// Clears what the previous request on the connection left.
@@ -97,25 +99,41 @@ impl Exchange {
         self.reset();
         self.version = "HTTP/2";
         let header = |name: &str| parts.headers.get(name).map(http::HeaderValue::as_bytes);
-        match header("x-request-id").filter(|v| valid_request_id(v)) {
+        self.set_request_id(worker, header("x-request-id"));
+        if worker.access_log_enabled() {
+            self.keep_fields(LogFields {
+                method: parts.method.as_str().as_bytes(),
+                path: parts.uri.path().as_bytes(),
+                query: parts.uri.query().map(str::as_bytes),
+                host: parts.uri.authority().map(|a| a.as_str().as_bytes()),
+                user_agent: header("user-agent"),
+                referer: header("referer"),
+            });
+        }
+    }
+
+    /// The client's `x-request-id` when valid, else a new one.
+    fn set_request_id(&mut self, worker: &Worker, client_id: Option<&[u8]>) {
+        match client_id.filter(|v| valid_request_id(v)) {
             Some(id) => self.request_id.extend_from_slice(id),
             None => self.request_id.extend_from_slice(worker.next_request_id().as_bytes()),
         }
-        if !worker.access_log_enabled() {
-            return;
-        }
+    }
+
+    /// Copies the fields the access log needs out of the request (whose buffers may be reused).
+    fn keep_fields(&mut self, f: LogFields<'_>) {
         self.fields.clear();
         let mut keep = |bytes: &[u8]| {
             let start = self.fields.len();
             self.fields.extend_from_slice(bytes);
             start..self.fields.len()
         };
-        self.method = keep(parts.method.as_str().as_bytes());
-        self.path = keep(parts.uri.path().as_bytes());
-        self.query = parts.uri.query().map(|q| keep(q.as_bytes()));
-        self.host = parts.uri.authority().map(|a| keep(a.as_str().as_bytes()));
-        self.user_agent = header("user-agent").map(&mut keep);
-        self.referer = header("referer").map(&mut keep);
+        self.method = keep(f.method);
+        self.path = keep(f.path);
+        self.query = f.query.map(&mut keep);
+        self.host = f.host.map(&mut keep);
+        self.user_agent = f.user_agent.map(&mut keep);
+        self.referer = f.referer.map(&mut keep);
     }
 
     /// Reports the finished request: stats, metrics, access log.

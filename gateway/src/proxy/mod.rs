@@ -245,26 +245,50 @@ async fn exchange(
         let (mut up, reused) = acquire(worker, local, action.cluster, endpoint, connect_timeout, deadline).await?;
         let sent = send_request(worker, conn, server, head, &mut up.stream, wbuf, deadline).await;
         let err = match sent {
-            Ok(()) => {
-                let mut ubuf = worker.buffers.take();
-                match read_response_head(worker, &mut up.stream, &mut ubuf, server, is_head, websocket, deadline).await
-                {
-                    Ok((upos, resp)) => return Ok((up, ubuf, upos, resp)),
-                    Err(e) => {
-                        worker.buffers.give(ubuf);
-                        e
-                    }
-                }
-            }
+            Ok(()) => match read_response_head_pooled(worker, &mut up, server, is_head, websocket, deadline).await {
+                Ok((ubuf, upos, resp)) => return Ok((up, ubuf, upos, resp)),
+                Err(e) => e,
+            },
             Err(e) => e,
         };
-        match err {
-            UpstreamError::ClosedEarly | UpstreamError::Send(_) if reused && replayable && !retried => {
-                worker.stats.upstream_stale_retries.inc();
-                retried = true;
-            }
-            e => return Err(e),
+        retry_if_stale(worker, err, reused && replayable, &mut retried)?;
+    }
+}
+
+/// Reads the response head into a pooled buffer (given back on failure).
+pub(crate) async fn read_response_head_pooled(
+    worker: &Rc<Worker>,
+    up: &mut UpConn,
+    server: &gateway_config::Server,
+    is_head: bool,
+    websocket: bool,
+    deadline: Instant,
+) -> Result<(Vec<u8>, usize, ResponseHead), UpstreamError> {
+    let mut ubuf = worker.buffers.take();
+    match read_response_head(worker, &mut up.stream, &mut ubuf, server, is_head, websocket, deadline).await {
+        Ok((upos, resp)) => Ok((ubuf, upos, resp)),
+        Err(e) => {
+            worker.buffers.give(ubuf);
+            Err(e)
         }
+    }
+}
+
+/// `Ok` when a request that failed on a reused pooled connection before any response byte may
+/// be sent once more on a fresh one (`replayable`: reused, idempotent, no body); else the error.
+pub(crate) fn retry_if_stale(
+    worker: &Worker,
+    err: UpstreamError,
+    replayable: bool,
+    retried: &mut bool,
+) -> Result<(), UpstreamError> {
+    match err {
+        UpstreamError::ClosedEarly | UpstreamError::Send(_) if replayable && !*retried => {
+            worker.stats.upstream_stale_retries.inc();
+            *retried = true;
+            Ok(())
+        }
+        e => Err(e),
     }
 }
 

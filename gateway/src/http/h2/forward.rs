@@ -17,7 +17,7 @@ use crate::http::chunked::{encode_chunk, LAST_CHUNK};
 use crate::http::exchange::Exchange;
 use crate::http::h1::{self, ResponseFraming, ResponseHead};
 use crate::http::response::push_num;
-use crate::proxy::{acquire, failure_status, read_response_head, UpstreamError};
+use crate::proxy::{acquire, failure_status, read_response_head_pooled, retry_if_stale, UpstreamError};
 use crate::runtime::io::write_from;
 use crate::runtime::worker::{Local, Worker};
 use crate::upstream::{EndpointState, UpConn};
@@ -357,25 +357,13 @@ async fn exchange(
             sent = send_body(worker, local, req, ex, &mut up, chunked, deadline).await;
         }
         let err = match sent {
-            Ok(()) => {
-                let mut ubuf = worker.buffers.take();
-                match read_response_head(worker, &mut up.stream, &mut ubuf, server, is_head, false, deadline).await {
-                    Ok((upos, resp)) => return Ok((up, ubuf, upos, resp)),
-                    Err(e) => {
-                        worker.buffers.give(ubuf);
-                        e
-                    }
-                }
-            }
+            Ok(()) => match read_response_head_pooled(worker, &mut up, server, is_head, false, deadline).await {
+                Ok((ubuf, upos, resp)) => return Ok((up, ubuf, upos, resp)),
+                Err(e) => e,
+            },
             Err(e) => e,
         };
-        match err {
-            UpstreamError::ClosedEarly | UpstreamError::Send(_) if reused && replayable && !retried => {
-                worker.stats.upstream_stale_retries.inc();
-                retried = true;
-            }
-            e => return Err(e),
-        }
+        retry_if_stale(worker, err, reused && replayable, &mut retried)?;
     }
 }
 

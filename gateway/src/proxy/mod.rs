@@ -30,7 +30,7 @@ pub mod websocket;
 use crate::runtime::io::{make_room, read_append_timeout, write_from};
 use crate::runtime::worker::{Local, Worker};
 use crate::stats::metrics::FailureReason;
-use crate::upstream::{EndpointState, UpConn};
+use crate::upstream::{EndpointState, Outcome, UpConn};
 pub use head::{build_request_head, build_response_head, RequestIdentity};
 
 /// Why an upstream exchange failed before a response head was forwarded.
@@ -52,6 +52,20 @@ pub(crate) enum UpstreamError {
     ClientBody(TransferError),
     /// The cluster is at `caps.max_connections` and no pooled connection is free.
     Overflow,
+}
+
+impl UpstreamError {
+    /// What the failure says about the endpoint; `None` when it says nothing (the client's
+    /// body failed, the cluster was at its cap, ALPN chose HTTP/1.1).
+    pub(crate) fn outcome(&self) -> Option<Outcome> {
+        match self {
+            Self::Connect(_) => Some(Outcome::ConnectFailure),
+            Self::Timeout => Some(Outcome::Timeout),
+            Self::Send(_) | Self::ClosedEarly => Some(Outcome::Reset),
+            Self::Protocol(_) => Some(Outcome::Protocol),
+            Self::Http1Only | Self::ClientBody(_) | Self::Overflow => None,
+        }
+    }
 }
 
 impl std::fmt::Display for UpstreamError {
@@ -130,6 +144,7 @@ pub async fn forward(
         // per request) would carry its size.
         match Box::pin(h1_to_h2::forward(worker, conn, local, head, action, &h2ep, deadline)).await {
             Some((next, status)) => {
+                inflight.record(status.map_or(Outcome::Reset, Outcome::Response));
                 worker.buffers.give(wbuf);
                 if status.is_some_and(|s| s < 500) {
                     permit.success();
@@ -147,6 +162,14 @@ pub async fn forward(
     }
     let result = exchange(worker, conn, local, head, action, endpoint, &mut wbuf, deadline, websocket).await;
     conn.ex.upstream_elapsed = Some(sent_at.elapsed());
+    match &result {
+        Ok((_, _, _, resp)) => inflight.record(Outcome::Response(resp.status)),
+        Err(e) => {
+            if let Some(o) = e.outcome() {
+                inflight.record(o);
+            }
+        }
+    }
     if let Ok((_, _, _, resp)) = &result {
         if resp.status < 500 {
             permit.success();

@@ -88,6 +88,23 @@ fn least_loaded<C: Candidate>(endpoints: &[C], start: usize) -> Option<usize> {
     best
 }
 
+/// The least loaded eligible endpoint other than `avoid`, scanning from `start`.
+pub fn least_loaded_except<C: Candidate>(endpoints: &[C], start: usize, avoid: usize) -> Option<usize> {
+    let n = endpoints.len();
+    let mut best: Option<usize> = None;
+    for k in 0..n {
+        let i = (start + k) % n;
+        if i == avoid || !endpoints.get(i).is_some_and(|e| e.eligible()) {
+            continue;
+        }
+        best = match best {
+            Some(j) if load_cmp(endpoints, j, i) => Some(j),
+            _ => Some(i),
+        };
+    }
+    best
+}
+
 /// Smooth weighted round robin (as in nginx): over any window of `sum(weights)` picks, each
 /// eligible endpoint is chosen exactly `weight` times, spread out rather than in bursts.
 #[derive(Debug, Default)]

@@ -154,14 +154,27 @@ impl ClusterState {
     /// Picks an endpoint with the cluster's balancer and counts a request in flight to it
     /// until the returned guard is dropped.
     pub fn pick(self: &Rc<Self>, rng: &XorShift) -> Option<InFlight> {
-        let index = match self.settings.balancer {
-            Balancer::P2c => balancer::p2c(&self.endpoints, rng),
-            Balancer::RoundRobin => self.rr.pick(&self.endpoints),
-        }?;
+        self.pick_with(rng, PickHints::default())
+    }
+
+    /// [`Self::pick`] with hints: a request hash for consistent hashing, and an endpoint to
+    /// avoid (the one a retry just failed on) whenever another one is available.
+    pub fn pick_with(self: &Rc<Self>, rng: &XorShift, hints: PickHints) -> Option<InFlight> {
+        let index = match hints.avoid.filter(|_| self.endpoints.len() > 1) {
+            Some(avoid) => balancer::least_loaded_except(&self.endpoints, rng.below(self.endpoints.len()), avoid),
+            None => None,
+        };
+        let index = match index {
+            Some(i) => i,
+            None => match self.settings.balancer {
+                Balancer::P2c => balancer::p2c(&self.endpoints, rng),
+                Balancer::RoundRobin => self.rr.pick(&self.endpoints),
+            }?,
+        };
         let ep = self.endpoints.get(index)?;
         ep.outstanding.set(ep.outstanding.get() + 1);
         ep.gauge.in_flight.inc();
-        Some(InFlight { cluster: Rc::clone(self), index })
+        Some(InFlight { cluster: Rc::clone(self), index, started: std::time::Instant::now() })
     }
 
     /// Closes pooled connections that have been idle too long.
@@ -219,13 +232,61 @@ fn h2_settings(settings: &Cluster) -> h2pool::H2Settings {
     }
 }
 
+/// What the balancer may use beyond load.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct PickHints {
+    /// The request's hash key (consistent-hashing balancers).
+    pub hash: Option<u64>,
+    /// An endpoint index not to pick when another eligible one exists (a retry's last try).
+    pub avoid: Option<usize>,
+}
+
+/// How one try against an endpoint ended: feeds outlier detection and latency-aware balancing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// A response head arrived with this status.
+    Response(u16),
+    /// The TCP (or TLS) connection could not be established.
+    ConnectFailure,
+    /// The connection was closed or reset before a response head.
+    Reset,
+    /// No response head within the (per-try) timeout.
+    Timeout,
+    /// A malformed or refused response.
+    Protocol,
+}
+
+impl Outcome {
+    /// Connect failures, resets, timeouts and protocol errors: the gateway's own view of a
+    /// broken endpoint (as opposed to a status the application chose).
+    pub fn is_gateway_error(self) -> bool {
+        !matches!(self, Outcome::Response(_))
+    }
+}
+
 /// A request in flight to one endpoint; decrements the endpoint's count when dropped.
 pub struct InFlight {
     cluster: Rc<ClusterState>,
     index: usize,
+    started: std::time::Instant,
 }
 
 impl InFlight {
+    /// The endpoint's index in its cluster.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// When the endpoint was picked.
+    pub fn started(&self) -> std::time::Instant {
+        self.started
+    }
+
+    /// Records how the try ended (outlier detection, latency EWMA).
+    pub fn record(&self, outcome: Outcome) {
+        let _ = outcome;
+    }
+
     pub fn endpoint(&self) -> Option<&EndpointState> {
         self.cluster.endpoints.get(self.index)
     }

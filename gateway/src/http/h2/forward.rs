@@ -75,6 +75,7 @@ pub async fn forward(
         worker.stats.upstream_requests_active.sub(1);
         match outcome {
             H2Outcome::Done(status) => {
+                inflight.record(status.map_or(crate::upstream::Outcome::Reset, crate::upstream::Outcome::Response));
                 if status.is_some_and(|s| s < 500) {
                     permit.success();
                 }
@@ -96,6 +97,14 @@ pub async fn forward(
     permit.start();
     let result = exchange(worker, local, &mut req, ex, action, endpoint, &mut wbuf, chunked, deadline).await;
     ex.upstream_elapsed = Some(sent_at.elapsed());
+    match &result {
+        Ok((_, _, _, resp)) => inflight.record(crate::upstream::Outcome::Response(resp.status)),
+        Err(e) => {
+            if let Some(o) = e.outcome() {
+                inflight.record(o);
+            }
+        }
+    }
     if let Ok((_, _, _, resp)) = &result {
         if resp.status < 500 {
             permit.success();

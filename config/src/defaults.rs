@@ -120,8 +120,26 @@ pub const CAPS_MAX_CONNECTIONS: usize = 1024;
 pub const CAPS_MAX_PENDING: usize = 1024;
 /// `clusters[].caps.max_requests`: requests per worker in flight to the cluster.
 pub const CAPS_MAX_REQUESTS: usize = 1024;
-/// `clusters[].caps.max_retries`: retries per worker in flight to the cluster.
-pub const CAPS_MAX_RETRIES: usize = 3;
+/// `clusters[].caps.max_retries`: retries per worker in flight to the cluster (the ceiling of
+/// the proportional `retry_budget`).
+pub const CAPS_MAX_RETRIES: usize = 64;
+/// `clusters[].retry_budget.percent`: retries in flight, as a share of requests in flight.
+pub const RETRY_BUDGET_PERCENT: f64 = 20.0;
+/// `clusters[].retry_budget.min_concurrent`: retries always allowed in flight (low traffic).
+pub const RETRY_BUDGET_MIN_CONCURRENT: usize = 3;
+/// `routes[].retry.num_retries`.
+pub const RETRY_NUM_RETRIES: u32 = 2;
+/// The most `routes[].retry.num_retries` may be.
+pub const MAX_NUM_RETRIES: i64 = 10;
+/// `routes[].retry.retry_on`: only failures where the upstream cannot have processed the request.
+pub const RETRY_ON: crate::model::RetryOn = crate::model::RetryOn::CONNECT_FAILURE.union(crate::model::RetryOn::REFUSED_STREAM);
+/// `routes[].retry.backoff.base` and `.max`.
+pub const RETRY_BACKOFF_BASE: Duration = Duration::from_millis(25);
+pub const RETRY_BACKOFF_MAX: Duration = Duration::from_millis(250);
+/// `routes[].retry.max_replay_bytes`: request bodies held for a resend.
+pub const RETRY_MAX_REPLAY_BYTES: u64 = 64 * 1024;
+/// The most `routes[].retry.max_replay_bytes` may be.
+pub const MAX_REPLAY_BYTES: u64 = 16 * 1024 * 1024;
 
 /// `clusters[].adaptive_concurrency.enabled`: off by default, so that a healthy upstream whose
 /// latency merely rises under load is never shed; with it off the class limit is the cap

@@ -86,6 +86,10 @@ pub struct Server {
     pub io_driver: IoDriver,
     /// The admin listener; `None` only when the operator disabled it with `admin = false`.
     pub admin: Option<Admin>,
+    /// A request header carrying the milliseconds the client will still wait (an incoming
+    /// deadline, honoured like `grpc-timeout`: it can only shorten the route timeout) and
+    /// sent upstream with what remains of it. Lower-case; `None`: only `grpc-timeout`.
+    pub deadline_header: Option<String>,
     /// Unix socket on which a new gateway process takes over the listening sockets (binary
     /// upgrade, `gateway run --takeover`); `None`: no takeover.
     pub upgrade_socket: Option<std::path::PathBuf>,
@@ -356,6 +360,120 @@ pub struct ProxyAction {
     /// and the longest pause between two reads of the upstream response body.
     #[serde(serialize_with = "ser::duration")]
     pub timeout: Duration,
+    pub retry: RetryPolicy,
+}
+
+/// When and how a failed try is retried. Retries only ever go to idempotent requests (RFC 9110
+/// §9.2.2) whose body is absent or held whole in memory (`max_replay_bytes`), within the
+/// cluster's retry budget and the request's deadline, and to another endpoint when one exists.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RetryPolicy {
+    pub retry_on: RetryOn,
+    /// Retries after the first try (0: never retried); at most 10.
+    pub num_retries: u32,
+    /// Each try's own timeout (until the response head); `None`: a try may use what is left of
+    /// the route timeout. Never more than the route timeout.
+    #[serde(serialize_with = "ser::opt_duration")]
+    pub per_try_timeout: Option<Duration>,
+    /// Statuses retried under `retriable-status-codes` (500..=599 only).
+    pub retriable_status_codes: Vec<u16>,
+    /// Full-jitter backoff before retry k (from 0): uniform in 0..min(max, base * 2^k).
+    #[serde(serialize_with = "ser::duration")]
+    pub backoff_base: Duration,
+    #[serde(serialize_with = "ser::duration")]
+    pub backoff_max: Duration,
+    /// A request body up to this size is held in memory so that it can be sent again; larger
+    /// (or chunked) bodies are retried only when nothing was sent (`connect-failure`).
+    pub max_replay_bytes: u64,
+}
+
+impl RetryPolicy {
+    /// The longest backoff before retry `k` (counted from 0).
+    pub fn backoff_cap(&self, k: u32) -> Duration {
+        let factor = 1u32.checked_shl(k.min(20)).unwrap_or(u32::MAX);
+        self.backoff_base.saturating_mul(factor).min(self.backoff_max)
+    }
+}
+
+/// The conditions a try is retried on (a set).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RetryOn(u8);
+
+impl RetryOn {
+    /// The connection (TCP or TLS) could not be established: nothing was sent.
+    pub const CONNECT_FAILURE: Self = Self(1);
+    /// An HTTP/2 upstream refused the stream (REFUSED_STREAM, or GOAWAY above its id): not
+    /// processed (RFC 9113 §8.7).
+    pub const REFUSED_STREAM: Self = Self(2);
+    /// The connection closed or reset, or the per-try timeout expired, before a response head.
+    pub const RESET: Self = Self(4);
+    /// 502, 503 and 504 responses, and everything `connect-failure` and `reset` cover.
+    pub const GATEWAY_ERROR: Self = Self(8);
+    /// Any 5xx response, and everything `gateway-error` covers.
+    pub const SERVER_ERROR: Self = Self(16);
+    /// The statuses in `retriable_status_codes`.
+    pub const RETRIABLE_STATUS_CODES: Self = Self(32);
+
+    /// The names as written in the config, with their flags.
+    pub const NAMES: [(&'static str, Self); 6] = [
+        ("connect-failure", Self::CONNECT_FAILURE),
+        ("refused-stream", Self::REFUSED_STREAM),
+        ("reset", Self::RESET),
+        ("gateway-error", Self::GATEWAY_ERROR),
+        ("5xx", Self::SERVER_ERROR),
+        ("retriable-status-codes", Self::RETRIABLE_STATUS_CODES),
+    ];
+
+    pub const fn empty() -> Self {
+        Self(0)
+    }
+
+    pub const fn union(self, other: Self) -> Self {
+        Self(self.0 | other.0)
+    }
+
+    pub const fn contains(self, other: Self) -> bool {
+        self.0 & other.0 == other.0 && other.0 != 0
+    }
+
+    /// Any condition that can only be detected after the request was (partly) sent, so that
+    /// retrying needs the body again.
+    pub const fn after_send(self) -> bool {
+        self.0 & !(Self::CONNECT_FAILURE.0 | Self::REFUSED_STREAM.0) != 0
+    }
+
+    /// Whether a failure of this kind is retried.
+    pub fn covers_connect_failure(self) -> bool {
+        self.0 & (Self::CONNECT_FAILURE.0 | Self::GATEWAY_ERROR.0 | Self::SERVER_ERROR.0) != 0
+    }
+
+    pub fn covers_reset(self) -> bool {
+        self.0 & (Self::RESET.0 | Self::GATEWAY_ERROR.0 | Self::SERVER_ERROR.0) != 0
+    }
+
+    pub fn covers_refused_stream(self) -> bool {
+        self.0 & Self::REFUSED_STREAM.0 != 0 || self.covers_connect_failure()
+    }
+
+    /// Whether a response with `status` is retried (`listed`: the route's
+    /// `retriable_status_codes`).
+    pub fn covers_status(self, status: u16, listed: &[u16]) -> bool {
+        (self.contains(Self::SERVER_ERROR) && (500..600).contains(&status))
+            || (self.contains(Self::GATEWAY_ERROR) && matches!(status, 502..=504))
+            || (self.contains(Self::RETRIABLE_STATUS_CODES) && listed.contains(&status))
+    }
+}
+
+impl serde::Serialize for RetryOn {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let names: Vec<&str> = Self::NAMES.iter().filter(|(_, f)| self.contains(*f)).map(|(n, _)| *n).collect();
+        let mut seq = s.serialize_seq(Some(names.len()))?;
+        for n in names {
+            seq.serialize_element(n)?;
+        }
+        seq.end()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -392,6 +510,7 @@ pub struct Cluster {
     pub connect_timeout: Duration,
     pub caps: Caps,
     pub adaptive_concurrency: AdaptiveConcurrency,
+    pub retry_budget: RetryBudget,
     /// The HTTP version spoken to the endpoints; `Auto` only with `tls`.
     pub protocol: UpstreamProtocol,
     /// `None`: plain TCP to the endpoints.
@@ -427,6 +546,17 @@ pub struct AdaptiveConcurrency {
     /// How often the no-load baseline is re-measured (briefly halving the limit); 1s to 1h.
     #[serde(serialize_with = "ser::duration")]
     pub probe_interval: Duration,
+}
+
+/// How many retries may be in flight to a cluster at once, per worker: the larger of
+/// `min_concurrent` and `percent` of the requests in flight to it, and never more than
+/// `caps.max_retries`. A retry counts from its backoff until its try ends.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RetryBudget {
+    /// From 0 to 100.
+    pub percent: f64,
+    /// From 0 to `caps.max_retries`.
+    pub min_concurrent: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -477,6 +607,13 @@ mod ser {
             s.serialize_str(&format!("{}s", ms / 1000))
         } else {
             s.serialize_str(&format!("{ms}ms"))
+        }
+    }
+
+    pub fn opt_duration<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => duration(d, s),
+            None => s.serialize_none(),
         }
     }
 

@@ -23,6 +23,7 @@ pub(crate) struct RawServer {
     pub via: Option<String>,
     pub watch: Option<bool>,
     pub upgrade_socket: Option<String>,
+    pub deadline_header: Option<String>,
     pub access_log: Option<RawAccessLog>,
     #[serde(default)]
     pub limits: RawLimits,
@@ -148,6 +149,35 @@ pub(crate) struct RawRoute {
     pub priority: Option<String>,
     pub rate_limit: Option<RawRateLimit>,
     pub websocket: Option<bool>,
+    pub retry: Option<RawRetry>,
+}
+
+/// `routes[].retry`: every key has a default.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a retry table")]
+pub(crate) struct RawRetry {
+    pub retry_on: Option<Vec<String>>,
+    pub num_retries: Option<i64>,
+    pub per_try_timeout: Option<IntOrStr>,
+    pub retriable_status_codes: Option<Vec<i64>>,
+    pub backoff: Option<RawBackoff>,
+    pub max_replay_bytes: Option<IntOrStr>,
+}
+
+/// `routes[].retry.backoff`: full-jitter exponential backoff.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a backoff table")]
+pub(crate) struct RawBackoff {
+    pub base: Option<IntOrStr>,
+    pub max: Option<IntOrStr>,
+}
+
+/// `clusters[].retry_budget`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a retry_budget table")]
+pub(crate) struct RawRetryBudget {
+    pub percent: Option<f64>,
+    pub min_concurrent: Option<i64>,
 }
 
 /// `routes[].rate_limit`: `rate` is required, the rest has defaults.
@@ -221,6 +251,8 @@ pub(crate) struct RawCluster {
     pub caps: RawCaps,
     #[serde(default)]
     pub adaptive_concurrency: RawAdaptiveConcurrency,
+    #[serde(default)]
+    pub retry_budget: RawRetryBudget,
     pub protocol: Option<String>,
     pub tls: Option<RawUpstreamTls>,
 }

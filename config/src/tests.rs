@@ -21,6 +21,7 @@ fn defaults_of_a_minimal_file() {
         log_level: "info".to_owned(),
         via: "gateway".to_owned(),
         watch: true,
+        deadline_header: None,
         upgrade_socket: None,
         access_log: None,
         limits: Limits {
@@ -80,8 +81,25 @@ fn defaults_of_a_minimal_route_and_cluster() {
     let route = &config.routes[0];
     assert_eq!((route.priority, &route.rate_limit), (config.overload.default_class, &None));
     assert_eq!(config.overload.classes[route.priority], "normal");
+    let gateway_config_retry = match &route.action {
+        crate::model::Action::Proxy(p) => p.retry.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        gateway_config_retry,
+        crate::model::RetryPolicy {
+            retry_on: crate::model::RetryOn::CONNECT_FAILURE.union(crate::model::RetryOn::REFUSED_STREAM),
+            num_retries: 2,
+            per_try_timeout: None,
+            retriable_status_codes: Vec::new(),
+            backoff_base: Duration::from_millis(25),
+            backoff_max: Duration::from_millis(250),
+            max_replay_bytes: 65536,
+        }
+    );
     let cluster = &config.clusters[0];
-    assert_eq!(cluster.caps, Caps { max_connections: 1024, max_pending: 1024, max_requests: 1024, max_retries: 3 });
+    assert_eq!(cluster.retry_budget, crate::model::RetryBudget { percent: 20.0, min_concurrent: 3 });
+    assert_eq!(cluster.caps, Caps { max_connections: 1024, max_pending: 1024, max_requests: 1024, max_retries: 64 });
     assert_eq!(
         cluster.adaptive_concurrency,
         AdaptiveConcurrency {
@@ -121,7 +139,7 @@ conect_timeout = "3s"
         errors.to_string(),
         "gateway.toml:3: server.drain_timeout: invalid duration \"30\": expected an integer followed by ms, s, m or h (e.g. \"250ms\", \"10s\", \"2m\", \"1h\")\n\
          gateway.toml:12: routes[0].cluster: unknown cluster \"apii\" (known: api)\n\
-         gateway.toml:18: clusters[0].conect_timeout: unknown field `conect_timeout`, expected one of `name`, `endpoints`, `balancer`, `connect_timeout`, `pool`, `caps`, `adaptive_concurrency`, `protocol`, `tls`"
+         gateway.toml:18: clusters[0].conect_timeout: unknown field `conect_timeout`, expected one of `name`, `endpoints`, `balancer`, `connect_timeout`, `pool`, `caps`, `adaptive_concurrency`, `retry_budget`, `protocol`, `tls`"
     );
     let lines: Vec<Option<usize>> = errors.errors.iter().map(|e| e.line).collect();
     assert_eq!(lines, [Some(3), Some(12), Some(18)]);

@@ -55,6 +55,7 @@ pub(super) fn convert(raw: &[Parsed<RawCluster>], base: Option<&Path>, p: &mut P
             &path.key("adaptive_concurrency"),
             &caps_path,
         );
+        let retry_budget = super::retry::budget(&c.retry_budget, &caps, p, &path.key("retry_budget"));
         let tls = c.tls.as_ref().map(|t| upstream_tls(t, &c.endpoints, base, p, &path.key("tls")));
         let protocol = choice(
             p,
@@ -102,6 +103,7 @@ pub(super) fn convert(raw: &[Parsed<RawCluster>], base: Option<&Path>, p: &mut P
             ),
             caps,
             adaptive_concurrency,
+            retry_budget,
             protocol,
             tls,
         });

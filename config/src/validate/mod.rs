@@ -9,6 +9,7 @@ mod http2;
 mod listeners;
 mod overload;
 mod ratelimit;
+mod retry;
 mod routes;
 #[cfg(test)]
 mod tests;
@@ -141,6 +142,18 @@ fn convert_server(raw: &RawServer, p: &mut Problems<'_>, path: &KeyPath) -> Serv
         log_level,
         via,
         watch: raw.watch.unwrap_or(defaults::WATCH),
+        deadline_header: raw.deadline_header.as_ref().map(|name| {
+            let lower = name.to_ascii_lowercase();
+            if !is_token(name) {
+                p.at(&path.key("deadline_header"), format!("invalid header name {name:?}"));
+            } else if overload::RESERVED_HEADERS.contains(&lower.as_str()) || lower == "grpc-timeout" {
+                p.at(
+                    &path.key("deadline_header"),
+                    format!("{name} cannot carry a deadline (grpc-timeout is always honoured): choose another name, e.g. \"x-request-deadline-ms\""),
+                );
+            }
+            lower
+        }),
         upgrade_socket: raw.upgrade_socket.as_ref().and_then(|text| {
             let file = std::path::PathBuf::from(text);
             if file.is_absolute() {

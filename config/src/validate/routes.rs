@@ -157,6 +157,9 @@ fn action(route: &RawRoute, clusters: Option<&[Option<String>]>, p: &mut Problem
     if route.timeout.is_some() && route.cluster.is_none() {
         p.at(&path.key("timeout"), "`timeout` only applies to routes with a `cluster`");
     }
+    if route.retry.is_some() && route.cluster.is_none() {
+        p.at(&path.key("retry"), "`retry` only applies to routes with a `cluster`");
+    }
     if let Some(name) = &route.cluster {
         let timeout = duration(p, &path.key("timeout"), route.timeout.as_ref(), defaults::ROUTE_TIMEOUT);
         let index = clusters.and_then(|c| c.iter().position(|c| c.as_deref() == Some(name.as_str())));
@@ -169,7 +172,8 @@ fn action(route: &RawRoute, clusters: Option<&[Option<String>]>, p: &mut Problem
             };
             p.at(&path.key("cluster"), format!("unknown cluster {name:?} ({known})"));
         }
-        return Action::Proxy(ProxyAction { cluster: index.unwrap_or(0), timeout });
+        let retry = super::retry::policy(route.retry.as_ref(), timeout, p, &path.key("retry"));
+        return Action::Proxy(ProxyAction { cluster: index.unwrap_or(0), timeout, retry });
     }
     if let Some(direct) = &route.direct_response {
         return Action::Direct(direct_response(direct, p, &path.key("direct_response")));

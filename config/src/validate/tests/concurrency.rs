@@ -18,7 +18,7 @@ fn cluster(keys: &str) -> Cluster {
 #[test]
 fn defaults() {
     let c = cluster("");
-    assert_eq!(c.caps, Caps { max_connections: 1024, max_pending: 1024, max_requests: 1024, max_retries: 3 });
+    assert_eq!(c.caps, Caps { max_connections: 1024, max_pending: 1024, max_requests: 1024, max_retries: 64 });
     assert_eq!(
         c.adaptive_concurrency,
         AdaptiveConcurrency {

@@ -7,6 +7,7 @@ mod clusters;
 mod concurrency;
 mod overload;
 mod ratelimit;
+mod retry;
 mod routes;
 mod server;
 mod tls;

@@ -132,7 +132,8 @@ pub const RETRY_NUM_RETRIES: u32 = 2;
 /// The most `routes[].retry.num_retries` may be.
 pub const MAX_NUM_RETRIES: i64 = 10;
 /// `routes[].retry.retry_on`: only failures where the upstream cannot have processed the request.
-pub const RETRY_ON: crate::model::RetryOn = crate::model::RetryOn::CONNECT_FAILURE.union(crate::model::RetryOn::REFUSED_STREAM);
+pub const RETRY_ON: crate::model::RetryOn =
+    crate::model::RetryOn::CONNECT_FAILURE.union(crate::model::RetryOn::REFUSED_STREAM);
 /// `routes[].retry.backoff.base` and `.max`.
 pub const RETRY_BACKOFF_BASE: Duration = Duration::from_millis(25);
 pub const RETRY_BACKOFF_MAX: Duration = Duration::from_millis(250);

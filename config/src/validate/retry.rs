@@ -34,8 +34,15 @@ pub(super) fn policy(raw: Option<&RawRetry>, timeout: Duration, p: &mut Problems
             on
         }
     };
-    let num_retries = int_in(p, &path.key("num_retries"), raw.num_retries, 0..=defaults::MAX_NUM_RETRIES, defaults::RETRY_NUM_RETRIES);
-    let per_try_timeout = raw.per_try_timeout.as_ref().map(|t| duration(p, &path.key("per_try_timeout"), Some(t), timeout));
+    let num_retries = int_in(
+        p,
+        &path.key("num_retries"),
+        raw.num_retries,
+        0..=defaults::MAX_NUM_RETRIES,
+        defaults::RETRY_NUM_RETRIES,
+    );
+    let per_try_timeout =
+        raw.per_try_timeout.as_ref().map(|t| duration(p, &path.key("per_try_timeout"), Some(t), timeout));
     match per_try_timeout {
         Some(t) if t > timeout => p.at(
             &path.key("per_try_timeout"),
@@ -75,8 +82,14 @@ pub(super) fn policy(raw: Option<&RawRetry>, timeout: Duration, p: &mut Problems
     }
     let backoff_path = path.key("backoff");
     let backoff = raw.backoff.as_ref();
-    let backoff_base = duration(p, &backoff_path.key("base"), backoff.and_then(|b| b.base.as_ref()), defaults::RETRY_BACKOFF_BASE);
-    let backoff_max = duration(p, &backoff_path.key("max"), backoff.and_then(|b| b.max.as_ref()), defaults::RETRY_BACKOFF_MAX.max(backoff_base));
+    let backoff_base =
+        duration(p, &backoff_path.key("base"), backoff.and_then(|b| b.base.as_ref()), defaults::RETRY_BACKOFF_BASE);
+    let backoff_max = duration(
+        p,
+        &backoff_path.key("max"),
+        backoff.and_then(|b| b.max.as_ref()),
+        defaults::RETRY_BACKOFF_MAX.max(backoff_base),
+    );
     if backoff_base.is_zero() {
         p.at(&backoff_path.key("base"), "backoff base must be greater than 0 (retrying at once only adds load)");
     }
@@ -86,11 +99,15 @@ pub(super) fn policy(raw: Option<&RawRetry>, timeout: Duration, p: &mut Problems
             format!("backoff max ({}) must not be below base ({})", show(backoff_max), show(backoff_base)),
         );
     }
-    let max_replay_bytes = size(p, &path.key("max_replay_bytes"), raw.max_replay_bytes.as_ref(), defaults::RETRY_MAX_REPLAY_BYTES);
+    let max_replay_bytes =
+        size(p, &path.key("max_replay_bytes"), raw.max_replay_bytes.as_ref(), defaults::RETRY_MAX_REPLAY_BYTES);
     if max_replay_bytes > defaults::MAX_REPLAY_BYTES {
         p.at(
             &path.key("max_replay_bytes"),
-            format!("max_replay_bytes may be at most {} bytes (16MiB), got {max_replay_bytes}", defaults::MAX_REPLAY_BYTES),
+            format!(
+                "max_replay_bytes may be at most {} bytes (16MiB), got {max_replay_bytes}",
+                defaults::MAX_REPLAY_BYTES
+            ),
         );
     }
     RetryPolicy {
@@ -120,7 +137,10 @@ pub(super) fn budget(raw: &RawRetryBudget, caps: &Caps, p: &mut Problems<'_>, pa
     if min_concurrent > caps.max_retries {
         p.at(
             &path.key("min_concurrent"),
-            format!("min_concurrent ({min_concurrent}) exceeds caps.max_retries ({}), which bounds every retry", caps.max_retries),
+            format!(
+                "min_concurrent ({min_concurrent}) exceeds caps.max_retries ({}), which bounds every retry",
+                caps.max_retries
+            ),
         );
     }
     RetryBudget { percent: percent.clamp(0.0, 100.0), min_concurrent }

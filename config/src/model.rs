@@ -428,6 +428,10 @@ impl RetryOn {
         Self(0)
     }
 
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
     pub const fn union(self, other: Self) -> Self {
         Self(self.0 | other.0)
     }
@@ -548,9 +552,11 @@ pub struct AdaptiveConcurrency {
     pub probe_interval: Duration,
 }
 
-/// How many retries may be in flight to a cluster at once, per worker: the larger of
-/// `min_concurrent` and `percent` of the requests in flight to it, and never more than
-/// `caps.max_retries`. A retry counts from its backoff until its try ends.
+/// How many retries a cluster takes, per worker. Below `min_concurrent` retries in flight a
+/// retry is always allowed; above it, retries in flight stay below `percent` of the requests in
+/// flight to the cluster, and retries made stay below `percent` of the requests made (plus a
+/// small bank earned before an outage). `caps.max_retries` bounds everything. A retry counts
+/// from its backoff until its try ends.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RetryBudget {
     /// From 0 to 100.

@@ -32,7 +32,9 @@ direct_response = { status = 200, body = "up" }
         assert_eq!(resp.status, 502, "{d}");
         assert_eq!(resp.text(), "Bad Gateway\n", "no internal details");
         assert_eq!(read_response(&mut r, false).unwrap().text(), "up", "{d}: same connection still in sync");
-        assert_eq!(gw.total("upstream_connect_errors"), 1);
+        // The default policy retries a connect failure twice (idempotent GET).
+        assert_eq!(gw.total("upstream_connect_errors"), 3);
+        assert_eq!(gw.total("upstream_retries"), 2);
     });
 }
 

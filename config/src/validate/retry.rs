@@ -149,7 +149,7 @@ pub(super) fn budget(raw: &RawRetryBudget, caps: &Caps, p: &mut Problems<'_>, pa
 /// A duration as the config writes it.
 pub(crate) fn show(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms % 1000 == 0 {
+    if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else {
         format!("{ms}ms")

@@ -293,6 +293,7 @@ mod tests {
             pool: PoolSettings { max_idle_per_endpoint: 1, idle_timeout: Duration::from_secs(1) },
             connect_timeout: Duration::from_secs(1),
             caps: Caps { max_connections: 10, max_pending, max_requests, max_retries: 1 },
+            retry_budget: gateway_config::RetryBudget { percent: 20.0, min_concurrent: 1 },
             adaptive_concurrency: AdaptiveConcurrency {
                 enabled: false,
                 initial_limit: 1,

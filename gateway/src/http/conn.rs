@@ -129,9 +129,10 @@ async fn serve_requests(worker: &Rc<Worker>, conn: &mut Downstream) {
         worker.stats.requests_total.inc();
         worker.stats.requests_active.inc();
         {
-            let scratch = request_scratch(worker, conn, &local.snap.config.server);
+            let server = &local.snap.config.server;
+            let scratch = request_scratch(worker, conn, server);
             let buf = conn.rbuf.get(conn.rpos..).unwrap_or_default();
-            conn.ex.begin(worker, buf, &head, &scratch);
+            conn.ex.begin(worker, buf, &head, &scratch, server.deadline_header.as_deref());
         }
         let next = Box::pin(handle(worker, conn, &local, &head)).await;
         conn.ex.finish(worker, &local, conn.peer.ip());
@@ -329,7 +330,10 @@ pub(crate) async fn handle(worker: &Rc<Worker>, conn: &mut Downstream, local: &R
                     return answer_locally(worker, conn, local, head, answer).await;
                 }
             }
-            let deadline = started + p.timeout;
+            let Some(deadline) = crate::proxy::request_deadline(worker, started, p, conn.ex.deadline) else {
+                let h = b"x-gateway-reason: deadline\r\n".to_vec();
+                return answer_locally(worker, conn, local, head, LocalAnswer::Refuse(504, h)).await;
+            };
             let Some(cluster) = local.clusters.get(p.cluster) else {
                 return answer_locally(worker, conn, local, head, LocalAnswer::Refuse(503, Vec::new())).await;
             };

@@ -1,6 +1,7 @@
 //! What one request did: filled in while it is handled, reported once at its end to the
 //! per-worker stats, the route and cluster metrics and the access log.
 
+use crate::http::deadline::{Incoming, GRPC_TIMEOUT};
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::time::{Duration, Instant, SystemTime};
@@ -26,6 +27,8 @@ pub struct Exchange {
     pub bytes_out: u64,
     /// The request id: the client's `x-request-id` when valid, else one generated here.
     pub request_id: Vec<u8>,
+    /// The client's deadline (`grpc-timeout`, `server.deadline_header`), if it sent one.
+    pub deadline: Incoming,
     /// Request fields the access log needs, copied out of the read buffer (which body
     /// streaming may reuse before the request ends). Filled only when the log is on.
     fields: Vec<u8>,
@@ -50,7 +53,15 @@ struct LogFields<'a> {
 
 impl Exchange {
     /// Starts accounting for a new request whose head is `buf[..head.head_len]`.
-    pub fn begin(&mut self, worker: &Worker, buf: &[u8], head: &RequestHead, scratch: &HeadScratch) {
+    /// `deadline_header`: the configured incoming-deadline header (see [`Incoming`]).
+    pub fn begin(
+        &mut self,
+        worker: &Worker,
+        buf: &[u8],
+        head: &RequestHead,
+        scratch: &HeadScratch,
+        deadline_header: Option<&str>,
+    ) {
         self.reset();
         self.bytes_in = head.head_len as u64;
         self.version = if head.version_minor == 0 { "HTTP/1.0" } else { "HTTP/1.1" };
@@ -65,6 +76,8 @@ impl Exchange {
                 ua = Some(h.value(buf));
             } else if name.eq_ignore_ascii_case(b"referer") {
                 referer = Some(h.value(buf));
+            } else {
+                self.deadline.observe(name, h.value(buf), deadline_header);
             }
         }
         self.set_request_id(worker, client_id);
@@ -92,12 +105,19 @@ impl Exchange {
         self.bytes_in = 0;
         self.bytes_out = 0;
         self.request_id.clear();
+        self.deadline = Incoming::default();
     }
 
     /// Starts accounting for a new HTTP/2 request.
-    pub fn begin_h2(&mut self, worker: &Worker, parts: &http::request::Parts) {
+    pub fn begin_h2(&mut self, worker: &Worker, parts: &http::request::Parts, deadline_header: Option<&str>) {
         self.reset();
         self.version = "HTTP/2";
+        if let Some(v) = parts.headers.get(GRPC_TIMEOUT) {
+            self.deadline.observe(GRPC_TIMEOUT.as_bytes(), v.as_bytes(), deadline_header);
+        }
+        if let Some(v) = deadline_header.and_then(|h| parts.headers.get(h)) {
+            self.deadline.observe(deadline_header.unwrap_or_default().as_bytes(), v.as_bytes(), deadline_header);
+        }
         let header = |name: &str| parts.headers.get(name).map(http::HeaderValue::as_bytes);
         self.set_request_id(worker, header("x-request-id"));
         if worker.access_log_enabled() {

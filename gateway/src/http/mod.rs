@@ -5,6 +5,7 @@ pub mod accept;
 pub mod body;
 pub mod chunked;
 pub mod conn;
+pub mod deadline;
 pub mod exchange;
 pub mod h1;
 pub mod h2;

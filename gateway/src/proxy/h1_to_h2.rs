@@ -9,7 +9,7 @@ use gateway_config::ProxyAction;
 use monoio::time::Instant;
 
 use super::h2up::{self, Forwarded};
-use super::{failure_status, reply, UpstreamError};
+use super::{reply, UpstreamError};
 use crate::http::body::{self, Dest, Side, Source, TransferError};
 use crate::http::chunked::encode_chunk;
 use crate::http::conn::{Downstream, Next};
@@ -19,6 +19,11 @@ use crate::runtime::io::write_from;
 use crate::runtime::worker::{Local, Worker};
 use crate::upstream::h2pool::H2Endpoint;
 
+/// Forwards over HTTP/2; `Err` only when nothing was answered to the client yet (the caller
+/// answers, or retries): `Http1Only` (ALPN chose HTTP/1.1; `conn.rpos` is back at the head) or
+/// a failure before the response head. `try_deadline` bounds this try, `deadline` the request
+/// (what remains of it is sent upstream in the deadline fields).
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn forward(
     worker: &Rc<Worker>,
     conn: &mut Downstream,
@@ -26,39 +31,36 @@ pub(super) async fn forward(
     head: &RequestHead,
     action: &ProxyAction,
     h2ep: &Rc<H2Endpoint>,
+    try_deadline: Instant,
     deadline: Instant,
-) -> Option<(Next, Option<u16>)> {
+) -> Result<(Next, Option<u16>), UpstreamError> {
     let server = &local.snap.config.server;
     let is_head = head.method == h1::Method::Head;
-    let req = match request(worker, conn, local, head, action, h2ep) {
+    let mut req = match request(worker, conn, local, head, action, h2ep) {
         Some(r) => r,
-        None => return Some((reply(worker, conn, local, head, 400, b"", true).await, None)),
+        None => return Ok((reply(worker, conn, local, head, 400, b"", true).await, None)),
     };
+    if conn.ex.deadline.grpc || server.deadline_header.is_some() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        crate::http::deadline::set_h2(
+            req.headers_mut(),
+            conn.ex.deadline.grpc,
+            server.deadline_header.as_deref(),
+            left,
+        );
+    }
     conn.rpos += head.head_len;
     let no_body = head.body == BodyFraming::None;
     let sent_at = Instant::now();
-    let result = exchange(worker, conn, local, head, h2ep, req, no_body, deadline).await;
+    let result = exchange(worker, conn, local, head, h2ep, req, no_body, try_deadline).await;
     conn.ex.upstream_elapsed = Some(sent_at.elapsed());
     let (slot, resp) = match result {
         Ok(x) => x,
         Err(UpstreamError::Http1Only) => {
             conn.rpos -= head.head_len;
-            return None;
+            return Err(UpstreamError::Http1Only);
         }
-        Err(e) => {
-            let status = failure_status(worker, local.cluster_metrics.get(action.cluster), &e);
-            tracing::debug!(error = %e, "HTTP/2 upstream exchange failed (HTTP/1.1 client)");
-            let keep = no_body && head.keep_alive && !conn.closing();
-            let extra: &[u8] = match e {
-                UpstreamError::Overflow => b"retry-after: 1\r\nx-gateway-reason: overflow\r\n",
-                _ => b"",
-            };
-            let next = match status {
-                Some(s) => reply(worker, conn, local, head, s, extra, !keep).await,
-                None => Next::Close,
-            };
-            return Some((next, None));
-        }
+        Err(e) => return Err(e),
     };
     let (parts, mut rx) = resp.into_parts();
     let status = parts.status.as_u16();
@@ -146,7 +148,7 @@ pub(super) async fn forward(
     conn.ex.bytes_out += moved;
     drop(slot);
     let next = if ok && !close { Next::KeepAlive } else { Next::Close };
-    Some((next, Some(status)))
+    Ok((next, Some(status)))
 }
 
 /// The HTTP/2 request for the HTTP/1.1 head at `conn.rbuf[conn.rpos..]`.

@@ -125,7 +125,7 @@ pub async fn response_head(
     let left = deadline.saturating_duration_since(Instant::now());
     match monoio::time::timeout(left, resp).await {
         Ok(Ok(r)) => Ok(r),
-        Ok(Err(e)) if e.reason() == Some(h2::Reason::REFUSED_STREAM) => Err(UpstreamError::ClosedEarly),
+        Ok(Err(e)) if e.reason() == Some(h2::Reason::REFUSED_STREAM) => Err(UpstreamError::RefusedStream),
         Ok(Err(e)) => Err(UpstreamError::Send(std::io::Error::other(e))),
         Err(_) => Err(UpstreamError::Timeout),
     }

@@ -12,6 +12,9 @@ pub struct RequestIdentity<'a> {
     pub request_id: &'a [u8],
     /// The priority header (never forwarded).
     pub strip: Option<&'a str>,
+    /// The configured deadline header; it and `grpc-timeout` are never forwarded as received
+    /// (the proxy appends what remains of the deadline on each try).
+    pub deadline_header: Option<&'a str>,
     /// The Host to send when the client sent none (HTTP/1.0): the cluster's name, as nginx
     /// sends its upstream's name.
     pub default_host: &'a str,
@@ -60,6 +63,7 @@ pub fn build_request_head(
             || name.eq_ignore_ascii_case(b"x-forwarded-proto")
             || name.eq_ignore_ascii_case(b"x-request-id")
             || ids.strip.is_some_and(|h| name.eq_ignore_ascii_case(h.as_bytes()))
+            || crate::http::deadline::Incoming::is_deadline_field(name, ids.deadline_header)
             || ids.identity.is_some_and(|(h, _)| name.eq_ignore_ascii_case(h.as_bytes()))
             || is_xff(name)
         {

@@ -26,12 +26,14 @@ use crate::http::response;
 mod h1_to_h2;
 pub(crate) mod h2up;
 mod head;
+pub(crate) mod retry;
 pub mod websocket;
 use crate::runtime::io::{make_room, read_append_timeout, write_from};
 use crate::runtime::worker::{Local, Worker};
 use crate::stats::metrics::FailureReason;
-use crate::upstream::{EndpointState, Outcome, UpConn};
+use crate::upstream::{EndpointState, Outcome, PickHints, UpConn};
 pub use head::{build_request_head, build_response_head, RequestIdentity};
+use retry::Retries;
 
 /// Why an upstream exchange failed before a response head was forwarded.
 #[derive(Debug)]
@@ -48,6 +50,8 @@ pub(crate) enum UpstreamError {
     ClosedEarly,
     /// Malformed, oversized or otherwise unacceptable response.
     Protocol(&'static str),
+    /// An HTTP/2 upstream refused the stream (REFUSED_STREAM): it did not process it.
+    RefusedStream,
     /// The client's request body failed (too large, malformed, slow, gone).
     ClientBody(TransferError),
     /// The cluster is at `caps.max_connections` and no pooled connection is free.
@@ -61,7 +65,7 @@ impl UpstreamError {
         match self {
             Self::Connect(_) => Some(Outcome::ConnectFailure),
             Self::Timeout => Some(Outcome::Timeout),
-            Self::Send(_) | Self::ClosedEarly => Some(Outcome::Reset),
+            Self::Send(_) | Self::ClosedEarly | Self::RefusedStream => Some(Outcome::Reset),
             Self::Protocol(_) => Some(Outcome::Protocol),
             Self::Http1Only | Self::ClientBody(_) | Self::Overflow => None,
         }
@@ -79,12 +83,41 @@ impl std::fmt::Display for UpstreamError {
             Self::ClientBody(e) => write!(f, "client request body: {e:?}"),
             Self::Overflow => f.write_str("cluster at its connection cap"),
             Self::Http1Only => f.write_str("the upstream chose HTTP/1.1 by ALPN"),
+            Self::RefusedStream => f.write_str("the upstream refused the stream"),
         }
     }
 }
 
+/// The deadline of a proxied request: the route timeout from `started`, shortened by the
+/// client's own deadline; `None` (answer 504 at once) when the client's deadline has expired.
+pub(crate) fn request_deadline(
+    worker: &Worker,
+    started: std::time::Instant,
+    action: &ProxyAction,
+    incoming: crate::http::deadline::Incoming,
+) -> Option<std::time::Instant> {
+    let route = started + action.timeout;
+    match incoming.remaining {
+        Some(r) if r.is_zero() => {
+            worker.stats.requests_deadline_expired.inc();
+            None
+        }
+        Some(r) => Some(route.min(std::time::Instant::now() + r)),
+        None => Some(route),
+    }
+}
+
+/// How one try on an HTTP/1.1 or HTTP/2 endpoint ended.
+enum Try {
+    /// An HTTP/1.1 response head, not yet relayed.
+    Head(UpConn, Vec<u8>, usize, ResponseHead),
+    /// The HTTP/2 path answered the client (with the upstream's status, if one arrived).
+    Answered(Next, Option<u16>),
+}
+
 /// Forwards one request and relays the answer; `websocket`: the request is a checked WebSocket
-/// handshake on a route that allows it, and a 101 from the upstream starts a tunnel.
+/// handshake on a route that allows it, and a 101 from the upstream starts a tunnel. Failed
+/// tries are retried under the route's retry policy, each on another endpoint where one exists.
 #[allow(clippy::too_many_arguments)]
 pub async fn forward(
     worker: &Rc<Worker>,
@@ -108,6 +141,7 @@ pub async fn forward(
             via: &server.via,
             request_id: &conn.ex.request_id,
             strip: local.snap.config.overload.priority_header.as_deref(),
+            deadline_header: server.deadline_header.as_deref(),
             default_host: local.snap.config.clusters.get(action.cluster).map_or("", |c| c.name.as_str()),
             proto: if conn.tls.is_some() { "https" } else { "http" },
             identity: conn
@@ -118,98 +152,237 @@ pub async fn forward(
         };
         build_request_head(&mut wbuf, buf, head, &scratch, &ids);
     }
-    conn.rpos = base + head.head_len;
+    let body_start = base + head.head_len;
+    conn.rpos = body_start;
     conn.ex.cluster = Some(action.cluster);
 
-    let Some(cluster) = local.clusters.get(action.cluster) else {
+    let Some(cluster) = local.clusters.get(action.cluster).cloned() else {
         worker.buffers.give(wbuf);
         return fail(worker, conn, local, 503).await;
     };
-    let Some(inflight) = cluster.pick(&worker.rng) else {
-        worker.buffers.give(wbuf);
-        return fail(worker, conn, local, 503).await;
-    };
-    let Some(endpoint) = inflight.endpoint() else {
-        worker.buffers.give(wbuf);
-        return fail(worker, conn, local, 503).await;
-    };
-    worker.stats.upstream_requests_active.inc();
-    conn.ex.upstream = Some(endpoint.address);
-    let sent_at = Instant::now();
-    permit.start();
-    // WebSocket needs an HTTP/1.1 connection to take over: never on an h2 pool.
-    if let (Some(h2ep), false) = (endpoint.h2().cloned(), websocket) {
-        conn.rpos = base;
-        // Boxed: the HTTP/2 upstream path is large and every HTTP/1.1 request's future (boxed
-        // per request) would carry its size.
-        match Box::pin(h1_to_h2::forward(worker, conn, local, head, action, &h2ep, deadline)).await {
-            Some((next, status)) => {
-                inflight.record(status.map_or(Outcome::Reset, Outcome::Response));
+    cluster.note_request();
+    let policy = &action.retry;
+    let mut retries = Retries::new(policy, is_idempotent(head.method) && !websocket, head.body == BodyFraming::None);
+    // A body that a retry after sending would need again is read whole first (bounded).
+    if let (BodyFraming::Length(n), true) = (head.body, retries.possible() && policy.retry_on.after_send()) {
+        if n <= policy.max_replay_bytes {
+            if let Err(e) = hold_body(conn, server, body_start, n, head.expect_continue).await {
                 worker.buffers.give(wbuf);
-                if status.is_some_and(|s| s < 500) {
-                    permit.success();
+                return match request_body_status(&e) {
+                    Some(s) => reply(worker, conn, local, head, s, b"", true).await,
+                    None => Next::Close,
+                };
+            }
+            retries.set_resendable();
+        }
+    }
+    // The head without its final CRLF: each try appends its own deadline fields.
+    let head_base = wbuf.len().saturating_sub(2);
+    wbuf.truncate(head_base);
+    let saved_head = (head.body != BodyFraming::None && retries.resendable()).then(|| wbuf.clone());
+    let propagate = (conn.ex.deadline.grpc, server.deadline_header.as_deref());
+
+    worker.stats.upstream_requests_active.inc();
+    permit.start();
+    let sent_at = Instant::now();
+    let mut avoid = None;
+    let next = loop {
+        let Some(inflight) = cluster.pick_with(&worker.rng, PickHints { hash: None, avoid }) else {
+            break reply(worker, conn, local, head, 503, b"", true).await;
+        };
+        let Some(endpoint) = inflight.endpoint() else {
+            break reply(worker, conn, local, head, 503, b"", true).await;
+        };
+        conn.ex.upstream = Some(endpoint.address);
+        let try_deadline = retries.try_deadline(deadline);
+        if let Some(saved) = &saved_head {
+            wbuf.clear();
+            wbuf.extend_from_slice(saved);
+        }
+        wbuf.truncate(head_base);
+        if propagate.0 || propagate.1.is_some() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            crate::http::deadline::push_h1_lines(&mut wbuf, propagate.0, propagate.1, left);
+        }
+        wbuf.extend_from_slice(b"\r\n");
+        conn.rpos = body_start;
+        let result =
+            try_once(worker, conn, local, head, action, endpoint, &mut wbuf, base, try_deadline, deadline, websocket)
+                .await;
+        let failure = match &result {
+            Ok(Try::Head(_, ubuf, upos, resp)) => {
+                inflight.record(Outcome::Response(resp.status));
+                (resp.status >= 500).then(|| retry::Failure::Status {
+                    status: resp.status,
+                    shed: is_shed_head(worker, server, ubuf.get(*upos..).unwrap_or_default(), resp.status),
+                })
+            }
+            Ok(Try::Answered(_, status)) => {
+                inflight.record(status.map_or(Outcome::Reset, Outcome::Response));
+                None
+            }
+            Err(e) => {
+                if let Some(o) = e.outcome() {
+                    inflight.record(o);
                 }
+                retry_failure(e)
+            }
+        };
+        if let Some(failure) = failure {
+            if retries.allow(worker, &cluster, failure, deadline) {
+                avoid = Some(inflight.index());
+                drop(inflight);
+                if let Ok(Try::Head(up, ubuf, _, _)) = result {
+                    // The failed response is discarded with its connection.
+                    drop(up);
+                    worker.buffers.give(ubuf);
+                }
+                if retries.backoff(worker, deadline).await {
+                    continue;
+                }
+                // No time left for another try: the deadline has passed.
+                break reply(worker, conn, local, head, 504, b"", !keep_after_failure(conn, head)).await;
+            }
+        }
+        conn.ex.upstream_elapsed = Some(sent_at.elapsed());
+        match &result {
+            Ok(Try::Head(_, _, _, resp)) if resp.status < 500 => permit.success(),
+            Ok(Try::Answered(_, Some(s))) if *s < 500 => permit.success(),
+            _ => {}
+        }
+        if let (Some(m), Some(c)) = (local.cluster_metrics.get(action.cluster), local.clusters.get(action.cluster)) {
+            m.set_limit(c.limiter.limit() as u64);
+        }
+        match result {
+            Ok(Try::Answered(next, _)) => break next,
+            Ok(Try::Head(up, ubuf, upos, resp)) if resp.status == 101 => {
+                // A tunnel may last for hours: it holds neither an admission slot nor a
+                // balancer in-flight count, only its upstream connection (counted in the caps).
                 worker.stats.upstream_requests_active.sub(1);
                 drop(inflight);
                 drop(permit);
-                return next;
+                return Box::pin(websocket::tunnel(worker, conn, local, up, ubuf, upos, &resp, wbuf)).await;
             }
-            None => {
-                endpoint.speaks_http1.set(true);
-                conn.rpos = base + head.head_len;
+            Ok(Try::Head(up, ubuf, upos, resp)) => {
+                let wbuf = std::mem::take(&mut wbuf);
+                break relay_response(worker, conn, local, head, action, endpoint, up, ubuf, upos, resp, wbuf).await;
             }
-        }
-    }
-    let result = exchange(worker, conn, local, head, action, endpoint, &mut wbuf, deadline, websocket).await;
-    conn.ex.upstream_elapsed = Some(sent_at.elapsed());
-    match &result {
-        Ok((_, _, _, resp)) => inflight.record(Outcome::Response(resp.status)),
-        Err(e) => {
-            if let Some(o) = e.outcome() {
-                inflight.record(o);
-            }
-        }
-    }
-    if let Ok((_, _, _, resp)) = &result {
-        if resp.status < 500 {
-            permit.success();
-        }
-    }
-    if let (Some(m), Some(c)) = (local.cluster_metrics.get(action.cluster), local.clusters.get(action.cluster)) {
-        m.set_limit(c.limiter.limit() as u64);
-    }
-    worker.stats.upstream_requests_active.sub(1);
-    let metrics = local.cluster_metrics.get(action.cluster);
-    let next = match result {
-        Ok((up, ubuf, upos, resp)) if resp.status == 101 => {
-            // A tunnel may last for hours: it holds neither an admission slot nor a balancer
-            // in-flight count, only its upstream connection (which counts against the caps).
-            drop(inflight);
-            drop(permit);
-            return Box::pin(websocket::tunnel(worker, conn, local, up, ubuf, upos, &resp, wbuf)).await;
-        }
-        Ok((up, ubuf, upos, resp)) => {
-            relay_response(worker, conn, local, head, action, endpoint, up, ubuf, upos, resp, wbuf).await
-        }
-        Err(e) => {
-            worker.buffers.give(wbuf);
-            let status = failure_status(worker, metrics, &e);
-            tracing::debug!(upstream = %endpoint.address, error = %e, "upstream exchange failed");
-            // Without a request body the connection is still in sync: answer and keep it.
-            let keep = head.body == BodyFraming::None && head.keep_alive && !conn.closing();
-            let extra: &[u8] = match e {
-                UpstreamError::Overflow => b"retry-after: 1\r\nx-gateway-reason: overflow\r\n",
-                _ => b"",
-            };
-            match status {
-                Some(s) => reply(worker, conn, local, head, s, extra, !keep).await,
-                None => Next::Close,
+            Err(e) => {
+                let status = failure_status(worker, local.cluster_metrics.get(action.cluster), &e);
+                tracing::debug!(upstream = %endpoint.address, error = %e, "upstream exchange failed");
+                let extra: &[u8] = match e {
+                    UpstreamError::Overflow => b"retry-after: 1\r\nx-gateway-reason: overflow\r\n",
+                    _ => b"",
+                };
+                break match status {
+                    Some(s) => reply(worker, conn, local, head, s, extra, !keep_after_failure(conn, head)).await,
+                    None => Next::Close,
+                };
             }
         }
     };
-    drop(inflight);
+    worker.buffers.give(wbuf);
+    worker.stats.upstream_requests_active.sub(1);
     drop(permit);
     next
+}
+
+/// Whether the client connection stays usable after a gateway error answer: only when no
+/// request body is left unread on it.
+fn keep_after_failure(conn: &Downstream, head: &RequestHead) -> bool {
+    head.body == BodyFraming::None && head.keep_alive && !conn.closing()
+}
+
+/// What a failed try means for retrying; `None` when it is not retried at all (the client's
+/// body failed, the cluster is at its cap).
+pub(crate) fn retry_failure(e: &UpstreamError) -> Option<retry::Failure> {
+    match e {
+        UpstreamError::Connect(_) => Some(retry::Failure::ConnectFailure),
+        UpstreamError::RefusedStream => Some(retry::Failure::RefusedStream),
+        UpstreamError::Timeout | UpstreamError::Send(_) | UpstreamError::ClosedEarly => Some(retry::Failure::Reset),
+        UpstreamError::Protocol(_) => Some(retry::Failure::Reset),
+        UpstreamError::Http1Only | UpstreamError::ClientBody(_) | UpstreamError::Overflow => None,
+    }
+}
+
+/// Whether a 5xx response head (at the start of `buf`, just parsed into the worker's
+/// response scratch) marks load shedding.
+pub(crate) fn is_shed_head(worker: &Worker, server: &gateway_config::Server, buf: &[u8], status: u16) -> bool {
+    if status != 503 {
+        return false;
+    }
+    let scratch = worker.resp_scratch(server.limits.max_headers);
+    retry::is_shed(status, scratch.headers().iter().map(|h| (h.name(buf), h.value(buf))))
+}
+
+/// Reads the rest of a `Content-Length` body of `n` bytes into the client read buffer (without
+/// moving what is already there), so that it can be sent again by a retry.
+async fn hold_body(
+    conn: &mut Downstream,
+    server: &gateway_config::Server,
+    body_start: usize,
+    n: u64,
+    expect_continue: bool,
+) -> Result<(), TransferError> {
+    let end = body_start + usize::try_from(n).map_err(|_| TransferError::TooLarge)?;
+    if conn.rbuf.len() >= end {
+        return Ok(());
+    }
+    conn.rbuf.reserve(end - conn.rbuf.len());
+    // The client may wait for 100 Continue before sending the body.
+    if expect_continue && conn.rbuf.len() == body_start {
+        let (res, _) =
+            write_from(&mut conn.stream, b"HTTP/1.1 100 Continue\r\n\r\n".to_vec(), 0, server.timeouts.body_io).await;
+        res.map_err(TransferError::Write)?;
+    }
+    while conn.rbuf.len() < end {
+        let (res, b) =
+            read_append_timeout(&mut conn.stream, std::mem::take(&mut conn.rbuf), server.timeouts.body_io).await;
+        conn.rbuf = b;
+        match res {
+            Ok(0) => return Err(TransferError::Truncated),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(TransferError::ReadTimeout),
+            Err(e) => return Err(TransferError::Read(e)),
+        }
+    }
+    Ok(())
+}
+
+/// One try on `endpoint`: over HTTP/2 when the endpoint speaks it (falling back to HTTP/1.1 when
+/// ALPN chose it), else over HTTP/1.1 with the head in `wbuf`.
+#[allow(clippy::too_many_arguments)]
+async fn try_once(
+    worker: &Rc<Worker>,
+    conn: &mut Downstream,
+    local: &Rc<Local>,
+    head: &RequestHead,
+    action: &ProxyAction,
+    endpoint: &EndpointState,
+    wbuf: &mut Vec<u8>,
+    base: usize,
+    try_deadline: Instant,
+    deadline: Instant,
+    websocket: bool,
+) -> Result<Try, UpstreamError> {
+    // WebSocket needs an HTTP/1.1 connection to take over: never on an h2 pool.
+    if let (Some(h2ep), false) = (endpoint.h2().cloned(), websocket) {
+        let body_start = conn.rpos;
+        conn.rpos = base;
+        // Boxed: the HTTP/2 upstream path is large and every HTTP/1.1 request's future (boxed
+        // per request) would carry its size.
+        match Box::pin(h1_to_h2::forward(worker, conn, local, head, action, &h2ep, try_deadline, deadline)).await {
+            Ok((next, status)) => return Ok(Try::Answered(next, status)),
+            Err(UpstreamError::Http1Only) => {
+                endpoint.speaks_http1.set(true);
+                conn.rpos = body_start;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    exchange(worker, conn, local, head, action, endpoint, wbuf, try_deadline, websocket)
+        .await
+        .map(|(up, ubuf, upos, resp)| Try::Head(up, ubuf, upos, resp))
 }
 
 /// Counts a failed exchange and gives the status to answer with, if an answer is possible.
@@ -223,7 +396,9 @@ pub(crate) fn failure_status(
             (Some(502), Some(FailureReason::ConnectTimeout))
         }
         UpstreamError::Connect(_) => (Some(502), Some(FailureReason::ConnectError)),
-        UpstreamError::Send(_) | UpstreamError::ClosedEarly => (Some(502), Some(FailureReason::Reset)),
+        UpstreamError::Send(_) | UpstreamError::ClosedEarly | UpstreamError::RefusedStream => {
+            (Some(502), Some(FailureReason::Reset))
+        }
         UpstreamError::Protocol(_) | UpstreamError::Http1Only => {
             worker.stats.upstream_protocol_errors.inc();
             (Some(502), Some(FailureReason::Protocol))

@@ -137,6 +137,24 @@ pub const WORKER_FAMILIES: &[WorkerFamily] = &[
         "Requests retried once on a fresh connection after a reused connection failed before any response byte."
     ),
     per_worker!(
+        upstream_retries,
+        Counter,
+        "gateway_upstream_retries_total",
+        "Tries sent again after a failed try, under the route's retry policy."
+    ),
+    per_worker!(
+        upstream_retries_budget_exhausted,
+        Counter,
+        "gateway_upstream_retries_budget_exhausted_total",
+        "Retries not made because the cluster's retry budget was used up."
+    ),
+    per_worker!(
+        requests_deadline_expired,
+        Counter,
+        "gateway_requests_deadline_expired_total",
+        "Requests answered 504 at once because their incoming deadline (grpc-timeout or the deadline header) had expired."
+    ),
+    per_worker!(
         upstream_protocol_errors,
         Counter,
         "gateway_upstream_protocol_errors_total",

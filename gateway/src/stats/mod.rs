@@ -98,6 +98,12 @@ worker_stats! {
     upstream_reuses,
     /// Requests retried once on a fresh connection after a reused connection failed before any response byte.
     upstream_stale_retries,
+    /// Tries sent again after a failed try, under the route's retry policy.
+    upstream_retries,
+    /// Retries not made because the cluster's retry budget was used up.
+    upstream_retries_budget_exhausted,
+    /// Requests answered 504 at once because their incoming deadline (grpc-timeout or the deadline header) had expired.
+    requests_deadline_expired,
     /// Upstream responses refused as malformed (answered 502).
     upstream_protocol_errors,
     /// Upstream exchanges that hit the route timeout (answered 504).

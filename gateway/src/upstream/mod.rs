@@ -31,6 +31,10 @@ pub struct ClusterState {
     pub connections: Rc<Cell<usize>>,
     /// TLS for HTTP/1.1 connections to the endpoints (`tls` set on the cluster).
     pub tls: Option<UpstreamTlsConfig>,
+    /// Retries in flight (from their backoff until their try ends), for the retry budget.
+    retries: Rc<Cell<usize>>,
+    /// Retries earned by requests and not yet spent (the rate form of the retry budget).
+    retry_tokens: Cell<f64>,
     rr: RoundRobin,
 }
 
@@ -146,6 +150,8 @@ impl ClusterState {
             limiter: Rc::new(Limiter::new(settings, policy)),
             connections,
             tls,
+            retries: Rc::new(Cell::new(0)),
+            retry_tokens: Cell::new(0.0),
             settings: settings.clone(),
             policy,
         }
@@ -175,6 +181,42 @@ impl ClusterState {
         ep.outstanding.set(ep.outstanding.get() + 1);
         ep.gauge.in_flight.inc();
         Some(InFlight { cluster: Rc::clone(self), index, started: std::time::Instant::now() })
+    }
+
+    /// Counts a request to the cluster: it earns `retry_budget.percent` of a retry.
+    #[inline]
+    pub fn note_request(&self) {
+        let earned = self.retry_tokens.get() + self.settings.retry_budget.percent / 100.0;
+        self.retry_tokens.set(earned.min(RETRY_TOKEN_CAP));
+    }
+
+    /// A slot for one retry, if the cluster's retry budget has one. Below
+    /// `retry_budget.min_concurrent` retries in flight, a retry is always allowed (low traffic
+    /// cannot amplify much). Above it, a retry needs both forms of the budget: retries in flight
+    /// stay below `percent` of the requests in flight to the cluster, and retries made stay
+    /// below `percent` of the requests made (each request earns `percent / 100` of a retry,
+    /// banked up to [`RETRY_TOKEN_CAP`]; each retry spends one). `caps.max_retries` bounds all.
+    pub fn retry_slot(&self) -> Option<RetrySlot> {
+        let budget = &self.settings.retry_budget;
+        let in_flight = self.retries.get();
+        if in_flight >= self.settings.caps.max_retries {
+            return None;
+        }
+        let tokens = self.retry_tokens.get();
+        if in_flight >= budget.min_concurrent {
+            let share = self.limiter.in_flight() as f64 * budget.percent / 100.0;
+            if in_flight as f64 >= share || tokens < 1.0 {
+                return None;
+            }
+        }
+        self.retry_tokens.set((tokens - 1.0).max(0.0));
+        self.retries.set(in_flight + 1);
+        Some(RetrySlot(Rc::clone(&self.retries)))
+    }
+
+    /// Retries in flight to the cluster (this worker).
+    pub fn retries_in_flight(&self) -> usize {
+        self.retries.get()
     }
 
     /// Closes pooled connections that have been idle too long.
@@ -229,6 +271,19 @@ fn h2_settings(settings: &Cluster) -> h2pool::H2Settings {
         initial_stream_window: 256 * 1024,
         initial_connection_window: 1024 * 1024,
         max_header_list_bytes: 64 * 1024,
+    }
+}
+
+/// The most retries a cluster banks (per worker) from earlier requests: after a quiet period an
+/// outage starts with at most this many retries beyond `percent` of the requests.
+pub const RETRY_TOKEN_CAP: f64 = 10.0;
+
+/// One retry's place in its cluster's retry budget, given back when dropped.
+pub struct RetrySlot(Rc<Cell<usize>>);
+
+impl Drop for RetrySlot {
+    fn drop(&mut self) {
+        self.0.set(self.0.get().saturating_sub(1));
     }
 }
 

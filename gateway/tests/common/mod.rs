@@ -7,6 +7,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 pub mod clients;
+pub mod flaky;
 pub mod h2origin;
 pub mod h2raw;
 pub mod process;

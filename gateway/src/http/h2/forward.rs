@@ -17,10 +17,11 @@ use crate::http::chunked::{encode_chunk, LAST_CHUNK};
 use crate::http::exchange::Exchange;
 use crate::http::h1::{self, ResponseFraming, ResponseHead};
 use crate::http::response::push_num;
-use crate::proxy::{acquire, failure_status, read_response_head_pooled, retry_if_stale, UpstreamError};
+use crate::proxy::retry::{Failure, Retries};
+use crate::proxy::{acquire, failure_status, read_response_head_pooled, retry_failure, retry_if_stale, UpstreamError};
 use crate::runtime::io::write_from;
 use crate::runtime::worker::{Local, Worker};
-use crate::upstream::{EndpointState, UpConn};
+use crate::upstream::{EndpointState, Outcome, PickHints, UpConn};
 
 pub struct Request<'a> {
     pub ctx: &'a ConnCtx,
@@ -38,6 +39,8 @@ fn connection_specific(name: &str) -> bool {
     )
 }
 
+/// Forwards one stream to the route's cluster; failed tries are retried under the route's
+/// retry policy (each on another endpoint where one exists) while nothing was answered.
 #[allow(clippy::too_many_arguments)]
 pub async fn forward(
     worker: &Rc<Worker>,
@@ -50,75 +53,140 @@ pub async fn forward(
     deadline: std::time::Instant,
 ) {
     let deadline = Instant::from_std(deadline);
+    let server = &local.snap.config.server;
     let is_head = req.parts.method == http::Method::HEAD;
     ex.cluster = Some(action.cluster);
-    let Some(cluster) = local.clusters.get(action.cluster) else {
+    let Some(cluster) = local.clusters.get(action.cluster).cloned() else {
         super::stream::reply(worker, respond, ex, 503, &[], is_head);
         return;
     };
-    let Some(inflight) = cluster.pick(&worker.rng) else {
-        super::stream::reply(worker, respond, ex, 503, &[], is_head);
-        return;
-    };
-    let Some(endpoint) = inflight.endpoint() else {
-        super::stream::reply(worker, respond, ex, 503, &[], is_head);
-        return;
-    };
+    cluster.note_request();
+    // A streamed body is not kept: a try that sent (part of) it is not retried.
+    let no_body = req.body.is_end_stream();
+    let mut retries = Retries::new(&action.retry, is_idempotent(&req.parts.method), no_body);
+    let propagate = (ex.deadline.grpc, server.deadline_header.as_deref());
     let mut req = req;
-    if let Some(h2ep) = endpoint.h2().cloned() {
-        worker.stats.upstream_requests_active.inc();
-        ex.upstream = Some(endpoint.address);
-        let sent_at = Instant::now();
-        permit.start();
-        // Boxed: the HTTP/2 upstream path is large, and every stream would carry its size.
-        let outcome = Box::pin(to_h2(worker, local, req, respond, ex, action, &h2ep, deadline, sent_at)).await;
-        worker.stats.upstream_requests_active.sub(1);
-        match outcome {
-            H2Outcome::Done(status) => {
-                inflight.record(status.map_or(crate::upstream::Outcome::Reset, crate::upstream::Outcome::Response));
-                if status.is_some_and(|s| s < 500) {
-                    permit.success();
-                }
-                drop(inflight);
-                drop(permit);
-                return;
-            }
-            H2Outcome::Http1(back) => {
-                endpoint.speaks_http1.set(true);
-                req = back;
-            }
-        }
-    }
-    let mut wbuf = worker.buffers.take();
-    let chunked = write_head(&mut wbuf, local, &req, &ex.request_id);
+    // The HTTP/1.1 head (without its final CRLF), built on the first HTTP/1.1 try.
+    let mut h1_head: Option<(Vec<u8>, bool, usize)> = None;
+    let mut avoid = None;
     worker.stats.upstream_requests_active.inc();
-    ex.upstream = Some(endpoint.address);
-    let sent_at = Instant::now();
     permit.start();
-    let result = exchange(worker, local, &mut req, ex, action, endpoint, &mut wbuf, chunked, deadline).await;
-    ex.upstream_elapsed = Some(sent_at.elapsed());
-    match &result {
-        Ok((_, _, _, resp)) => inflight.record(crate::upstream::Outcome::Response(resp.status)),
-        Err(e) => {
-            if let Some(o) = e.outcome() {
-                inflight.record(o);
+    let sent_at = Instant::now();
+    loop {
+        let Some(inflight) = cluster.pick_with(&worker.rng, PickHints { hash: None, avoid }) else {
+            super::stream::reply(worker, respond, ex, 503, &[], is_head);
+            break;
+        };
+        let Some(endpoint) = inflight.endpoint() else {
+            super::stream::reply(worker, respond, ex, 503, &[], is_head);
+            break;
+        };
+        ex.upstream = Some(endpoint.address);
+        let try_deadline = retries.try_deadline(deadline);
+        if let Some(h2ep) = endpoint.h2().cloned() {
+            // Boxed: the HTTP/2 upstream path is large, and every stream would carry its size.
+            let outcome =
+                Box::pin(to_h2(worker, local, req, respond, ex, action, &h2ep, try_deadline, deadline, sent_at)).await;
+            match outcome {
+                H2Outcome::Done(status) => {
+                    inflight.record(status.map_or(Outcome::Reset, Outcome::Response));
+                    if status.is_some_and(|s| s < 500) {
+                        permit.success();
+                    }
+                    break;
+                }
+                H2Outcome::Http1(back) => {
+                    endpoint.speaks_http1.set(true);
+                    req = back;
+                }
+                H2Outcome::Failed(e, back) => {
+                    req = back;
+                    if let Some(o) = e.outcome() {
+                        inflight.record(o);
+                    }
+                    if let Some(failure) = retry_failure(&e) {
+                        if retries.allow(worker, &cluster, failure, deadline) {
+                            avoid = Some(inflight.index());
+                            drop(inflight);
+                            if retries.backoff(worker, deadline).await {
+                                continue;
+                            }
+                            super::stream::reply(worker, respond, ex, 504, &[], is_head);
+                            break;
+                        }
+                    }
+                    fail(worker, local, respond, ex, action, e, is_head);
+                    break;
+                }
             }
         }
-    }
-    if let Ok((_, _, _, resp)) = &result {
-        if resp.status < 500 {
-            permit.success();
+        let (wbuf, chunked, head_base) = h1_head.get_or_insert_with(|| {
+            let mut b = worker.buffers.take();
+            let chunked = write_head(&mut b, local, &req, &ex.request_id);
+            let base = b.len().saturating_sub(2);
+            (b, chunked, base)
+        });
+        wbuf.truncate(*head_base);
+        if propagate.0 || propagate.1.is_some() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            crate::http::deadline::push_h1_lines(wbuf, propagate.0, propagate.1, left);
         }
+        wbuf.extend_from_slice(b"\r\n");
+        let chunked = *chunked;
+        let result = exchange(worker, local, &mut req, ex, action, endpoint, wbuf, chunked, try_deadline).await;
+        let failure = match &result {
+            Ok((_, ubuf, upos, resp)) => {
+                inflight.record(Outcome::Response(resp.status));
+                (resp.status >= 500).then(|| Failure::Status {
+                    status: resp.status,
+                    shed: crate::proxy::is_shed_head(
+                        worker,
+                        server,
+                        ubuf.get(*upos..).unwrap_or_default(),
+                        resp.status,
+                    ),
+                })
+            }
+            Err(e) => {
+                if let Some(o) = e.outcome() {
+                    inflight.record(o);
+                }
+                retry_failure(e)
+            }
+        };
+        if let Some(failure) = failure {
+            if retries.allow(worker, &cluster, failure, deadline) {
+                avoid = Some(inflight.index());
+                drop(inflight);
+                if let Ok((up, ubuf, _, _)) = result {
+                    drop(up);
+                    worker.buffers.give(ubuf);
+                }
+                if retries.backoff(worker, deadline).await {
+                    continue;
+                }
+                super::stream::reply(worker, respond, ex, 504, &[], is_head);
+                break;
+            }
+        }
+        ex.upstream_elapsed = Some(sent_at.elapsed());
+        if let Ok((_, _, _, resp)) = &result {
+            if resp.status < 500 {
+                permit.success();
+            }
+        }
+        match result {
+            Ok((up, ubuf, upos, resp)) => {
+                relay_response(worker, local, respond, ex, action, endpoint, up, ubuf, upos, resp, is_head).await;
+            }
+            Err(e) => fail(worker, local, respond, ex, action, e, is_head),
+        }
+        break;
+    }
+    if let Some((wbuf, _, _)) = h1_head {
+        worker.buffers.give(wbuf);
     }
     worker.stats.upstream_requests_active.sub(1);
-    match result {
-        Ok((up, ubuf, upos, resp)) => {
-            relay_response(worker, local, respond, ex, action, endpoint, up, ubuf, upos, resp, is_head).await;
-        }
-        Err(e) => fail(worker, local, respond, ex, action, e, is_head),
-    }
-    worker.buffers.give(wbuf);
-    drop(inflight);
     drop(permit);
 }
 
@@ -128,6 +196,8 @@ enum H2Outcome<'a> {
     Done(Option<u16>),
     /// The endpoint chose HTTP/1.1 by ALPN before anything was sent: the request goes that way.
     Http1(Request<'a>),
+    /// Nothing was sent (no connection, or no stream): the caller answers or retries.
+    Failed(UpstreamError, Request<'a>),
 }
 
 /// Forwards to an HTTP/2 upstream: the request body is pumped by a task of its own while the
@@ -142,6 +212,7 @@ async fn to_h2<'a>(
     ex: &mut Exchange,
     action: &ProxyAction,
     h2ep: &Rc<crate::upstream::h2pool::H2Endpoint>,
+    try_deadline: Instant,
     deadline: Instant,
     sent_at: Instant,
 ) -> H2Outcome<'a> {
@@ -179,11 +250,16 @@ async fn to_h2<'a>(
     };
     let fields = req.parts.headers.iter().map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()));
     h2up::forward_headers(up.headers_mut(), fields, &fwd);
+    if ex.deadline.grpc || server.deadline_header.is_some() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        crate::http::deadline::set_h2(up.headers_mut(), ex.deadline.grpc, server.deadline_header.as_deref(), left);
+    }
     let no_body = req.body.is_end_stream();
-    let sent = h2up::send_head(worker, h2ep, up, no_body, deadline).await;
+    let sent = h2up::send_head(worker, h2ep, up, no_body, try_deadline).await;
     let (slot, response, tx) = match sent {
         Ok(x) => x,
         Err(UpstreamError::Http1Only) => return H2Outcome::Http1(req),
+        Err(e @ UpstreamError::Connect(_)) => return H2Outcome::Failed(e, req),
         Err(e) => {
             fail(worker, local, respond, ex, action, e, is_head);
             return H2Outcome::Done(None);
@@ -191,7 +267,7 @@ async fn to_h2<'a>(
     };
     let pump =
         tx.map(|tx| monoio::spawn(h2up::pump(req.body, tx, server.timeouts.body_io, server.limits.max_body_bytes)));
-    let head = h2up::response_head(response, deadline).await;
+    let head = h2up::response_head(response, try_deadline).await;
     ex.upstream_elapsed = Some(sent_at.elapsed());
     let resp = match head {
         Ok(r) => r,
@@ -254,6 +330,7 @@ fn write_head(out: &mut Vec<u8>, local: &Local, req: &Request<'_>, request_id: &
     let server = &local.snap.config.server;
     let parts = req.parts;
     let strip_priority = local.snap.config.overload.priority_header.as_deref();
+    let deadline_header = server.deadline_header.as_deref();
     let identity = req.ctx.tls.as_ref().map(|t| t.identity_header.as_str());
     out.extend_from_slice(parts.method.as_str().as_bytes());
     out.push(b' ');
@@ -281,6 +358,7 @@ fn write_head(out: &mut Vec<u8>, local: &Local, req: &Request<'_>, request_id: &
             || n == "x-request-id"
             || n == "expect"
             || strip_priority.is_some_and(|h| n.eq_ignore_ascii_case(h))
+            || crate::http::deadline::Incoming::is_deadline_field(n.as_bytes(), deadline_header)
             || identity.is_some_and(|h| n.eq_ignore_ascii_case(h))
         {
             continue;

@@ -33,8 +33,9 @@ mod future_sizes {
         assert!(conn <= 512, "connection task: {conn} bytes");
         assert!(tls <= 1024, "TLS connection state after the handshake: {tls} bytes");
         assert!(stream <= 8192, "HTTP/2 stream task: {stream} bytes");
-        // Boxed once per HTTP/1.1 request: 2.8 KiB before TLS and HTTP/2 upstreams existed.
-        assert!(h1 <= 3072, "HTTP/1.1 request future: {h1} bytes");
-        assert!(fwd <= 3072, "HTTP/1.1 forward future: {fwd} bytes");
+        // Boxed once per HTTP/1.1 request: 2.8 KiB before TLS and HTTP/2 upstreams existed,
+        // 3.3 KiB with retries and deadlines (memory per request in flight, not per connection).
+        assert!(h1 <= 3584, "HTTP/1.1 request future: {h1} bytes");
+        assert!(fwd <= 3584, "HTTP/1.1 forward future: {fwd} bytes");
     }
 }

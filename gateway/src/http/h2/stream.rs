@@ -44,7 +44,7 @@ pub async fn handle(
     worker.stats.requests_active.inc();
     let (parts, body) = req.into_parts();
     let mut ex = Exchange::default();
-    ex.begin_h2(&worker, &parts);
+    ex.begin_h2(&worker, &parts, local.snap.config.server.deadline_header.as_deref());
     serve(&worker, &ctx, &local, &parts, body, &mut respond, &mut ex).await;
     ex.finish(&worker, &local, ctx.peer.ip());
     worker.stats.requests_active.sub(1);
@@ -101,7 +101,10 @@ async fn serve(
     }
     match local.snap.config.routes.get(index).map(|r| &r.action) {
         Some(Action::Proxy(p)) => {
-            let deadline = started + p.timeout;
+            let Some(deadline) = crate::proxy::request_deadline(worker, started, p, ex.deadline) else {
+                reply(worker, respond, ex, 504, &[("x-gateway-reason".to_owned(), "deadline".to_owned())], is_head);
+                return;
+            };
             let Some(cluster) = local.clusters.get(p.cluster) else {
                 reply(worker, respond, ex, 503, &[], is_head);
                 return;

@@ -1,0 +1,145 @@
+//! Retries of a failed try: which failures are retried (the route's `retry_on`), how many
+//! (`num_retries`), whether the request can be sent again (idempotent method, body absent or
+//! held whole), within the cluster's retry budget, after a full-jitter backoff, and only while
+//! the request's deadline leaves time for another try.
+
+use std::time::Duration;
+
+use gateway_config::RetryPolicy;
+use monoio::time::Instant;
+
+use crate::runtime::worker::Worker;
+use crate::upstream::{ClusterState, RetrySlot};
+
+/// Why a try failed, as far as retrying is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(clippy::enum_variant_names)]
+pub(crate) enum Failure {
+    /// Nothing was sent: the connection could not be established.
+    ConnectFailure,
+    /// An HTTP/2 upstream refused the stream: not processed.
+    RefusedStream,
+    /// The connection closed or reset before a response head, or the per-try timeout expired.
+    Reset,
+    /// A response head with this status arrived; `shed`: the upstream marked it as load
+    /// shedding (`x-gateway-reason: shed`), which is never retried.
+    Status { status: u16, shed: bool },
+}
+
+/// A try shorter than this is not worth starting: the deadline is as good as expired.
+const MIN_TRY: Duration = Duration::from_millis(1);
+
+/// One request's retry state.
+pub(crate) struct Retries<'a> {
+    policy: &'a RetryPolicy,
+    /// Retries made so far.
+    done: u32,
+    /// The method is idempotent (RFC 9110 §9.2.2).
+    idempotent: bool,
+    /// The request can be sent again after it went out (no body, or the body held whole).
+    resendable: bool,
+    /// The budget slot of the retry in progress.
+    slot: Option<RetrySlot>,
+}
+
+impl<'a> Retries<'a> {
+    pub fn new(policy: &'a RetryPolicy, idempotent: bool, resendable: bool) -> Self {
+        Self { policy, done: 0, idempotent, resendable, slot: None }
+    }
+
+    /// The request body is held whole: the request can be sent again after it went out.
+    pub fn set_resendable(&mut self) {
+        self.resendable = true;
+    }
+
+    pub fn resendable(&self) -> bool {
+        self.resendable
+    }
+
+    /// Whether any retry can happen for this request (skips the work of preparing one).
+    pub fn possible(&self) -> bool {
+        self.idempotent && self.policy.num_retries > 0 && !self.policy.retry_on.is_empty()
+    }
+
+    /// The deadline of the next try: the per-try timeout from now, within the request's.
+    pub fn try_deadline(&self, deadline: Instant) -> Instant {
+        match self.policy.per_try_timeout {
+            Some(t) => deadline.min(Instant::now() + t),
+            None => deadline,
+        }
+    }
+
+    /// Decides whether a try that failed with `failure` is retried, taking a slot in the
+    /// cluster's retry budget when it is.
+    pub fn allow(&mut self, worker: &Worker, cluster: &ClusterState, failure: Failure, deadline: Instant) -> bool {
+        let on = self.policy.retry_on;
+        let covered = match failure {
+            Failure::ConnectFailure => on.covers_connect_failure(),
+            Failure::RefusedStream => on.covers_refused_stream(),
+            Failure::Reset => on.covers_reset() && self.resendable,
+            Failure::Status { shed: true, .. } => false,
+            Failure::Status { status, shed: false } => {
+                self.resendable && on.covers_status(status, &self.policy.retriable_status_codes)
+            }
+        };
+        if !covered || !self.idempotent || self.done >= self.policy.num_retries {
+            return false;
+        }
+        if deadline.saturating_duration_since(Instant::now()) < MIN_TRY {
+            return false;
+        }
+        // The previous retry (if any) has ended: its slot goes back before a new one is taken.
+        self.slot = None;
+        match cluster.retry_slot() {
+            Some(slot) => {
+                self.slot = Some(slot);
+                self.done += 1;
+                worker.stats.upstream_retries.inc();
+                true
+            }
+            None => {
+                worker.stats.upstream_retries_budget_exhausted.inc();
+                false
+            }
+        }
+    }
+
+    /// Sleeps the full-jitter backoff before the current retry: uniform in
+    /// `0..min(max, base * 2^k)`, never past the deadline. False when no time is left to try.
+    pub async fn backoff(&self, worker: &Worker, deadline: Instant) -> bool {
+        let cap = self.policy.backoff_cap(self.done.saturating_sub(1));
+        let cap_us = u64::try_from(cap.as_micros()).unwrap_or(u64::MAX).max(1);
+        let pause = Duration::from_micros(worker.rng.next_u64() % cap_us);
+        let left = deadline.saturating_duration_since(Instant::now());
+        if pause >= left {
+            return false;
+        }
+        monoio::time::sleep(pause).await;
+        deadline.saturating_duration_since(Instant::now()) >= MIN_TRY
+    }
+}
+
+/// Whether an upstream response head marks a 503 as load shedding: `x-gateway-reason: shed`
+/// (this gateway upstream of another) or Envoy's `x-envoy-overloaded`.
+pub(crate) fn is_shed(status: u16, headers: impl IntoIterator<Item = (impl AsRef<[u8]>, impl AsRef<[u8]>)>) -> bool {
+    status == 503
+        && headers.into_iter().any(|(n, v)| {
+            let (n, v) = (n.as_ref(), v.as_ref());
+            (n.eq_ignore_ascii_case(b"x-gateway-reason") && v.trim_ascii().eq_ignore_ascii_case(b"shed"))
+                || n.eq_ignore_ascii_case(b"x-envoy-overloaded")
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shed_marks() {
+        assert!(is_shed(503, [("X-Gateway-Reason", " shed ")]));
+        assert!(is_shed(503, [("x-envoy-overloaded", "true")]));
+        assert!(!is_shed(502, [("x-gateway-reason", "shed")]));
+        assert!(!is_shed(503, [("x-gateway-reason", "overflow")]));
+        assert!(!is_shed(503, Vec::<(&str, &str)>::new()));
+    }
+}

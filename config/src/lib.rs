@@ -21,6 +21,7 @@ pub mod model;
 mod problems;
 mod raw;
 mod sections;
+pub mod timeouts;
 mod units;
 mod validate;
 pub mod watch;

@@ -142,6 +142,7 @@ impl Control {
         let mut state = self.lock();
         let current = self.shared.snapshot.load_full();
         let warnings = keep_fixed_settings(&mut config, &current.config);
+        crate::warn_timeouts(&config);
         // Certificates are read before any socket is bound: a bad file changes nothing.
         let tls = match self.load_tls(&config, Some(&current)) {
             Ok(tls) => tls,

@@ -113,6 +113,7 @@ impl Gateway {
         mut inherited: upgrade::Inherited,
     ) -> Result<Self, String> {
         let started = Instant::now();
+        warn_timeouts(&config);
         let budget = CpuBudget::detect();
         let n = match config.server.workers {
             Workers::Fixed(n) => n.get(),
@@ -417,5 +418,13 @@ impl Drop for Gateway {
                 let _ = t.join();
             }
         }
+    }
+}
+
+/// Logs every route whose tries cannot fit its timeout (`gateway check` fails on them; a
+/// running gateway applies the config and cuts each try to what remains).
+pub(crate) fn warn_timeouts(config: &Config) {
+    for problem in gateway_config::timeouts::budgets(config).iter().filter_map(|b| b.problem()) {
+        tracing::warn!("{problem}");
     }
 }

@@ -59,6 +59,18 @@ fn check(path: &std::path::Path) -> ExitCode {
         }
         return ExitCode::FAILURE;
     }
+    let budgets = gateway_config::timeouts::budgets(&config);
+    if !budgets.is_empty() {
+        println!("retries and timeouts per route (worst case of all tries against the route timeout):");
+        print!("{}", gateway_config::timeouts::table(&budgets));
+    }
+    let problems: Vec<String> = budgets.iter().filter_map(|b| b.problem()).collect();
+    if !problems.is_empty() {
+        for p in problems {
+            eprintln!("{}: {p}", path.display());
+        }
+        return ExitCode::FAILURE;
+    }
     println!("{}: ok: {}", path.display(), config.summary());
     ExitCode::SUCCESS
 }

@@ -28,7 +28,32 @@ fn check_accepts_a_good_file_with_a_summary() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains(": ok: 1 listener, 1 route, 1 cluster (1 endpoint)"), "{stdout}");
-    assert_eq!(stdout.lines().count(), 1);
+    // The retry and timeout table: title, header and the one proxying route.
+    assert!(stdout.contains("route    timeout  tries  per-try  backoff  worst case  verdict\ndefault  2s       3      shared   75ms     <= timeout  ok\n"), "{stdout}");
+    assert_eq!(stdout.lines().count(), 4);
+}
+
+#[test]
+fn check_fails_a_route_whose_tries_cannot_fit_its_timeout() {
+    let routes = r#"
+[[routes]]
+name = "tight"
+match = { path_prefix = "/t" }
+cluster = "origin"
+timeout = "1s"
+retry = { retry_on = ["5xx"], num_retries = 2, per_try_timeout = "400ms" }
+"#;
+    let path = temp_file("tight", &config("auto", "127.0.0.1:9".parse().unwrap(), "", routes));
+    let out = Command::new(BIN).args(["check", "--config"]).arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("tight    1s       3      400ms    75ms     1275ms      DOES NOT FIT"), "{stdout}");
+    assert!(
+        stderr.contains(
+            "route \"tight\": 3 tries of up to 400ms plus 75ms of backoff need 1275ms, more than its timeout 1s"
+        ),
+        "{stderr}"
+    );
 }
 
 #[test]

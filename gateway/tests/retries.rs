@@ -324,3 +324,57 @@ balancer = "round_robin"
     assert!(gw.total("upstream_retries") >= 2);
     assert!(ok.seen().iter().all(|s| s.header("x-deadline-ms").is_some()));
 }
+
+/// Attempts per client request during an outage, under the default policy and with retries
+/// widened to 5xx, for the note and the README (printed with `--nocapture`). 16 clients on
+/// keep-alive connections send 40 requests each.
+#[test]
+fn attempts_per_request_during_outages() {
+    let run = |gw: &TestGateway| {
+        let threads: Vec<_> = (0..16)
+            .map(|_| {
+                let addr = gw.addr;
+                std::thread::spawn(move || {
+                    let mut s = connect(addr);
+                    let mut r = BufReader::new(s.try_clone().unwrap());
+                    for _ in 0..40 {
+                        s.write_all(b"GET / HTTP/1.1\r\nhost: a\r\n\r\n").unwrap();
+                        assert!(read_response(&mut r, false).unwrap().status >= 500);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        640.0
+    };
+    let widened = r#"retry = { retry_on = ["5xx"] }"#;
+    // Connection refused: attempts are connect attempts.
+    for (label, route, budget) in [
+        ("refused, default policy", "", ""),
+        ("refused, default policy, min_concurrent = 0", "", "retry_budget = { min_concurrent = 0 }"),
+    ] {
+        let gw = gateway("io_uring", "", route, &[dead_port()], budget);
+        let requests = run(&gw);
+        let per = gw.total("upstream_connect_errors") as f64 / requests;
+        println!("{label}: {per:.3} attempts per request");
+        assert!(per <= 3.0);
+    }
+    // Every try answered 503.
+    for (label, route, budget) in [
+        ("503s, default policy", "", ""),
+        ("503s, retry_on 5xx, default budget", widened, ""),
+        ("503s, retry_on 5xx, min_concurrent = 0", widened, "retry_budget = { min_concurrent = 0 }"),
+    ] {
+        let origin = Flaky::start(Mode::Unavailable);
+        let gw = gateway("io_uring", "", route, &[origin.addr], budget);
+        let requests = run(&gw);
+        let per = origin.attempts() as f64 / requests;
+        println!("{label}: {per:.3} attempts per request");
+        assert!(per <= 3.0);
+        if route.is_empty() {
+            assert!((per - 1.0).abs() < f64::EPSILON, "5xx is not retried by default");
+        }
+    }
+}

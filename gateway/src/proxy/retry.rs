@@ -143,3 +143,77 @@ mod tests {
         assert!(!is_shed(503, Vec::<(&str, &str)>::new()));
     }
 }
+
+#[cfg(test)]
+mod budget_tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use std::rc::Rc;
+
+    use crate::admission::limiter::{Admission, Permit};
+    use crate::upstream::ClusterState;
+
+    fn cluster(extra: &str) -> Rc<ClusterState> {
+        let text = format!(
+            "[[listeners]]\nname = \"l\"\naddress = \"127.0.0.1:8080\"\n[[clusters]]\nname = \"c\"\n\
+             endpoints = [\"127.0.0.1:9\"]\n{extra}"
+        );
+        let config = gateway_config::parse(&text, "<t>").unwrap();
+        let policy = crate::admission::policy(&config);
+        Rc::new(ClusterState::new(&config.clusters[0], policy))
+    }
+
+    fn run<F: std::future::Future>(f: F) -> F::Output {
+        monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().enable_timer().build().unwrap().block_on(f)
+    }
+
+    /// `n` requests in flight to the cluster (admitted by its limiter).
+    async fn in_flight(c: &ClusterState, n: usize) -> Vec<Permit> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        let mut permits = Vec::new();
+        for _ in 0..n {
+            match c.limiter.admit(0, deadline).await.0 {
+                Admission::Admitted(p) => permits.push(p),
+                _ => panic!("not admitted"),
+            }
+        }
+        permits
+    }
+
+    #[test]
+    fn the_floor_always_allows_min_concurrent_retries() {
+        let c = cluster("retry_budget = { min_concurrent = 2 }");
+        let a = c.retry_slot().expect("first");
+        let b = c.retry_slot().expect("second");
+        assert!(c.retry_slot().is_none(), "nothing in flight: no share above the floor");
+        drop(a);
+        assert!(c.retry_slot().is_some(), "a slot came back");
+        drop(b);
+        assert_eq!(c.retries_in_flight(), 0);
+        // caps.max_retries bounds everything.
+        let c = cluster("caps = { max_retries = 1 }");
+        let _one = c.retry_slot().expect("one");
+        assert!(c.retry_slot().is_none());
+    }
+
+    #[test]
+    fn above_the_floor_retries_need_a_share_of_requests_in_flight_and_made() {
+        run(async {
+            let c = cluster("retry_budget = { percent = 20, min_concurrent = 0 }");
+            let _permits = in_flight(&c, 20).await;
+            // 20 in flight: up to 4 retries in flight, but none earned yet.
+            assert!(c.retry_slot().is_none());
+            for _ in 0..10 {
+                c.note_request();
+            }
+            // 10 requests earned 2 retries.
+            let slots: Vec<_> = std::iter::from_fn(|| c.retry_slot()).take(10).collect();
+            assert_eq!(slots.len(), 2);
+            for _ in 0..1000 {
+                c.note_request();
+            }
+            // Plenty earned (banked up to 10), but at most 20% of 20 in flight at once.
+            let more: Vec<_> = std::iter::from_fn(|| c.retry_slot()).take(10).collect();
+            assert_eq!(slots.len() + more.len(), 4);
+        });
+    }
+}

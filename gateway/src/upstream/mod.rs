@@ -33,8 +33,11 @@ pub struct ClusterState {
     pub tls: Option<UpstreamTlsConfig>,
     /// Retries in flight (from their backoff until their try ends), for the retry budget.
     retries: Rc<Cell<usize>>,
-    /// Retries earned by requests and not yet spent (the rate form of the retry budget).
-    retry_tokens: Cell<f64>,
+    /// Retries earned by requests and not yet spent (the rate form of the retry budget), in
+    /// thousandths of a retry.
+    retry_tokens: Cell<u32>,
+    /// What one request earns, in thousandths of a retry (`retry_budget.percent * 10`).
+    retry_earn: u32,
     rr: RoundRobin,
 }
 
@@ -151,7 +154,8 @@ impl ClusterState {
             connections,
             tls,
             retries: Rc::new(Cell::new(0)),
-            retry_tokens: Cell::new(0.0),
+            retry_tokens: Cell::new(0),
+            retry_earn: (settings.retry_budget.percent * 10.0).round() as u32,
             settings: settings.clone(),
             policy,
         }
@@ -186,8 +190,8 @@ impl ClusterState {
     /// Counts a request to the cluster: it earns `retry_budget.percent` of a retry.
     #[inline]
     pub fn note_request(&self) {
-        let earned = self.retry_tokens.get() + self.settings.retry_budget.percent / 100.0;
-        self.retry_tokens.set(earned.min(RETRY_TOKEN_CAP));
+        let earned = self.retry_tokens.get() + self.retry_earn;
+        self.retry_tokens.set(earned.min(RETRY_TOKEN_CAP * RETRY_TOKEN_UNIT));
     }
 
     /// A slot for one retry, if the cluster's retry budget has one. Below
@@ -205,11 +209,11 @@ impl ClusterState {
         let tokens = self.retry_tokens.get();
         if in_flight >= budget.min_concurrent {
             let share = self.limiter.in_flight() as f64 * budget.percent / 100.0;
-            if in_flight as f64 >= share || tokens < 1.0 {
+            if in_flight as f64 >= share || tokens < RETRY_TOKEN_UNIT {
                 return None;
             }
         }
-        self.retry_tokens.set((tokens - 1.0).max(0.0));
+        self.retry_tokens.set(tokens.saturating_sub(RETRY_TOKEN_UNIT));
         self.retries.set(in_flight + 1);
         Some(RetrySlot(Rc::clone(&self.retries)))
     }
@@ -276,7 +280,11 @@ fn h2_settings(settings: &Cluster) -> h2pool::H2Settings {
 
 /// The most retries a cluster banks (per worker) from earlier requests: after a quiet period an
 /// outage starts with at most this many retries beyond `percent` of the requests.
-pub const RETRY_TOKEN_CAP: f64 = 10.0;
+pub const RETRY_TOKEN_CAP: u32 = 10;
+
+/// Retry budget tokens are counted in thousandths of a retry (exact for any `percent` with one
+/// decimal).
+const RETRY_TOKEN_UNIT: u32 = 1000;
 
 /// One retry's place in its cluster's retry budget, given back when dropped.
 pub struct RetrySlot(Rc<Cell<usize>>);

@@ -10,6 +10,10 @@ use std::fmt;
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
+mod traffic;
+
+pub(crate) use traffic::*;
+
 /// `[server]`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a [server] table")]
@@ -148,6 +152,11 @@ pub(crate) struct RawRoute {
     pub priority: Option<String>,
     pub rate_limit: Option<RawRateLimit>,
     pub websocket: Option<bool>,
+    /// Weighted clusters instead of `cluster` (see [`RawSplitTarget`]).
+    pub split: Option<Vec<RawSplitTarget>>,
+    pub sticky: Option<RawSticky>,
+    pub pin: Option<Vec<RawPin>>,
+    pub mirror: Option<RawMirror>,
 }
 
 /// `routes[].rate_limit`: `rate` is required, the rest has defaults.

@@ -10,6 +10,7 @@ mod ratelimit;
 mod routes;
 mod server;
 mod tls;
+mod traffic;
 
 use crate::{parse, Config};
 

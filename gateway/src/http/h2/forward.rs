@@ -64,6 +64,11 @@ pub async fn forward(
         super::stream::reply(worker, respond, ex, 503, &[], is_head);
         return;
     };
+    let method = req.parts.method.as_str().as_bytes();
+    let no_body = req.body.is_end_stream();
+    crate::proxy::mirror::start(worker, local, ex.route, method, no_body, |out| {
+        write_head(out, local, &req, &ex.request_id);
+    });
     let mut req = req;
     if let Some(h2ep) = endpoint.h2().cloned() {
         worker.stats.upstream_requests_active.inc();

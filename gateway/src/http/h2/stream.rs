@@ -101,6 +101,8 @@ async fn serve(
     }
     match local.snap.config.routes.get(index).map(|r| &r.action) {
         Some(Action::Proxy(p)) => {
+            // Before admission, which is per cluster: a split route's target decides the cluster.
+            let p = crate::route::split::action(local, index, p, &parts.headers, &worker.rng);
             let deadline = started + p.timeout;
             let Some(cluster) = local.clusters.get(p.cluster) else {
                 reply(worker, respond, ex, 503, &[], is_head);

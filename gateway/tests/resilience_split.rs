@@ -96,13 +96,17 @@ fn serve(mut s: TcpStream, name: &str, hang: bool, seen: &Seen) {
 /// A gateway with `workers` workers, an admin port, listener `main` (HTTP/1.1 and h2c), the
 /// given routes and one cluster per `(name, address)`.
 fn start(driver: &str, workers: usize, routes: &str, clusters: &[(&str, SocketAddr)]) -> TestGateway {
+    TestGateway::start(&config_text(driver, workers, routes, clusters))
+}
+
+fn config_text(driver: &str, workers: usize, routes: &str, clusters: &[(&str, SocketAddr)]) -> String {
     let clusters: String = clusters
         .iter()
         .map(|(name, addr)| {
             format!("[[clusters]]\nname = \"{name}\"\nendpoints = [\"{addr}\"]\nconnect_timeout = \"500ms\"\n")
         })
         .collect();
-    TestGateway::start(&format!(
+    format!(
         r#"
 [server]
 workers = {workers}
@@ -120,7 +124,7 @@ protocols = ["http/1.1", "h2"]
 
 {clusters}
 "#
-    ))
+    )
 }
 
 /// A keep-alive HTTP/1.1 client connection.
@@ -153,6 +157,19 @@ fn metric(gw: &TestGateway, name: &str, labels: &[(&str, &str)]) -> f64 {
         .filter(|l| labels.iter().all(|(k, v)| l.contains(&format!("{k}=\"{v}\""))))
         .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
         .sum()
+}
+
+/// Waits until at least `min` copies reached `shadow` and every one of them was counted as
+/// mirrored (answered), for five polls in a row.
+fn settle(gw: &TestGateway, shadow: &Seen, min: usize) {
+    let mut stable = 0;
+    let settled = wait_until(Duration::from_secs(5), || {
+        let n = shadow.count();
+        let counted = metric(gw, "gateway_route_mirror_requests_total", &[("result", "mirrored")]) as usize;
+        stable = if n >= min && n == counted { stable + 1 } else { 0 };
+        stable >= 5
+    });
+    assert!(settled, "{} copies at the shadow, at least {min} expected", shadow.count());
 }
 
 #[test]
@@ -291,21 +308,10 @@ mirror = { cluster = "shadow" }
             let r = c.get(&format!("/get/{i}?q=1"), "x-user: u\r\n");
             assert_eq!((r.status, r.text().as_str()), (200, "primary"), "{d}: the client sees the primary");
         }
-        assert!(wait_until(Duration::from_secs(5), || seen_shadow.count() == 20), "{d}: {}", seen_shadow.count());
-        for (i, head) in seen_shadow.heads().iter().enumerate() {
-            assert!(head.starts_with(&format!("GET /get/{i}?q=1 HTTP/1.1\r\n")), "{d}: {head}");
-            assert!(head.contains("\r\nx-gateway-mirror: 1\r\n"), "{d}: marked: {head}");
-            assert!(head.to_ascii_lowercase().contains("\r\nhost: split.test\r\n"), "{d}: host kept: {head}");
-            assert!(head.contains("\r\nx-user: u\r\n"), "{d}: {head}");
-        }
-        assert!(seen_primary.heads().iter().all(|h| !h.contains("x-gateway-mirror")), "{d}: primary unmarked");
-        // A POST with a body is not mirrored (nor is a method outside the default list); the
-        // GET after them is, and it arrives as the 21st copy.
+        // A POST with a body is not mirrored, nor is a method outside the default list.
         assert_eq!(c.send("POST", "/post", "", "hello").text(), "primary");
         assert_eq!(c.send("DELETE", "/delete", "", "").text(), "primary");
         assert_eq!(c.get("/after", "").text(), "primary");
-        assert!(wait_until(Duration::from_secs(5), || seen_shadow.count() >= 21), "{d}");
-        assert!(seen_shadow.heads()[20].starts_with("GET /after "), "{d}: {:?}", seen_shadow.heads()[20]);
         // HTTP/2 clients are mirrored too.
         let rt = runtime();
         rt.block_on(async {
@@ -313,15 +319,23 @@ mirror = { cluster = "shadow" }
             let r = h2_request(&mut h2, h2_get("http", "split.test", "/from-h2"), None).await.unwrap();
             assert_eq!((r.status, r.body.as_slice()), (200, &b"primary"[..]), "{d}");
         });
-        assert!(wait_until(Duration::from_secs(5), || seen_shadow.count() >= 22), "{d}");
-        let last = seen_shadow.heads()[21].clone();
-        assert!(
-            last.starts_with("GET /from-h2 HTTP/1.1\r\n") && last.contains("x-gateway-mirror: 1\r\n"),
-            "{d}: {last}"
-        );
-        assert_eq!(seen_shadow.count(), 22, "{d}");
-        let mirrored = || metric(&gw, "gateway_route_mirror_requests_total", &[("result", "mirrored")]);
-        assert!(wait_until(Duration::from_secs(5), || mirrored() == 22.0), "{d}: {}", mirrored());
+        // Copies travel on their own connections and may arrive in any order: wait until
+        // every copy that reached the shadow was also counted as answered, and stays so.
+        settle(&gw, &seen_shadow, 22);
+        let mut lines: Vec<String> =
+            seen_shadow.heads().iter().map(|h| h.lines().next().unwrap_or_default().to_owned()).collect();
+        lines.sort();
+        let mut expected: Vec<String> = (0..20).map(|i| format!("GET /get/{i}?q=1 HTTP/1.1")).collect();
+        expected.extend(["GET /after HTTP/1.1".to_owned(), "GET /from-h2 HTTP/1.1".to_owned()]);
+        expected.sort();
+        assert_eq!(lines, expected, "{d}: one copy of each GET, none of POST or DELETE");
+        for head in seen_shadow.heads() {
+            assert!(head.contains("\r\nx-gateway-mirror: 1\r\n"), "{d}: marked: {head}");
+            assert!(head.to_ascii_lowercase().contains("\r\nhost: split.test\r\n"), "{d}: host kept: {head}");
+            assert!(head.contains("\r\nx-user: u\r\n") || !head.contains("/get/"), "{d}: {head}");
+        }
+        assert!(seen_primary.heads().iter().all(|h| !h.contains("x-gateway-mirror")), "{d}: primary unmarked");
+        assert_eq!(seen_primary.count(), 24, "{d}");
     });
 }
 
@@ -410,15 +424,44 @@ mirror = { cluster = "shadow", percent = 25, max_in_flight = 1000 }
     for _ in 0..800 {
         assert_eq!(c.get("/x", "").text(), "primary");
     }
-    // Every copy is counted once the shadow answered: wait until the two agree and stay so.
-    let mirrored = || metric(&gw, "gateway_route_mirror_requests_total", &[("result", "mirrored")]) as usize;
-    let mut stable = 0;
-    assert!(wait_until(Duration::from_secs(5), || {
-        let agree = seen_shadow.count() == mirrored();
-        stable = if agree { stable + 1 } else { 0 };
-        stable >= 5
-    }));
+    settle(&gw, &seen_shadow, 1);
     // Binomial(800, 0.25): mean 200, sd 12.2; 140..=260 is about 4.9 sd (failure near 1e-6).
     let n = seen_shadow.count();
     assert!((140..=260).contains(&n), "{n} of 800 mirrored at 25%");
+}
+
+#[test]
+fn a_reload_changes_the_weights_and_keeps_the_mirror_bound() {
+    let (v1, _) = test_origin("v1", false);
+    let (v2, _) = test_origin("v2", false);
+    let (hanging, seen_hanging) = test_origin("hanging", true);
+    let routes = |w1: u32, w2: u32| {
+        format!(
+            r#"
+[[routes]]
+name = "canary"
+split = [{{ cluster = "v1", weight = {w1} }}, {{ cluster = "v2", weight = {w2} }}]
+timeout = "5s"
+mirror = {{ cluster = "hanging", max_in_flight = 2 }}
+"#
+        )
+    };
+    let clusters = [("v1", v1), ("v2", v2), ("hanging", hanging)];
+    let gw = start("epoll", 1, &routes(1, 0), &clusters);
+    let mut c = Client::new(gw.addr);
+    for _ in 0..5 {
+        assert_eq!(c.get("/x", "").text(), "v1");
+    }
+    let dropped = || metric(&gw, "gateway_route_mirror_requests_total", &[("result", "dropped")]);
+    assert_eq!(dropped(), 3.0, "two copies hang, three were dropped");
+    // Same route name, new weights: the two hanging copies still hold the route's bound.
+    let text = config_text("epoll", 1, &routes(0, 1), &clusters);
+    let gateway = gw.gw.as_ref().unwrap();
+    gateway.apply(gateway_config::parse(&text, "<reload>").unwrap()).unwrap();
+    for _ in 0..5 {
+        assert_eq!(c.get("/x", "").text(), "v2", "the new weights apply");
+    }
+    assert_eq!(dropped(), 8.0, "the bound held across the reload");
+    assert!(wait_until(Duration::from_secs(2), || seen_hanging.count() == 2));
+    assert_eq!(seen_hanging.peak.load(SeqCst), 2);
 }

@@ -411,23 +411,25 @@ mirror = { cluster = "down" }
 
 #[test]
 fn mirror_percent_samples_roughly_that_share() {
-    let (primary, _) = test_origin("primary", false);
-    let (shadow, seen_shadow) = test_origin("shadow", false);
-    let routes = r#"
+    each_driver(|d| {
+        let (primary, _) = test_origin("primary", false);
+        let (shadow, seen_shadow) = test_origin("shadow", false);
+        let routes = r#"
 [[routes]]
 name = "sampled"
 cluster = "primary"
 mirror = { cluster = "shadow", percent = 25, max_in_flight = 1000 }
 "#;
-    let gw = start("epoll", 1, routes, &[("primary", primary), ("shadow", shadow)]);
-    let mut c = Client::new(gw.addr);
-    for _ in 0..800 {
-        assert_eq!(c.get("/x", "").text(), "primary");
-    }
-    settle(&gw, &seen_shadow, 1);
-    // Binomial(800, 0.25): mean 200, sd 12.2; 140..=260 is about 4.9 sd (failure near 1e-6).
-    let n = seen_shadow.count();
-    assert!((140..=260).contains(&n), "{n} of 800 mirrored at 25%");
+        let gw = start(d, 1, routes, &[("primary", primary), ("shadow", shadow)]);
+        let mut c = Client::new(gw.addr);
+        for _ in 0..800 {
+            assert_eq!(c.get("/x", "").text(), "primary");
+        }
+        settle(&gw, &seen_shadow, 1);
+        // Binomial(800, 0.25): mean 200, sd 12.2; 140..=260 is about 4.9 sd (failure near 1e-6).
+        let n = seen_shadow.count();
+        assert!((140..=260).contains(&n), "{d}: {n} of 800 mirrored at 25%");
+    });
 }
 
 #[test]

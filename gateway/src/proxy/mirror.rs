@@ -9,6 +9,12 @@
 //! carries the primary's head unchanged (Host included, so the shadow routes it like the
 //! primary would) plus `x-gateway-mirror: 1`. The shadow's response body is read and dropped
 //! as it arrives; its connection is pooled only after a clean exchange.
+//!
+//! Callers: the HTTP/1.1 forwarder right after it built the upstream head (whether the
+//! primary's endpoint then speaks HTTP/1.1 or HTTP/2), and the HTTP/2 forwarder once an
+//! endpoint was picked, with its HTTP/1.1 head writer (again whatever the primary speaks). A
+//! shadow cluster always speaks HTTP/1.1 (validated). A client's own `x-gateway-mirror` field is
+//! passed on as it is, to the primary and in the copy.
 
 use std::cell::Cell;
 use std::rc::Rc;

@@ -229,3 +229,16 @@ pub const H2_FRAME_RANGE: std::ops::RangeInclusive<i64> = 16_384..=16_777_215;
 pub const H2_FLOOD_LIMIT_RANGE: std::ops::RangeInclusive<i64> = 1..=1_000_000;
 /// Longest accepted duration anywhere in the file.
 pub const MAX_DURATION: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// `routes[].mirror.percent`: every eligible request is mirrored.
+pub const MIRROR_PERCENT: f64 = 100.0;
+/// `routes[].mirror.max_in_flight`: copies in flight per worker per route.
+pub const MIRROR_MAX_IN_FLIGHT: usize = 16;
+/// `routes[].mirror.methods`: safe methods, which never carry a body in practice.
+pub const MIRROR_METHODS: [&str; 3] = ["GET", "HEAD", "OPTIONS"];
+/// Largest accepted `routes[].split[].weight`.
+pub const MAX_SPLIT_WEIGHT: i64 = 10_000;
+/// Most targets in `routes[].split` (and pins in `routes[].pin`).
+pub const MAX_SPLIT_TARGETS: usize = 64;
+/// Largest accepted `routes[].mirror.max_in_flight`.
+pub const MAX_MIRROR_IN_FLIGHT: i64 = 10_000;

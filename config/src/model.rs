@@ -9,8 +9,10 @@ use std::num::NonZeroUsize;
 use std::time::Duration;
 
 mod tls;
+mod traffic;
 
 pub use tls::*;
+pub use traffic::*;
 
 /// A complete, valid configuration.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -249,6 +251,11 @@ pub struct Route {
     /// Whether WebSocket upgrades (`Upgrade: websocket`) are tunnelled; only on routes that proxy.
     /// Elsewhere the upgrade is dropped and the request served as plain HTTP.
     pub websocket: bool,
+    /// Weighted clusters, sticky key and pins (`split`, `sticky`, `pin`); only on routes that
+    /// proxy, whose `Action::Proxy` is then the first target.
+    pub split: Option<Split>,
+    /// Shadow traffic (`mirror`); only on routes that proxy.
+    pub mirror: Option<Mirror>,
 }
 
 /// A token bucket on a route: `rate` requests per second with bursts of `burst`.

@@ -10,6 +10,10 @@ use std::fmt;
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
+mod traffic;
+
+pub(crate) use traffic::*;
+
 /// `[server]`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a [server] table")]
@@ -150,6 +154,11 @@ pub(crate) struct RawRoute {
     pub rate_limit: Option<RawRateLimit>,
     pub websocket: Option<bool>,
     pub retry: Option<RawRetry>,
+    /// Weighted clusters instead of `cluster` (see [`RawSplitTarget`]).
+    pub split: Option<Vec<RawSplitTarget>>,
+    pub sticky: Option<RawSticky>,
+    pub pin: Option<Vec<RawPin>>,
+    pub mirror: Option<RawMirror>,
 }
 
 /// `routes[].retry`: every key has a default.

@@ -327,6 +327,13 @@ fn full_example_sets_every_key() {
         "protocol",
         "tls",
         "sni",
+        "split",
+        "sticky",
+        "cookie",
+        "pin",
+        "mirror",
+        "percent",
+        "max_in_flight",
     ] {
         let set = text.lines().any(|line| {
             let line = line.trim_start();
@@ -360,4 +367,11 @@ fn full_example_sets_every_key() {
     let payments = config.clusters.iter().find(|c| c.name == "payments").unwrap();
     assert_eq!(payments.protocol, UpstreamProtocol::Auto);
     assert_eq!(payments.tls.as_ref().unwrap().sni, "payments.internal.example");
+    let canary = config.routes.iter().find(|r| r.name == "shop-canary").unwrap();
+    let split = canary.split.as_ref().unwrap();
+    assert_eq!(split.targets.iter().map(|t| t.weight).collect::<Vec<_>>(), [95, 5]);
+    assert_eq!(split.sticky, Some(crate::StickyKey::Cookie("uid".to_owned())));
+    assert_eq!(split.pins.len(), 1);
+    let mirror = canary.mirror.as_ref().unwrap();
+    assert_eq!(config.clusters[mirror.cluster].name, "web-shadow");
 }

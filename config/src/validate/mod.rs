@@ -14,6 +14,7 @@ mod routes;
 #[cfg(test)]
 mod tests;
 mod tls;
+mod traffic;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -63,7 +64,8 @@ pub(crate) fn convert(raw: &RawConfig, base: Option<&Path>, p: &mut Problems<'_>
         classes: raw.overload.ok().map(|_| overload.classes.as_slice()).filter(|c| !c.is_empty()),
         default_class: overload.default_class,
     };
-    let routes = routes::convert(raw.routes.as_deref().unwrap_or_default(), &refs, p);
+    let mut routes = routes::convert(raw.routes.as_deref().unwrap_or_default(), &refs, p);
+    traffic::convert(raw.routes.as_deref().unwrap_or_default(), &mut routes, &clusters, refs.clusters, p);
     Config { server, listeners, routes, clusters, overload }
 }
 

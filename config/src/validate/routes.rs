@@ -63,6 +63,9 @@ pub(super) fn convert(raw: &[Parsed<RawRoute>], refs: &Refs<'_>, p: &mut Problem
                     .as_ref()
                     .map(|r| ratelimit::convert(r, timeout, p, &path.key("rate_limit"))),
                 websocket,
+                // Filled in by `traffic::convert`.
+                split: None,
+                mirror: None,
             }
         })
         .collect()
@@ -140,6 +143,7 @@ fn matcher(raw: &RawMatch, p: &mut Problems<'_>, path: &KeyPath) -> RouteMatch {
 fn action(route: &RawRoute, clusters: Option<&[Option<String>]>, p: &mut Problems<'_>, path: &KeyPath) -> Action {
     let set: Vec<&str> = [
         ("cluster", route.cluster.is_some()),
+        ("split", route.split.is_some()),
         ("direct_response", route.direct_response.is_some()),
         ("redirect", route.redirect.is_some()),
     ]
@@ -147,23 +151,25 @@ fn action(route: &RawRoute, clusters: Option<&[Option<String>]>, p: &mut Problem
     .filter_map(|(key, present)| present.then_some(key))
     .collect();
     match set.as_slice() {
-        [] => p.at(path, "route has no action: set exactly one of `cluster`, `direct_response` or `redirect`"),
+        [] => p.at(path, "route has no action: set exactly one of `cluster`, `split`, `direct_response` or `redirect`"),
         [_] => {}
         [first, second, ..] => p.at(
             &path.key(second),
             format!("a route has exactly one action, but this one sets both `{first}` and `{second}`"),
         ),
     }
-    if route.timeout.is_some() && route.cluster.is_none() {
-        p.at(&path.key("timeout"), "`timeout` only applies to routes with a `cluster`");
+    if route.timeout.is_some() && route.cluster.is_none() && route.split.is_none() {
+        p.at(&path.key("timeout"), "`timeout` only applies to routes with a `cluster` or `split`");
     }
-    if route.retry.is_some() && route.cluster.is_none() {
-        p.at(&path.key("retry"), "`retry` only applies to routes with a `cluster`");
+    if route.retry.is_some() && route.cluster.is_none() && route.split.is_none() {
+        p.at(&path.key("retry"), "`retry` only applies to routes with a `cluster` or a `split`");
     }
-    if let Some(name) = &route.cluster {
+    // A split proxies to its first target by default (its clusters are checked with the split).
+    let split_first = route.split.as_ref().and_then(|s| s.first()).map(|t| &t.cluster);
+    if let Some(name) = route.cluster.as_ref().or(split_first) {
         let timeout = duration(p, &path.key("timeout"), route.timeout.as_ref(), defaults::ROUTE_TIMEOUT);
         let index = clusters.and_then(|c| c.iter().position(|c| c.as_deref() == Some(name.as_str())));
-        if let (None, Some(clusters)) = (index, clusters) {
+        if let (None, Some(clusters), Some(_)) = (index, clusters, &route.cluster) {
             let known: Vec<&str> = clusters.iter().flatten().map(String::as_str).collect();
             let known = if known.is_empty() {
                 "no clusters are defined".to_owned()

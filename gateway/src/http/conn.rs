@@ -315,6 +315,8 @@ pub(crate) async fn handle(worker: &Rc<Worker>, conn: &mut Downstream, local: &R
     }
     match local.snap.config.routes.get(index).map(|r| &r.action) {
         Some(Action::Proxy(p)) => {
+            // Before admission, which is per cluster: a split route's target decides the cluster.
+            let p = crate::route::split::h1_action(worker, conn, local, index, p);
             // A WebSocket handshake is forwarded as one only where the route allows it; elsewhere
             // (and for any other Upgrade) the Upgrade field is dropped and the request is served
             // as plain HTTP, as RFC 9110 §7.8 allows.

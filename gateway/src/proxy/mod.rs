@@ -26,6 +26,7 @@ use crate::http::response;
 mod h1_to_h2;
 pub(crate) mod h2up;
 mod head;
+pub mod mirror;
 pub(crate) mod retry;
 pub mod websocket;
 use crate::runtime::io::{make_room, read_append_timeout, write_from};
@@ -151,6 +152,10 @@ pub async fn forward(
             websocket,
         };
         build_request_head(&mut wbuf, buf, head, &scratch, &ids);
+        let no_body = matches!(head.body, BodyFraming::None | BodyFraming::Length(0)) && !websocket;
+        mirror::start(worker, local, conn.ex.route, head.method_bytes(buf), no_body, |out| {
+            out.extend_from_slice(&wbuf)
+        });
     }
     let body_start = base + head.head_len;
     conn.rpos = body_start;

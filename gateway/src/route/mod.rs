@@ -2,6 +2,9 @@
 
 use gateway_config::{Action, Config, HeaderMatch, HostMatch, IdentityMatch, PathMatch, RouteMatch};
 
+pub mod split;
+pub mod traffic;
+
 /// A compiled route table for one config snapshot.
 #[derive(Debug)]
 pub struct RouteTable {

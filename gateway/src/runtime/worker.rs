@@ -71,6 +71,8 @@ pub struct Local {
     /// Rate limiters by route index (`None` for routes without one); kept across reloads for
     /// routes whose name and rate limit are unchanged.
     pub route_limits: Vec<Option<Rc<RouteLimit>>>,
+    /// Split counters and mirror bounds by route index.
+    pub traffic: Vec<crate::route::traffic::RouteTraffic>,
 }
 
 /// What a worker thread is given at start.
@@ -91,6 +93,7 @@ impl Worker {
             snap.config.clusters.iter().map(|c| Rc::new(ClusterState::new(c, policy))).collect();
         publish_endpoints(&parts.endpoints, &clusters);
         let (route_metrics, cluster_metrics) = series_for(&parts.metrics, &snap);
+        let traffic = crate::route::traffic::for_snapshot(&parts.metrics, &snap, None);
         let workers = shared.heartbeats.len().max(1);
         let seed = (id as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
             ^ std::time::SystemTime::now()
@@ -113,6 +116,7 @@ impl Worker {
             cache: RefCell::new(cache),
             local: RefCell::new(Rc::new(Local {
                 route_limits: route_limits(&snap, None, workers),
+                traffic,
                 snap,
                 clusters,
                 route_metrics,
@@ -153,7 +157,8 @@ impl Worker {
         publish_endpoints(&self.endpoints, &clusters);
         let (route_metrics, cluster_metrics) = series_for(&self.metrics, &snap);
         let route_limits = route_limits(&snap, Some(&current), self.shared.heartbeats.len().max(1));
-        let next = Rc::new(Local { snap, clusters, route_metrics, cluster_metrics, route_limits });
+        let traffic = crate::route::traffic::for_snapshot(&self.metrics, &snap, Some(&current));
+        let next = Rc::new(Local { snap, clusters, route_metrics, cluster_metrics, route_limits, traffic });
         *self.local.borrow_mut() = Rc::clone(&next);
         next
     }

@@ -11,8 +11,8 @@ pub use super::histogram::{Histogram, HistogramSnapshot, LE_LABELS};
 pub use super::prometheus::{render_prometheus, ProcessInfo, CONTENT_TYPE};
 pub use super::recorder::{ProcessHandle, ProcessRecorder};
 pub use super::series::{
-    ClassOutcome, ClusterMetrics, FailureReason, RouteMetrics, WorkerMetrics, CLASS_OUTCOMES, MAX_PRIORITY_CLASSES,
-    STATUS_CLASSES,
+    ClassOutcome, ClusterMetrics, FailureReason, MirrorResult, RouteMetrics, SplitMetrics, SplitReason, WorkerMetrics,
+    CLASS_OUTCOMES, MAX_PRIORITY_CLASSES, MIRROR_RESULTS, SPLIT_REASONS, STATUS_CLASSES,
 };
 
 /// A Prometheus metric type.
@@ -255,6 +255,18 @@ pub const ROUTE_DURATION: Family = Family {
     labels: &["route", "worker"],
     help: "Time from the request head being parsed to the end of the response, per route.",
 };
+pub const ROUTE_SPLITS: Family = Family {
+    name: "gateway_route_split_decisions_total",
+    kind: Kind::Counter,
+    labels: &["route", "cluster", "reason", "worker"],
+    help: "Requests of a route with a split (or pins) sent to each of its clusters, by reason: weight (random by weight), sticky (hash of the sticky key), pin (a pin matched).",
+};
+pub const ROUTE_MIRRORS: Family = Family {
+    name: "gateway_route_mirror_requests_total",
+    kind: Kind::Counter,
+    labels: &["route", "result", "worker"],
+    help: "Mirror copies of a route's requests to its shadow cluster, by result: mirrored (the shadow answered), failed (connect, send, read or route timeout), dropped (not sent: max_in_flight copies already in flight on the worker).",
+};
 pub const CLUSTER_REQUESTS: Family = Family {
     name: "gateway_cluster_requests_total",
     kind: Kind::Counter,
@@ -335,6 +347,8 @@ pub const FAMILIES: &[Family] = &[
     PRIORITY_REQUESTS,
     ROUTE_REQUESTS,
     ROUTE_DURATION,
+    ROUTE_SPLITS,
+    ROUTE_MIRRORS,
     CLUSTER_REQUESTS,
     CLUSTER_DURATION,
     CLUSTER_CONNECTS,

@@ -12,11 +12,12 @@ use std::time::Duration;
 use super::histogram::{HistogramSnapshot, LE_LABELS};
 use super::metrics::{
     Family, ACCESS_LOG_LINES, CLUSTER_CONNECTS, CLUSTER_DURATION, CLUSTER_FAILURES, CLUSTER_LIMIT, CLUSTER_REQUESTS,
-    CLUSTER_REUSES, CONFIG_RELOADS, CONFIG_VERSION, DRAINING, PRIORITY_REQUESTS, ROUTE_DURATION, ROUTE_REQUESTS,
-    UPTIME, WORKER_FAMILIES,
+    CLUSTER_REUSES, CONFIG_RELOADS, CONFIG_VERSION, DRAINING, PRIORITY_REQUESTS, ROUTE_DURATION, ROUTE_MIRRORS,
+    ROUTE_REQUESTS, ROUTE_SPLITS, UPTIME, WORKER_FAMILIES,
 };
 use super::recorder::ProcessHandle;
-use super::series::{ClusterMetrics, FailureReason, RouteMetrics, WorkerMetrics, CLASS_OUTCOMES, STATUS_CLASSES};
+use super::series::{ClusterMetrics, FailureReason, RouteMetrics, SplitMetrics, WorkerMetrics, CLASS_OUTCOMES};
+use super::series::{MIRROR_RESULTS, SPLIT_REASONS, STATUS_CLASSES};
 use super::WorkerStats;
 
 /// The `Content-Type` of [`render_prometheus`]'s output.
@@ -59,6 +60,7 @@ struct WorkerView {
     stats: Vec<u64>,
     classes: Vec<[u64; CLASS_OUTCOMES.len()]>,
     routes: Vec<(Arc<str>, Arc<RouteMetrics>)>,
+    splits: Vec<(String, String, Arc<SplitMetrics>)>,
     clusters: Vec<(Arc<str>, Arc<ClusterMetrics>)>,
 }
 
@@ -69,6 +71,7 @@ impl WorkerView {
             stats: stats.values(),
             classes: (0..super::series::MAX_PRIORITY_CLASSES).map(|c| metrics.class_counts(c)).collect(),
             routes: metrics.routes(),
+            splits: metrics.splits(),
             clusters: metrics.clusters(),
         }
     }
@@ -123,6 +126,26 @@ impl Writer<'_> {
         for view in views {
             for (route, metrics) in &view.routes {
                 self.histogram(ROUTE_DURATION.name, &[("route", route), ("worker", &view.id)], &metrics.latency());
+            }
+        }
+        self.header(&ROUTE_SPLITS);
+        for view in views {
+            for (route, cluster, metrics) in &view.splits {
+                for (reason, value) in SPLIT_REASONS.iter().zip(metrics.decisions()) {
+                    let labels =
+                        [("route", route.as_str()), ("cluster", cluster), ("reason", reason), ("worker", &view.id)];
+                    self.sample(ROUTE_SPLITS.name, "", &labels, value);
+                }
+            }
+        }
+        self.header(&ROUTE_MIRRORS);
+        for view in views {
+            // Only routes that mirrored (or tried to): every route has the counters.
+            for (route, metrics) in view.routes.iter().filter(|(_, m)| m.mirrors().iter().any(|n| *n > 0)) {
+                for (result, value) in MIRROR_RESULTS.iter().zip(metrics.mirrors()) {
+                    let labels = [("route", &**route), ("result", result), ("worker", &view.id)];
+                    self.sample(ROUTE_MIRRORS.name, "", &labels, value);
+                }
             }
         }
     }

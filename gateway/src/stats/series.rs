@@ -37,6 +37,43 @@ pub enum FailureReason {
 pub struct RouteMetrics {
     requests: [Counter; 5],
     latency: Histogram,
+    /// Mirror copies by [`MirrorResult`].
+    mirror: [Counter; MIRROR_RESULTS.len()],
+}
+
+/// Split decisions of one route for one of its clusters on one worker, by [`SplitReason`].
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub struct SplitMetrics {
+    decisions: [Counter; SPLIT_REASONS.len()],
+}
+
+/// Why a split sent a request to a cluster: the `reason` label values.
+pub const SPLIT_REASONS: [&str; 3] = ["weight", "sticky", "pin"];
+
+/// Index into [`SPLIT_REASONS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SplitReason {
+    /// At random by weight (no sticky key configured, or the request carried none).
+    Weight = 0,
+    /// By the hash of the request's sticky key.
+    Sticky = 1,
+    /// A pin matched.
+    Pin = 2,
+}
+
+/// What became of a mirror copy: the `result` label values.
+pub const MIRROR_RESULTS: [&str; 3] = ["mirrored", "failed", "dropped"];
+
+/// Index into [`MIRROR_RESULTS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MirrorResult {
+    /// Sent, and the shadow's whole response was read (and discarded).
+    Mirrored = 0,
+    /// Sent or attempted, but connecting, sending or reading failed or hit the route timeout.
+    Failed = 1,
+    /// Not sent: the route's copies in flight on this worker were at `max_in_flight`.
+    Dropped = 2,
 }
 
 /// Metrics of one upstream cluster on one worker.
@@ -60,6 +97,8 @@ pub struct WorkerMetrics {
     worker: usize,
     routes: Named<RouteMetrics>,
     clusters: Named<ClusterMetrics>,
+    /// Keyed by `route/cluster` (names never contain `/`).
+    splits: Named<SplitMetrics>,
     /// Requests by priority class (index into the config's classes) and outcome.
     classes: [[Counter; CLASS_OUTCOMES.len()]; MAX_PRIORITY_CLASSES],
 }
@@ -112,6 +151,34 @@ impl RouteMetrics {
     /// Request durations.
     pub fn latency(&self) -> HistogramSnapshot {
         self.latency.snapshot()
+    }
+
+    /// Counts a mirror copy. Owning worker only.
+    #[inline]
+    pub fn mirror(&self, result: MirrorResult) {
+        if let Some(c) = self.mirror.get(result as usize) {
+            c.inc();
+        }
+    }
+
+    /// Mirror copies, indexed like [`MIRROR_RESULTS`].
+    pub fn mirrors(&self) -> [u64; MIRROR_RESULTS.len()] {
+        self.mirror.each_ref().map(Counter::value)
+    }
+}
+
+impl SplitMetrics {
+    /// Counts a request sent to this cluster. Owning worker only.
+    #[inline]
+    pub fn count(&self, reason: SplitReason) {
+        if let Some(c) = self.decisions.get(reason as usize) {
+            c.inc();
+        }
+    }
+
+    /// Decisions, indexed like [`SPLIT_REASONS`].
+    pub fn decisions(&self) -> [u64; SPLIT_REASONS.len()] {
+        self.decisions.each_ref().map(Counter::value)
     }
 }
 
@@ -184,7 +251,13 @@ impl ClusterMetrics {
 impl WorkerMetrics {
     /// An empty registry for worker `worker` (the value of its `worker` label).
     pub fn new(worker: usize) -> Self {
-        Self { worker, routes: Named::default(), clusters: Named::default(), classes: Default::default() }
+        Self {
+            worker,
+            routes: Named::default(),
+            clusters: Named::default(),
+            splits: Named::default(),
+            classes: Default::default(),
+        }
     }
 
     /// Counts a request of priority class `class`. Owning worker only.
@@ -228,6 +301,28 @@ impl WorkerMetrics {
     pub fn retain(&self, routes: &[&str], clusters: &[&str]) {
         self.routes.retain(routes);
         self.clusters.retain(clusters);
+    }
+
+    /// The split decisions of route `route` for cluster `cluster`, created on first use and
+    /// kept until [`Self::retain_splits`] drops the pair.
+    pub fn split(&self, route: &str, cluster: &str) -> Arc<SplitMetrics> {
+        self.splits.get_or_create(&format!("{route}/{cluster}"))
+    }
+
+    /// Drops the split series of (route, cluster) pairs not listed here.
+    pub fn retain_splits(&self, pairs: &[(&str, &str)]) {
+        let keys: Vec<String> = pairs.iter().map(|(r, c)| format!("{r}/{c}")).collect();
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        self.splits.retain(&keys);
+    }
+
+    /// Every split series as (route, cluster, metrics), sorted by route, then cluster.
+    pub fn splits(&self) -> Vec<(String, String, Arc<SplitMetrics>)> {
+        self.splits
+            .list()
+            .into_iter()
+            .filter_map(|(key, m)| key.split_once('/').map(|(r, c)| (r.to_owned(), c.to_owned(), m)))
+            .collect()
     }
 
     /// Every route's metrics, sorted by name.

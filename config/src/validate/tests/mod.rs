@@ -11,6 +11,7 @@ mod retry;
 mod routes;
 mod server;
 mod tls;
+mod traffic;
 
 use crate::{parse, Config};
 

@@ -61,8 +61,12 @@ pub async fn forward(
         return;
     };
     cluster.note_request();
+    let method = req.parts.method.as_str().as_bytes();
     // A streamed body is not kept: a try that sent (part of) it is not retried.
     let no_body = req.body.is_end_stream();
+    crate::proxy::mirror::start(worker, local, ex.route, method, no_body, |out| {
+        write_head(out, local, &req, &ex.request_id);
+    });
     let mut retries = Retries::new(&action.retry, is_idempotent(&req.parts.method), no_body);
     let propagate = (ex.deadline.grpc, server.deadline_header.as_deref());
     let mut req = req;

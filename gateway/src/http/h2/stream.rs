@@ -101,6 +101,8 @@ async fn serve(
     }
     match local.snap.config.routes.get(index).map(|r| &r.action) {
         Some(Action::Proxy(p)) => {
+            // Before admission, which is per cluster: a split route's target decides the cluster.
+            let p = crate::route::split::action(local, index, p, &parts.headers, &worker.rng);
             let Some(deadline) = crate::proxy::request_deadline(worker, started, p, ex.deadline) else {
                 reply(worker, respond, ex, 504, &[("x-gateway-reason".to_owned(), "deadline".to_owned())], is_head);
                 return;

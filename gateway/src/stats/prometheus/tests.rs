@@ -41,6 +41,9 @@ fn two_workers_render_valid_and_complete() {
     cluster.reuse();
     cluster.failure(FailureReason::Reset);
     m0.cluster("backend");
+    m1.split("api", "backend").count(super::super::series::SplitReason::Sticky);
+    route.mirror(super::super::series::MirrorResult::Dropped);
+    route.mirror(super::super::series::MirrorResult::Mirrored);
 
     let recorder = ProcessRecorder::new();
     ::metrics::with_local_recorder(recorder.recorder(), || {
@@ -87,6 +90,11 @@ fn two_workers_render_valid_and_complete() {
         0.0
     );
     assert_eq!(v("gateway_requests_total", &[("worker", "0")]), 5.0);
+    let split = [("route", "api"), ("cluster", "backend"), ("reason", "sticky"), ("worker", "1")];
+    assert_eq!(v("gateway_route_split_decisions_total", &split), 1.0);
+    let mirror = |result| [("route", odd_route), ("result", result), ("worker", "0")];
+    assert_eq!(v("gateway_route_mirror_requests_total", &mirror("dropped")), 1.0);
+    assert_eq!(v("gateway_route_mirror_requests_total", &mirror("failed")), 0.0);
     assert_eq!(v("gateway_requests_total", &[("worker", "1")]), 0.0);
     assert_eq!(v("gateway_responses_total", &[("class", "2xx"), ("worker", "0")]), 1.0);
     assert_eq!(v("gateway_responses_total", &[("class", "5xx"), ("worker", "1")]), 1.0);

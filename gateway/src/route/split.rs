@@ -1,0 +1,159 @@
+//! Choosing the cluster of a request on a route with a split (or pins): the first matching pin,
+//! else the target that the sticky key's stable hash falls on, else a target at random by
+//! weight. Chosen at dispatch, before admission (which is per cluster); the forwarders only see
+//! the chosen target's [`ProxyAction`].
+
+use gateway_config::{ProxyAction, Split, StickyKey};
+
+use crate::http::conn::{request_scratch, Downstream};
+use crate::http::h1::HeadScratch;
+use crate::runtime::worker::{Local, Worker};
+use crate::stats::metrics::SplitReason;
+use crate::upstream::balancer::XorShift;
+
+/// A request's header fields, as the split looks at them.
+pub trait Headers {
+    /// Calls `f` on each value of field `name` (lower-case), in order, until it returns true;
+    /// whether one did.
+    fn any_value(&self, name: &str, f: &mut dyn FnMut(&[u8]) -> bool) -> bool;
+}
+
+/// An HTTP/1.1 head: the buffer it was parsed from and its field ranges.
+pub struct H1Headers<'a> {
+    pub buf: &'a [u8],
+    pub scratch: &'a HeadScratch,
+}
+
+/// The action for a request on route `index` of an HTTP/1.1 connection: `proxy` (the route's
+/// own) unless the route splits, then the chosen target's (counted per route and cluster).
+pub fn h1_action<'a>(
+    worker: &Worker,
+    conn: &Downstream,
+    local: &'a Local,
+    index: usize,
+    proxy: &'a ProxyAction,
+) -> &'a ProxyAction {
+    if local.snap.config.routes.get(index).is_none_or(|r| r.split.is_none()) {
+        return proxy;
+    }
+    let scratch = request_scratch(worker, conn, &local.snap.config.server);
+    let headers = H1Headers { buf: conn.rbuf.get(conn.rpos..).unwrap_or_default(), scratch: &scratch };
+    action(local, index, proxy, &headers, &worker.rng)
+}
+
+/// The action for a request on route `index`: `proxy` (the route's own) unless the route
+/// splits, then the chosen target's (counted per route and cluster).
+pub fn action<'a>(
+    local: &'a Local,
+    index: usize,
+    proxy: &'a ProxyAction,
+    headers: &impl Headers,
+    rng: &XorShift,
+) -> &'a ProxyAction {
+    let Some(split) = local.snap.config.routes.get(index).and_then(|r| r.split.as_ref()) else { return proxy };
+    let (target, reason) = choose(split, headers, rng);
+    if let Some(m) = local.traffic.get(index).and_then(|t| t.splits.get(target)) {
+        m.count(reason);
+    }
+    split.targets.get(target).map_or(proxy, |t| &t.action)
+}
+
+/// The index of the target in `split.targets` that serves a request, and why.
+pub fn choose(split: &Split, headers: &impl Headers, rng: &XorShift) -> (usize, SplitReason) {
+    for pin in &split.pins {
+        let want = pin.value.as_deref().map(str::as_bytes);
+        if headers.any_value(&pin.header, &mut |v| want.is_none_or(|w| v == w)) {
+            return (pin.target, SplitReason::Pin);
+        }
+    }
+    let total: u64 = split.targets.iter().map(|t| u64::from(t.weight)).sum();
+    if total == 0 {
+        // Never as loaded (some weight is above 0).
+        return (0, SplitReason::Weight);
+    }
+    match split.sticky.as_ref().and_then(|key| sticky_hash(key, headers)) {
+        Some(hash) => (by_weight(split, scale(hash, total)), SplitReason::Sticky),
+        None => (by_weight(split, scale(rng.next_u64(), total)), SplitReason::Weight),
+    }
+}
+
+/// A stable 64-bit hash of a sticky key: FNV-1a followed by the SplitMix64 finalizer (so every
+/// bit of the key reaches the high bits [`scale`] uses). The same everywhere and forever: no
+/// per-process seed, so one user lands on one target in every worker and every gateway.
+pub fn stable_hash(key: &[u8]) -> u64 {
+    let mut z = crate::snapshot::fnv1a64(key);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// `hash` mapped uniformly onto `0..total` by multiply-shift (`total` > 0).
+fn scale(hash: u64, total: u64) -> u64 {
+    ((u128::from(hash) * u128::from(total)) >> 64) as u64
+}
+
+/// The target whose cumulative weight range holds `point` (`point` < the sum of the weights).
+fn by_weight(split: &Split, point: u64) -> usize {
+    let mut upper = 0u64;
+    for (i, t) in split.targets.iter().enumerate() {
+        upper += u64::from(t.weight);
+        if point < upper {
+            return i;
+        }
+    }
+    0
+}
+
+/// The hash of the request's sticky key; `None` when it has none (or an empty one).
+fn sticky_hash(key: &StickyKey, headers: &impl Headers) -> Option<u64> {
+    let mut hash = None;
+    match key {
+        StickyKey::Header(name) => {
+            // The first field line decides, even when it is empty (no key).
+            headers.any_value(name, &mut |v| {
+                hash = (!v.is_empty()).then(|| stable_hash(v));
+                true
+            });
+        }
+        StickyKey::Cookie(name) => {
+            headers.any_value("cookie", &mut |v| match cookie_value(v, name.as_bytes()) {
+                Some(value) => {
+                    hash = (!value.is_empty()).then(|| stable_hash(value));
+                    true
+                }
+                None => false,
+            });
+        }
+    }
+    hash
+}
+
+/// The value of cookie `name` in a `Cookie` field value (`a=1; b=2`), as sent.
+fn cookie_value<'a>(field: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+    field.split(|&b| b == b';').find_map(|pair| {
+        let pair = pair.trim_ascii();
+        let eq = pair.iter().position(|&b| b == b'=')?;
+        let (n, v) = (pair.get(..eq)?, pair.get(eq + 1..)?);
+        (n.trim_ascii() == name).then(|| v.trim_ascii())
+    })
+}
+
+impl Headers for H1Headers<'_> {
+    fn any_value(&self, name: &str, f: &mut dyn FnMut(&[u8]) -> bool) -> bool {
+        self.scratch
+            .headers()
+            .iter()
+            .filter(|h| h.name(self.buf).eq_ignore_ascii_case(name.as_bytes()))
+            .any(|h| f(h.value(self.buf)))
+    }
+}
+
+impl Headers for http::HeaderMap {
+    fn any_value(&self, name: &str, f: &mut dyn FnMut(&[u8]) -> bool) -> bool {
+        self.get_all(name).iter().any(|v| f(v.as_bytes()))
+    }
+}
+
+#[cfg(test)]
+#[path = "split_tests.rs"]
+mod tests;

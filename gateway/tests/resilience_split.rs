@@ -305,7 +305,8 @@ mirror = { cluster = "shadow" }
         let gw = start(d, 1, routes, &[("primary", primary), ("shadow", shadow)]);
         let mut c = Client::new(gw.addr);
         for i in 0..20 {
-            let r = c.get(&format!("/get/{i}?q=1"), "x-user: u\r\n");
+            // A client cannot pass itself off as a copy: its marker is never forwarded.
+            let r = c.get(&format!("/get/{i}?q=1"), "x-user: u\r\nx-gateway-mirror: forged\r\n");
             assert_eq!((r.status, r.text().as_str()), (200, "primary"), "{d}: the client sees the primary");
         }
         // A POST with a body is not mirrored, nor is a method outside the default list.
@@ -331,6 +332,7 @@ mirror = { cluster = "shadow" }
         assert_eq!(lines, expected, "{d}: one copy of each GET, none of POST or DELETE");
         for head in seen_shadow.heads() {
             assert!(head.contains("\r\nx-gateway-mirror: 1\r\n"), "{d}: marked: {head}");
+            assert!(!head.contains("forged"), "{d}: the client's marker is dropped: {head}");
             assert!(head.to_ascii_lowercase().contains("\r\nhost: split.test\r\n"), "{d}: host kept: {head}");
             assert!(head.contains("\r\nx-user: u\r\n") || !head.contains("/get/"), "{d}: {head}");
         }

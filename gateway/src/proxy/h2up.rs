@@ -56,6 +56,7 @@ pub fn forward_headers<'h>(
             || n == "x-request-id"
             || n == "expect"
             || fwd.strip.is_some_and(|h| n.eq_ignore_ascii_case(h))
+            || n == super::mirror::MARKER_NAME
             || fwd.identity.is_some_and(|(h, _)| n.eq_ignore_ascii_case(h))
         {
             continue;

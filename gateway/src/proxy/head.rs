@@ -64,6 +64,7 @@ pub fn build_request_head(
             || name.eq_ignore_ascii_case(b"x-request-id")
             || ids.strip.is_some_and(|h| name.eq_ignore_ascii_case(h.as_bytes()))
             || crate::http::deadline::Incoming::is_deadline_field(name, ids.deadline_header)
+            || name.eq_ignore_ascii_case(super::mirror::MARKER_NAME.as_bytes())
             || ids.identity.is_some_and(|(h, _)| name.eq_ignore_ascii_case(h.as_bytes()))
             || is_xff(name)
         {

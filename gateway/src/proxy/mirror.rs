@@ -14,7 +14,7 @@
 //! primary's endpoint then speaks HTTP/1.1 or HTTP/2), and the HTTP/2 forwarder once an
 //! endpoint was picked, with its HTTP/1.1 head writer (again whatever the primary speaks). A
 //! shadow cluster always speaks HTTP/1.1 (validated). A client's own `x-gateway-mirror` field is
-//! passed on as it is, to the primary and in the copy.
+//! never forwarded (to the primary or in the copy): only the gateway's copies carry it.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -35,6 +35,10 @@ use crate::upstream::{EndpointState, Outcome, UpConn};
 
 /// The field line added to every copy, so the shadow (and its logs) can tell copies apart.
 pub const MARKER: &[u8] = b"x-gateway-mirror: 1\r\n";
+
+/// The marker's field name: never taken from a client (stripped when forwarding), so that only
+/// the gateway's copies carry it.
+pub const MARKER_NAME: &str = "x-gateway-mirror";
 
 /// Mirrors the request on route `route` if the route has a mirror that takes it: `method` as
 /// sent, `no_body` when the request has no body, `write_head` writes the HTTP/1.1 request head

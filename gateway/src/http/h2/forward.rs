@@ -363,6 +363,7 @@ fn write_head(out: &mut Vec<u8>, local: &Local, req: &Request<'_>, request_id: &
             || n == "expect"
             || strip_priority.is_some_and(|h| n.eq_ignore_ascii_case(h))
             || crate::http::deadline::Incoming::is_deadline_field(n.as_bytes(), deadline_header)
+            || n == crate::proxy::mirror::MARKER_NAME
             || identity.is_some_and(|h| n.eq_ignore_ascii_case(h))
         {
             continue;

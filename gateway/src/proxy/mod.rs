@@ -125,7 +125,9 @@ pub async fn forward(
         worker.buffers.give(wbuf);
         return fail(worker, conn, local, 503).await;
     };
-    let Some(inflight) = cluster.pick(&worker.rng) else {
+    let Some(inflight) =
+        cluster.pick_with(&worker.rng, crate::upstream::hashkey::h1(worker, conn, base, server, cluster))
+    else {
         worker.buffers.give(wbuf);
         return fail(worker, conn, local, 503).await;
     };

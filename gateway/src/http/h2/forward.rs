@@ -56,7 +56,9 @@ pub async fn forward(
         super::stream::reply(worker, respond, ex, 503, &[], is_head);
         return;
     };
-    let Some(inflight) = cluster.pick(&worker.rng) else {
+    let Some(inflight) =
+        cluster.pick_with(&worker.rng, crate::upstream::hashkey::h2(req.parts, &req.ctx.peer_ip, cluster))
+    else {
         super::stream::reply(worker, respond, ex, 503, &[], is_head);
         return;
     };

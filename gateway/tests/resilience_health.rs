@@ -14,8 +14,12 @@ use switch_origin::{SwitchOrigin, FAIL_5XX, HEALTH_503, OK, REFUSE};
 /// A gateway whose one route proxies to cluster `c` of `origins`; `cluster` holds more keys
 /// of the cluster (inline keys first, then sub-tables).
 fn gateway(driver: &str, workers: usize, origins: &[SwitchOrigin], cluster: &str) -> TestGateway {
+    TestGateway::start(&config_text(driver, workers, origins, cluster))
+}
+
+fn config_text(driver: &str, workers: usize, origins: &[SwitchOrigin], cluster: &str) -> String {
     let endpoints: Vec<String> = origins.iter().map(|o| format!("\"{}\"", o.addr)).collect();
-    TestGateway::start(&format!(
+    format!(
         r#"
 [server]
 workers = {workers}
@@ -40,7 +44,7 @@ connect_timeout = "500ms"
 {cluster}
 "#,
         endpoints.join(", ")
-    ))
+    )
 }
 
 fn origins(n: usize) -> Vec<SwitchOrigin> {
@@ -202,6 +206,34 @@ fn health_checks_take_an_endpoint_out_and_back() {
             assert!(metrics.contains(&line), "{line}\n{metrics}");
         }
     });
+}
+
+#[test]
+fn reloads_keep_health_and_the_checker_follows_the_config() {
+    let o = origins(3);
+    let gw = gateway("epoll", 1, &o[..2], HEALTH);
+    let health = |i| endpoint(&gw, i)["health"].as_str().unwrap_or_default().to_owned();
+    o[0].set(HEALTH_503);
+    assert!(wait_until(Duration::from_secs(5), || health(0) == "unhealthy" && health(1) == "healthy"));
+    let apply = |origins: &[SwitchOrigin]| {
+        let config = gateway_config::parse(&config_text("epoll", 1, origins, HEALTH), "<test>").unwrap();
+        gw.gw.as_ref().unwrap().apply(config).unwrap();
+    };
+    // A new endpoint rebuilds the worker's cluster state: o0's health stays, o2 starts healthy.
+    apply(&o);
+    let before = hits(&o);
+    assert!(send(&gw, 20).iter().all(|&s| s == 200));
+    let got: Vec<u64> = hits(&o).iter().zip(&before).map(|(a, b)| a - b).collect();
+    assert_eq!((got[0], got[1] + got[2]), (0, 20), "o0 is still unhealthy after the reload: {got:?}");
+    assert!(got[2] > 0, "the new endpoint starts healthy: {got:?}");
+    assert!(wait_until(Duration::from_secs(5), || o[2].health_hits() >= 2), "the new endpoint is checked");
+    assert_eq!(health(0), "unhealthy");
+    // A removed endpoint is no longer checked.
+    apply(&[SwitchOrigin::start("unused"), SwitchOrigin::start("unused2")]);
+    std::thread::sleep(Duration::from_millis(200));
+    let checks = o[1].health_hits();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(o[1].health_hits() <= checks + 1, "checks of a removed endpoint stop");
 }
 
 #[test]

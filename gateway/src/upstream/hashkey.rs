@@ -59,14 +59,18 @@ pub fn h1(
 
 /// Pick hints for an HTTP/2 request (see [`h1`]); `peer_ip` is the client address as text.
 pub fn h2(parts: &http::request::Parts, peer_ip: &[u8], cluster: &ClusterState) -> PickHints {
-    let Some(key) = &cluster.settings.hash_key else { return PickHints::default() };
+    let hash = cluster.settings.hash_key.as_ref().and_then(|key| h2_hash(key, parts, peer_ip));
+    PickHints { hash, avoid: None }
+}
+
+/// The hash of `key` in an HTTP/2 request, `None` when the request lacks it.
+fn h2_hash(key: &HashKey, parts: &http::request::Parts, peer_ip: &[u8]) -> Option<u64> {
     let fields = parts.headers.iter().map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()));
-    let hash = match key {
+    match key {
         HashKey::ClientIp => Some(hash_bytes(peer_ip)),
         HashKey::Header(name) => header(fields, name.as_bytes()),
         HashKey::Cookie(name) => cookie(fields, name.as_bytes()),
-    };
-    PickHints { hash, avoid: None }
+    }
 }
 
 /// The hash of the first field named `name` (case-insensitive).
@@ -119,5 +123,21 @@ mod tests {
         assert_eq!(cookie(fields.iter().copied(), b"theme"), Some(hash_bytes(b"dark")));
         assert_eq!(cookie(fields.iter().copied(), b"Session"), None);
         assert_eq!(cookie(fields.iter().copied(), b"sess"), None);
+    }
+
+    #[test]
+    fn http2_requests_hash_like_http1() {
+        let (parts, ()) = http::Request::builder()
+            .header("x-user", "alice")
+            .header("cookie", "a=1")
+            .header("cookie", "session=s1")
+            .body(())
+            .unwrap_or_else(|_| unreachable!())
+            .into_parts();
+        let ip = b"192.0.2.7";
+        assert_eq!(h2_hash(&HashKey::ClientIp, &parts, ip), Some(hash_bytes(ip)));
+        assert_eq!(h2_hash(&HashKey::Header("x-user".into()), &parts, ip), Some(hash_bytes(b"alice")));
+        assert_eq!(h2_hash(&HashKey::Cookie("session".into()), &parts, ip), Some(hash_bytes(b"s1")));
+        assert_eq!(h2_hash(&HashKey::Header("x-none".into()), &parts, ip), None);
     }
 }

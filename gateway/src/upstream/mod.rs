@@ -423,3 +423,6 @@ impl Drop for InFlight {
         }
     }
 }
+
+#[cfg(test)]
+mod pick_tests;

@@ -1,0 +1,103 @@
+//! `ClusterState::pick_with` over every balancer: eligibility (active health and outlier
+//! ejection), `avoid`, `all_unhealthy`, and the outcomes `InFlight::record` feeds back.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+use super::*;
+
+const BALANCERS: [&str; 4] = ["p2c", "round_robin", "peak_ewma", "maglev\"\nhash_key = \"client_ip"];
+
+fn cluster(registry: &HealthRegistry, n: usize, keys: &str) -> Rc<ClusterState> {
+    let endpoints: Vec<String> = (0..n).map(|i| format!("\"127.0.0.1:{}\"", 9000 + i)).collect();
+    let text = format!(
+        "[[listeners]]\nname = \"l\"\naddress = \"127.0.0.1:8080\"\n[[clusters]]\nname = \"c\"\nendpoints = [{}]\n{keys}\n",
+        endpoints.join(", ")
+    );
+    let config = gateway_config::parse(&text, "<test>").unwrap();
+    let policy = crate::admission::policy(&config);
+    Rc::new(ClusterState::new(&config.clusters[0], policy, registry, Arc::default()))
+}
+
+fn mark_unhealthy(registry: &HealthRegistry, i: usize) {
+    let h = registry.endpoint("c", format!("127.0.0.1:{}", 9000 + i).parse().unwrap());
+    h.record(false, None, 1, 1);
+}
+
+fn picks(c: &Rc<ClusterState>, rng: &XorShift, hints: impl Fn(u64) -> PickHints, n: usize) -> Vec<usize> {
+    (0..n as u64).filter_map(|k| c.pick_with(rng, hints(k)).map(|f| f.index())).collect()
+}
+
+#[test]
+fn no_balancer_picks_an_unhealthy_or_ejected_endpoint() {
+    for balancer in BALANCERS {
+        let registry = HealthRegistry::default();
+        let c =
+            cluster(&registry, 4, &format!("balancer = \"{balancer}\"\noutlier_detection = {{ consecutive_5xx = 1 }}"));
+        let rng = XorShift::new(17);
+        mark_unhealthy(&registry, 1);
+        // A 5xx on endpoint 2 ejects it (floor(4 x 50%) = 2 may be ejected).
+        let f = loop {
+            let f = c.pick_with(&rng, PickHints::default()).unwrap();
+            if f.index() == 2 {
+                break f;
+            }
+        };
+        f.record(Outcome::Response(503));
+        drop(f);
+        let hash = |k: u64| PickHints { hash: Some(hashkey::mix64(k)), avoid: None };
+        let got = picks(&c, &rng, hash, 400);
+        assert_eq!(got.len(), 400, "{balancer}");
+        assert!(got.iter().all(|&i| i == 0 || i == 3), "{balancer}: {got:?}");
+        assert!(got.contains(&0) && got.contains(&3), "{balancer}");
+        // `avoid` is honoured while another eligible endpoint exists.
+        let away = picks(&c, &rng, |k| PickHints { hash: Some(k), avoid: Some(0) }, 50);
+        assert!(away.iter().all(|&i| i == 3), "{balancer}: {away:?}");
+    }
+}
+
+#[test]
+fn all_unhealthy_fails_or_panics() {
+    for balancer in BALANCERS {
+        let registry = HealthRegistry::default();
+        let fail = cluster(&registry, 2, &format!("balancer = \"{balancer}\""));
+        mark_unhealthy(&registry, 0);
+        mark_unhealthy(&registry, 1);
+        let rng = XorShift::new(5);
+        assert!(fail.pick_with(&rng, PickHints { hash: Some(1), avoid: None }).is_none(), "{balancer}");
+        let panic = cluster(&registry, 2, &format!("balancer = \"{balancer}\"\nall_unhealthy = \"panic\""));
+        let got = picks(&panic, &rng, |k| PickHints { hash: Some(hashkey::mix64(k)), avoid: None }, 100);
+        assert_eq!(got.len(), 100, "{balancer}");
+        assert_eq!(panic.metrics.panic_picks(), 100, "{balancer}");
+        assert!(!panic.panic.get(), "the panic flag is cleared after the pick");
+    }
+}
+
+#[test]
+fn maglev_clusters_built_apart_agree_and_skip_only_the_ineligible() {
+    let keys = "balancer = \"maglev\"\nhash_key = \"header:x-user\"";
+    let (ra, rb) = (HealthRegistry::default(), HealthRegistry::default());
+    let (a, b) = (cluster(&ra, 5, keys), cluster(&rb, 5, keys));
+    let rng = XorShift::new(1);
+    let hints = |k: u64| PickHints { hash: Some(hashkey::mix64(k)), avoid: None };
+    let before = picks(&a, &rng, hints, 2000);
+    assert_eq!(before, picks(&b, &rng, hints, 2000));
+    mark_unhealthy(&rb, 3);
+    let after = picks(&b, &rng, hints, 2000);
+    for (x, y) in before.iter().zip(&after) {
+        assert!(*y != 3 && (x == y || *x == 3), "{x} -> {y}");
+    }
+}
+
+#[test]
+fn peak_ewma_learns_from_recorded_outcomes() {
+    let registry = HealthRegistry::default();
+    let c = cluster(&registry, 2, "balancer = \"peak_ewma\"");
+    let rng = XorShift::new(9);
+    // Endpoint 0 fails (counted as a slow try); endpoint 1 answers.
+    for _ in 0..20 {
+        let f = c.pick_with(&rng, PickHints::default()).unwrap();
+        f.record(if f.index() == 0 { Outcome::ConnectFailure } else { Outcome::Response(200) });
+    }
+    let got = picks(&c, &rng, |_| PickHints::default(), 100);
+    assert!(got.iter().filter(|&&i| i == 1).count() >= 95, "{got:?}");
+}

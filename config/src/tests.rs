@@ -296,6 +296,19 @@ fn full_example_sets_every_key() {
         "protocol",
         "tls",
         "sni",
+        "all_unhealthy",
+        "outlier_detection",
+        "consecutive_5xx",
+        "consecutive_gateway_errors",
+        "base_ejection_time",
+        "max_ejection_time",
+        "max_ejection_percent",
+        "health_check",
+        "interval",
+        "healthy_threshold",
+        "unhealthy_threshold",
+        "expected_statuses",
+        "hash_key",
     ] {
         let set = text.lines().any(|line| {
             let line = line.trim_start();
@@ -309,6 +322,8 @@ fn full_example_sets_every_key() {
     let config = parse(&text, "full.toml").unwrap();
     assert!(config.routes.iter().any(|r| matches!(r.action, Action::Redirect(_))));
     assert!(config.clusters.iter().any(|c| c.balancer == Balancer::RoundRobin));
+    assert!(config.clusters.iter().any(|c| c.balancer == Balancer::Maglev && c.hash_key.is_some()));
+    assert!(config.clusters.iter().any(|c| c.health_check.is_some()));
     let overload = &config.overload;
     assert_eq!(overload.priority_header.as_deref(), Some("x-gateway-priority"));
     assert!(overload.trusted_sources.iter().any(|c| c.contains("10.1.2.3".parse().unwrap())));

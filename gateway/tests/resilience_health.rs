@@ -237,6 +237,38 @@ fn reloads_keep_health_and_the_checker_follows_the_config() {
 }
 
 #[test]
+fn health_checks_speak_tls_to_tls_clusters() {
+    let pki = common::tls::TestPki::new();
+    let (chain, key) = pki.leaf(&["origin.test"]);
+    let dir = common::tls::temp_dir("resilience-tls");
+    let ca = pki.write(&dir, "ca.pem", &pki.ca_pem());
+    let server = {
+        use rustls_pki_types::pem::PemObject;
+        let certs: Vec<_> =
+            rustls_pki_types::CertificateDer::pem_slice_iter(chain.as_bytes()).map(Result::unwrap).collect();
+        let key = rustls_pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
+        let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .unwrap();
+        std::sync::Arc::new(config)
+    };
+    let o = vec![SwitchOrigin::start_with("tls", Some(server))];
+    let keys = format!("tls = {{ sni = \"origin.test\", ca = \"{}\" }}\n{HEALTH}", ca.display());
+    let gw = gateway("epoll", 1, &o, &keys);
+    let health = || endpoint(&gw, 0)["active_health"].clone();
+    assert!(wait_until(Duration::from_secs(5), || health()["last_status"] == 200), "{}", health());
+    assert_eq!(health()["health"], "healthy");
+    assert_eq!(send(&gw, 1), [200], "the route works over TLS too");
+    o[0].set(HEALTH_503);
+    assert!(wait_until(Duration::from_secs(5), || health()["health"] == "unhealthy"), "{}", health());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn all_unhealthy_fails_fast_or_panics_as_configured() {
     for (mode, expected) in [("fail", 503), ("panic", 200)] {
         let o = origins(1);

@@ -2,8 +2,8 @@
 //! `AtomicU8` the test switches, and it counts the requests it served (health checks apart).
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -34,11 +34,16 @@ struct State {
 
 impl SwitchOrigin {
     pub fn start(name: &str) -> Self {
+        Self::start_with(name, None)
+    }
+
+    /// An origin speaking HTTP/1.1 over TLS with `tls`.
+    pub fn start_with(name: &str, tls: Option<Arc<rustls::ServerConfig>>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let state = Arc::new(State::default());
         let (s, n) = (Arc::clone(&state), name.to_owned());
-        std::thread::spawn(move || accept_loop(Some(listener), addr, &n, &s));
+        std::thread::spawn(move || accept_loop(Some(listener), addr, &n, &s, tls.as_ref()));
         Self { addr, name: name.to_owned(), state }
     }
 
@@ -67,7 +72,13 @@ impl Drop for SwitchOrigin {
     }
 }
 
-fn accept_loop(mut listener: Option<TcpListener>, addr: SocketAddr, name: &str, state: &Arc<State>) {
+fn accept_loop(
+    mut listener: Option<TcpListener>,
+    addr: SocketAddr,
+    name: &str,
+    state: &Arc<State>,
+    tls: Option<&Arc<rustls::ServerConfig>>,
+) {
     while !state.stop.load(SeqCst) {
         let refuse = state.mode.load(SeqCst) == REFUSE;
         match (&listener, refuse) {
@@ -83,18 +94,23 @@ fn accept_loop(mut listener: Option<TcpListener>, addr: SocketAddr, name: &str, 
         match l.accept() {
             Ok((stream, _)) => {
                 let (s, n) = (Arc::clone(state), name.to_owned());
-                std::thread::spawn(move || serve(stream, &n, &s));
+                stream.set_nonblocking(false).unwrap();
+                stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                match tls {
+                    None => std::thread::spawn(move || serve(stream, &n, &s)),
+                    Some(config) => {
+                        let conn = rustls::ServerConnection::new(Arc::clone(config)).unwrap();
+                        std::thread::spawn(move || serve(rustls::StreamOwned::new(conn, stream), &n, &s))
+                    }
+                };
             }
             Err(_) => std::thread::sleep(Duration::from_millis(2)),
         }
     }
 }
 
-fn serve(stream: TcpStream, name: &str, state: &State) {
-    stream.set_nonblocking(false).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut out = stream;
+fn serve(stream: impl Read + Write, name: &str, state: &State) {
+    let mut reader = BufReader::new(stream);
     loop {
         let mut head = String::new();
         loop {
@@ -127,7 +143,8 @@ fn serve(stream: TcpStream, name: &str, state: &State) {
         }
         let close = head.to_ascii_lowercase().contains("connection: close");
         let response = format!("HTTP/1.1 {status} X\r\ncontent-length: {}\r\n\r\n{name}", name.len());
-        if out.write_all(response.as_bytes()).is_err() || close {
+        let out = reader.get_mut();
+        if out.write_all(response.as_bytes()).and_then(|()| out.flush()).is_err() || close {
             return;
         }
     }

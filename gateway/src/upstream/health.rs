@@ -144,8 +144,8 @@ impl HealthRegistry {
     }
 
     /// Drops the entries `keep` refuses (endpoints no longer configured).
-    pub fn retain(&self, mut keep: impl FnMut(&HealthKey) -> bool) {
-        self.entries.lock().unwrap_or_else(PoisonError::into_inner).retain(|k, _| keep(k));
+    pub fn retain(&self, mut keep: impl FnMut(&HealthKey, &Arc<EndpointHealth>) -> bool) {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner).retain(|k, v| keep(k, v));
     }
 
     /// The entry of `key`, if any.
@@ -195,7 +195,7 @@ mod tests {
         let first = r.endpoint("c", a);
         assert!(Arc::ptr_eq(&first, &r.endpoint("c", a)));
         assert!(!Arc::ptr_eq(&first, &r.endpoint("d", a)));
-        r.retain(|k| k.0 == "d");
+        r.retain(|k, _| k.0 == "d");
         assert!(r.get("c", a).is_none() && r.get("d", a).is_some());
     }
 }

@@ -30,6 +30,9 @@ use crate::runtime::Shared;
 
 /// How often the checker looks for a new config version and for shutdown.
 const TICK: Duration = Duration::from_millis(100);
+/// How often (in ticks) registry entries of endpoints no longer configured are dropped again
+/// (an entry still held by a worker's cluster state or a stopping task survives a sweep).
+const SWEEP_TICKS: u64 = 50;
 /// The longest status line read (and the read buffer's size).
 const MAX_STATUS_LINE: usize = 1024;
 
@@ -64,11 +67,17 @@ async fn run(shared: Arc<Shared>) {
     let mut version = None;
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(7, |d| d.as_nanos() as u64);
     let rng = XorShift::new(seed);
+    let mut keep = HashSet::new();
+    let mut ticks: u64 = 0;
     while !shared.draining.load(Ordering::Acquire) {
         let snap = shared.snapshot.load_full();
         if version != Some(snap.version) {
             version = Some(snap.version);
-            reconcile(&shared.health, &snap.config, &mut tasks, &rng);
+            keep = reconcile(&shared.health, &snap.config, &mut tasks, &rng);
+        }
+        ticks += 1;
+        if ticks.is_multiple_of(SWEEP_TICKS) {
+            sweep(&shared.health, &keep);
         }
         monoio::time::sleep(TICK).await;
     }
@@ -77,8 +86,13 @@ async fn run(shared: Arc<Shared>) {
     }
 }
 
-/// Brings the tasks in line with `config` (see the module docs).
-fn reconcile(registry: &HealthRegistry, config: &Config, tasks: &mut HashMap<HealthKey, Task>, rng: &XorShift) {
+/// Brings the tasks in line with `config` (see the module docs); returns the configured keys.
+fn reconcile(
+    registry: &HealthRegistry,
+    config: &Config,
+    tasks: &mut HashMap<HealthKey, Task>,
+    rng: &XorShift,
+) -> HashSet<HealthKey> {
     let mut keep: HashSet<HealthKey> = HashSet::new();
     for cluster in &config.clusters {
         for endpoint in &cluster.endpoints {
@@ -88,8 +102,9 @@ fn reconcile(registry: &HealthRegistry, config: &Config, tasks: &mut HashMap<Hea
             let Some(check) = &cluster.health_check else {
                 if let Some(old) = tasks.remove(&key) {
                     old.stop.set(true);
-                    health.reset();
                 }
+                // Not checked: healthy, whatever an earlier config's checks found.
+                health.reset();
                 continue;
             };
             let spec = Spec {
@@ -118,7 +133,15 @@ fn reconcile(registry: &HealthRegistry, config: &Config, tasks: &mut HashMap<Hea
         }
         kept
     });
-    registry.retain(|key| keep.contains(key));
+    sweep(registry, &keep);
+    keep
+}
+
+/// Drops registry entries of endpoints not in `keep` that nothing else holds any more. An entry
+/// a worker already took for a config newer than `keep` is held by that worker, so it stays and
+/// the next reconcile finds it.
+fn sweep(registry: &HealthRegistry, keep: &HashSet<HealthKey>) {
+    registry.retain(|key, entry| keep.contains(key) || Arc::strong_count(entry) > 1);
 }
 
 async fn check_loop(

@@ -280,6 +280,15 @@ impl ClusterState {
     }
 }
 
+impl Drop for ClusterState {
+    /// A state replaced by a reload takes its ejections out of the (name-keyed) gauge.
+    fn drop(&mut self) {
+        for _ in 0..self.ejected.get() {
+            self.metrics.returned();
+        }
+    }
+}
+
 /// The HTTP/1.1 TLS config of a cluster, and the transport of its HTTP/2 connections (`None`:
 /// the cluster speaks HTTP/1.1 only). The files were checked when the config was loaded; a
 /// failure here (a file changed since) leaves the cluster without TLS and is logged.

@@ -31,6 +31,7 @@ log_level = "error"
 [[listeners]]
 name = "main"
 address = "127.0.0.1:0"
+protocols = ["http/1.1", "h2"]
 
 [[routes]]
 name = "default"
@@ -319,6 +320,17 @@ fn maglev_sends_one_key_to_one_origin_in_every_gateway() {
             owners.insert(owner);
         }
         assert!(owners.len() >= 2, "{d}: keys spread over the origins: {owners:?}");
+        // HTTP/2 requests hash the same key to the same origin.
+        let rt = clients::runtime();
+        rt.block_on(async {
+            let mut c = clients::h2_connect(first.addr, None).await;
+            for user in 0..10 {
+                let mut req = clients::h2_get("http", "a", "/x");
+                req.headers_mut().insert("x-user", format!("user-{user}").parse().unwrap());
+                let r = clients::h2_request(&mut c, req, None).await.unwrap();
+                assert_eq!(String::from_utf8(r.body).unwrap(), served(&second, user), "{d}: user-{user} over h2");
+            }
+        });
         // Requests without the key still get served (p2c).
         assert_eq!(send(&first, 5), [200; 5]);
     });

@@ -277,11 +277,21 @@ fn all_unhealthy_fails_fast_or_panics_as_configured() {
         let gw = gateway("epoll", 1, &o, &format!("all_unhealthy = \"{mode}\"\n{HEALTH}"));
         assert!(wait_until(Duration::from_secs(5), || endpoint(&gw, 0)["health"] == "unhealthy"), "{mode}");
         let started = Instant::now();
-        assert_eq!(send(&gw, 1), [expected], "{mode}");
+        let r = get(gw.addr, "/x");
         assert!(started.elapsed() < Duration::from_millis(500), "{mode}: fast");
-        assert_eq!(o[0].hits(), u64::from(expected == 200), "{mode}");
-        let panics =
-            format!(r#"gateway_cluster_panic_picks_total{{cluster="c",worker="0"}} {}"#, u8::from(mode == "panic"));
+        assert_eq!(r.status, expected, "{mode}");
+        let reason = (expected == 503).then_some("no-healthy-upstream");
+        assert_eq!(r.header("x-gateway-reason"), reason, "{mode}");
+        let h2 = clients::runtime().block_on(async {
+            let mut c = clients::h2_connect(gw.addr, None).await;
+            clients::h2_request(&mut c, clients::h2_get("http", "a", "/x"), None).await.unwrap()
+        });
+        assert_eq!(h2.status, expected, "{mode} over h2");
+        assert_eq!(h2.headers.get("x-gateway-reason").map(|v| v.to_str().unwrap()), reason, "{mode} over h2");
+        // Nothing reached the origin, or both requests (HTTP/1.1 and HTTP/2) in panic mode.
+        let served = 2 * u64::from(expected == 200);
+        assert_eq!(o[0].hits(), served, "{mode}");
+        let panics = format!(r#"gateway_cluster_panic_picks_total{{cluster="c",worker="0"}} {served}"#);
         assert!(admin(&gw, "/metrics").text().contains(&panics), "{mode}");
     }
 }

@@ -129,7 +129,7 @@ pub async fn forward(
         cluster.pick_with(&worker.rng, crate::upstream::hashkey::h1(worker, conn, base, server, cluster))
     else {
         worker.buffers.give(wbuf);
-        return fail(worker, conn, local, 503).await;
+        return reply(worker, conn, local, head, 503, b"x-gateway-reason: no-healthy-upstream\r\n", true).await;
     };
     let Some(endpoint) = inflight.endpoint() else {
         worker.buffers.give(wbuf);

@@ -332,6 +332,12 @@ fn h2_settings(settings: &Cluster) -> h2pool::H2Settings {
     }
 }
 
+/// The header of the 503 answered when a cluster has no eligible endpoint
+/// (`all_unhealthy = "fail"`), for HTTP/2 replies.
+pub fn no_healthy_upstream() -> [(String, String); 1] {
+    [("x-gateway-reason".into(), "no-healthy-upstream".into())]
+}
+
 /// What the balancer may use beyond load.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct PickHints {

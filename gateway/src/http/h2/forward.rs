@@ -59,7 +59,7 @@ pub async fn forward(
     let Some(inflight) =
         cluster.pick_with(&worker.rng, crate::upstream::hashkey::h2(req.parts, &req.ctx.peer_ip, cluster))
     else {
-        super::stream::reply(worker, respond, ex, 503, &[], is_head);
+        super::stream::reply(worker, respond, ex, 503, &crate::upstream::no_healthy_upstream(), is_head);
         return;
     };
     let Some(endpoint) = inflight.endpoint() else {

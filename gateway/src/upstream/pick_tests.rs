@@ -101,3 +101,35 @@ fn peak_ewma_learns_from_recorded_outcomes() {
     let got = picks(&c, &rng, |_| PickHints::default(), 100);
     assert!(got.iter().filter(|&&i| i == 1).count() >= 95, "{got:?}");
 }
+
+proptest::proptest! {
+    /// Neither new balancer ever picks an ineligible endpoint; peak-EWMA finds one whenever one
+    /// exists (maglev may give up after its probes, and the cluster then falls back to p2c).
+    #[test]
+    fn new_balancers_never_pick_an_ineligible_endpoint(
+        spec in proptest::collection::vec((proptest::bool::ANY, 0u64..50), 1..10),
+        seed in proptest::num::u64::ANY,
+    ) {
+        let registry = HealthRegistry::default();
+        let c = cluster(&registry, spec.len(), "balancer = \"peak_ewma\"");
+        let m = maglev::Maglev::new(c.settings.endpoints.iter().map(|e| (e.name.as_str(), e.weight)));
+        let now = std::time::Instant::now();
+        for (i, (healthy, ms)) in spec.iter().enumerate() {
+            if !healthy {
+                mark_unhealthy(&registry, i);
+            }
+            c.endpoints[i].ewma.observe(std::time::Duration::from_millis(*ms), now, std::time::Duration::from_secs(10));
+        }
+        let rng = XorShift::new(seed);
+        let any = spec.iter().any(|s| s.0);
+        for k in 0..20 {
+            match ewma::pick(&c.endpoints, &rng, now, std::time::Duration::from_secs(10)) {
+                Some(i) => proptest::prop_assert!(spec[i].0),
+                None => proptest::prop_assert!(!any),
+            }
+            if let Some(i) = m.pick(&c.endpoints, hashkey::mix64(seed ^ k)) {
+                proptest::prop_assert!(spec[i].0);
+            }
+        }
+    }
+}

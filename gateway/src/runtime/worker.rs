@@ -147,7 +147,13 @@ impl Worker {
             .iter()
             .map(|c| {
                 current.clusters.iter().find(|old| old.settings == *c && old.policy == policy).cloned().unwrap_or_else(
-                    || Rc::new(ClusterState::new(c, policy, &self.shared.health, self.metrics.cluster(&c.name))),
+                    || {
+                        let state = ClusterState::new(c, policy, &self.shared.health, self.metrics.cluster(&c.name));
+                        if let Some(old) = current.clusters.iter().find(|old| old.settings.name == c.name) {
+                            state.take_over(old);
+                        }
+                        Rc::new(state)
+                    },
                 )
             })
             .collect::<Vec<_>>();

@@ -189,6 +189,12 @@ impl ClusterMetrics {
         self.ejected.inc();
     }
 
+    /// An endpoint ejected before a reload is still ejected in the rebuilt cluster state
+    /// (the old state's drop takes its count out). Owning worker only.
+    pub fn still_ejected(&self) {
+        self.ejected.inc();
+    }
+
     /// An ejected endpoint came back. Owning worker only.
     pub fn returned(&self) {
         self.ejected.sub(1);

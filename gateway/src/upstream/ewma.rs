@@ -53,6 +53,12 @@ impl PeakEwma {
         self.stamp.set(now);
     }
 
+    /// Takes over `old`'s estimate (the same endpoint in a cluster state rebuilt by a reload).
+    pub fn take_over(&self, old: &PeakEwma) {
+        self.estimate.set(old.estimate.get());
+        self.stamp.set(old.stamp.get());
+    }
+
     /// The estimate at `now` in nanoseconds (decayed since the last sample), `None` if never
     /// measured.
     pub fn decayed(&self, now: Instant, tau: Duration) -> Option<f64> {

@@ -82,6 +82,16 @@ impl OutlierState {
         self.times_ejected.get()
     }
 
+    /// Takes over `old`'s counters, ejection and multiplier (the same endpoint in a cluster
+    /// state rebuilt by a reload).
+    pub fn take_over(&self, old: &OutlierState) {
+        self.consecutive_5xx.set(old.consecutive_5xx.get());
+        self.consecutive_gateway.set(old.consecutive_gateway.get());
+        self.ejected_until.set(old.ejected_until.get());
+        self.times_ejected.set(old.times_ejected.get());
+        self.returned_at.set(old.returned_at.get());
+    }
+
     /// Counts `outcome`; returns the rule it trips, if any. Outcomes of requests that were in
     /// flight when the endpoint was ejected are ignored.
     fn observe(&self, outcome: Outcome, s: &OutlierDetection) -> Option<EjectReason> {

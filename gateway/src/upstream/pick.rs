@@ -64,6 +64,30 @@ impl ClusterState {
     }
 }
 
+impl ClusterState {
+    /// Takes over this worker's outlier state and latency estimates of `old`, the state of the
+    /// same cluster before a reload changed its settings, for the endpoints (by address) both
+    /// have: an ejected endpoint stays ejected until its time is up, whatever else changed.
+    /// Ejections beyond a lowered `max_ejection_percent` run out on their own.
+    pub fn take_over(&self, old: &ClusterState) {
+        let keep_ejections = self.settings.outlier_detection.enabled;
+        for e in &self.endpoints {
+            let Some(o) = old.endpoints.iter().find(|o| o.address == e.address) else { continue };
+            e.ewma.take_over(&o.ewma);
+            if !keep_ejections {
+                continue;
+            }
+            e.outlier.take_over(&o.outlier);
+            if e.outlier.is_ejected() {
+                self.ejected.set(self.ejected.get() + 1);
+                self.metrics.still_ejected();
+                e.gauge.ejected_until_ms.store(o.gauge.ejected_until_ms.load(Relaxed), Relaxed);
+            }
+            e.gauge.times_ejected.store(o.gauge.times_ejected.load(Relaxed), Relaxed);
+        }
+    }
+}
+
 impl Drop for ClusterState {
     /// A state replaced by a reload takes its ejections out of the (name-keyed) gauge.
     fn drop(&mut self) {

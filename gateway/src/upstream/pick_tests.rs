@@ -102,6 +102,46 @@ fn peak_ewma_learns_from_recorded_outcomes() {
     assert!(got.iter().filter(|&&i| i == 1).count() >= 95, "{got:?}");
 }
 
+#[test]
+fn a_rebuilt_cluster_state_keeps_ejections_by_address() {
+    let registry = HealthRegistry::default();
+    let metrics: Arc<ClusterMetrics> = Arc::default();
+    let build = |n: usize| {
+        let endpoints: Vec<String> = (0..n).map(|i| format!("\"127.0.0.1:{}\"", 9000 + i)).collect();
+        let text = format!(
+            "[[listeners]]\nname = \"l\"\naddress = \"127.0.0.1:8080\"\n[[clusters]]\nname = \"c\"\nendpoints = [{}]\n\
+             outlier_detection = {{ consecutive_gateway_errors = 1 }}\n",
+            endpoints.join(", ")
+        );
+        let config = gateway_config::parse(&text, "<test>").unwrap();
+        Rc::new(ClusterState::new(
+            &config.clusters[0],
+            crate::admission::policy(&config),
+            &registry,
+            Arc::clone(&metrics),
+        ))
+    };
+    let old = build(3);
+    let rng = XorShift::new(3);
+    let f = loop {
+        let f = old.pick_with(&rng, PickHints::default()).unwrap();
+        if f.index() == 1 {
+            break f;
+        }
+    };
+    f.record(Outcome::Reset);
+    drop(f);
+    assert_eq!(metrics.ejected(), 1);
+    // A reload adds an endpoint: the settings differ, the state is rebuilt and takes over.
+    let new = build(4);
+    new.take_over(&old);
+    drop(old);
+    assert_eq!(metrics.ejected(), 1, "the gauge counts the ejection once");
+    assert!(new.endpoints[1].outlier.is_ejected() && new.endpoints[1].outlier.times_ejected() == 1);
+    let got = picks(&new, &rng, |_| PickHints::default(), 200);
+    assert!(!got.contains(&1) && got.contains(&3), "{got:?}");
+}
+
 proptest::proptest! {
     /// Neither new balancer ever picks an ineligible endpoint; peak-EWMA finds one whenever one
     /// exists (maglev may give up after its probes, and the cluster then falls back to p2c).

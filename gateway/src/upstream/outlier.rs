@@ -16,6 +16,9 @@
 //! - an ejected endpoint returns when its time is up, with its counters cleared;
 //! - the multiplier ("times ejected") resets after a quiet period: an endpoint that stays in
 //!   for `max_ejection_time` after returning starts again from `base_ejection_time`.
+//!
+//! A reload that changes the cluster's settings rebuilds the worker's cluster state, which
+//! takes this state over by endpoint address (`ClusterState::take_over`).
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};

@@ -6,7 +6,9 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use crate::model::{Balancer, ClientAuthMode, IoDriver, Protocol, RateLimitKey, RateLimitScope, TlsVersion};
+use crate::model::{
+    AllUnhealthy, Balancer, ClientAuthMode, IoDriver, Protocol, RateLimitKey, RateLimitScope, TlsVersion,
+};
 use crate::model::{UnknownSni, UpstreamProtocol, Workers};
 
 /// `server.workers`: one worker per usable CPU.
@@ -109,6 +111,33 @@ pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 pub const ENDPOINT_WEIGHT: u32 = 1;
 /// `clusters[].protocol`.
 pub const UPSTREAM_PROTOCOL: UpstreamProtocol = UpstreamProtocol::Http1;
+
+/// `clusters[].health_check.interval`.
+pub const HEALTH_INTERVAL: Duration = Duration::from_secs(5);
+/// `clusters[].health_check.timeout` (must stay below the interval).
+pub const HEALTH_TIMEOUT: Duration = Duration::from_secs(1);
+/// `clusters[].health_check.healthy_threshold`.
+pub const HEALTH_HEALTHY_THRESHOLD: u32 = 2;
+/// `clusters[].health_check.unhealthy_threshold`.
+pub const HEALTH_UNHEALTHY_THRESHOLD: u32 = 3;
+/// `clusters[].health_check.expected_statuses`: any 2xx or 3xx.
+pub const HEALTH_EXPECTED_STATUSES: std::ops::RangeInclusive<u16> = 200..=399;
+/// `clusters[].outlier_detection.enabled`.
+pub const OUTLIER_ENABLED: bool = true;
+/// `clusters[].outlier_detection.consecutive_5xx`.
+pub const OUTLIER_CONSECUTIVE_5XX: u32 = 5;
+/// `clusters[].outlier_detection.consecutive_gateway_errors`.
+pub const OUTLIER_CONSECUTIVE_GATEWAY_ERRORS: u32 = 5;
+/// `clusters[].outlier_detection.base_ejection_time`.
+pub const OUTLIER_BASE_EJECTION_TIME: Duration = Duration::from_secs(30);
+/// `clusters[].outlier_detection.max_ejection_time`.
+pub const OUTLIER_MAX_EJECTION_TIME: Duration = Duration::from_secs(300);
+/// `clusters[].outlier_detection.max_ejection_percent`.
+pub const OUTLIER_MAX_EJECTION_PERCENT: u8 = 50;
+/// `clusters[].all_unhealthy`: a fast 503 when no endpoint is eligible.
+pub const ALL_UNHEALTHY: AllUnhealthy = AllUnhealthy::Fail;
+/// The time constant of the `peak_ewma` balancer's latency average (not configurable).
+pub const PEAK_EWMA_DECAY: Duration = Duration::from_secs(10);
 
 /// `routes[].websocket`: WebSocket upgrades are not tunnelled unless a route allows them (the
 /// request is then served as plain HTTP, its Upgrade field dropped).
@@ -227,6 +256,13 @@ pub const H2_WINDOW_RANGE: std::ops::RangeInclusive<i64> = 65_535..=2_147_483_64
 pub const H2_FRAME_RANGE: std::ops::RangeInclusive<i64> = 16_384..=16_777_215;
 /// Accepted `server.http2.max_resets`, `max_control_frames` and `max_empty_frames`.
 pub const H2_FLOOD_LIMIT_RANGE: std::ops::RangeInclusive<i64> = 1..=1_000_000;
+/// Accepted `clusters[].health_check.interval`.
+pub const HEALTH_INTERVAL_RANGE: std::ops::RangeInclusive<Duration> =
+    Duration::from_millis(100)..=Duration::from_secs(60 * 60);
+/// Accepted health check thresholds.
+pub const HEALTH_THRESHOLD_RANGE: std::ops::RangeInclusive<i64> = 1..=100;
+/// Accepted `clusters[].outlier_detection.consecutive_5xx` and `consecutive_gateway_errors`.
+pub const OUTLIER_CONSECUTIVE_RANGE: std::ops::RangeInclusive<i64> = 0..=10_000;
 /// Longest accepted duration anywhere in the file.
 pub const MAX_DURATION: Duration = Duration::from_secs(24 * 60 * 60);
 

@@ -8,9 +8,11 @@ use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
+mod health;
 mod tls;
 mod traffic;
 
+pub use health::*;
 pub use tls::*;
 pub use traffic::*;
 
@@ -526,6 +528,12 @@ pub struct Cluster {
     pub protocol: UpstreamProtocol,
     /// `None`: plain TCP to the endpoints.
     pub tls: Option<UpstreamTls>,
+    /// Active health checks; `None`: off (every endpoint counts as healthy).
+    pub health_check: Option<HealthCheck>,
+    pub outlier_detection: OutlierDetection,
+    pub all_unhealthy: AllUnhealthy,
+    /// Set exactly when `balancer` is `Maglev`.
+    pub hash_key: Option<HashKey>,
 }
 
 /// Circuit breakers, per worker: over a cap the gateway answers 503 (`x-gateway-reason:
@@ -589,6 +597,10 @@ pub enum Balancer {
     P2c,
     /// Smooth weighted round robin.
     RoundRobin,
+    /// Power of two choices on latency: peak-sensitive EWMA of response time x (outstanding + 1).
+    PeakEwma,
+    /// Maglev consistent hashing on `hash_key` (requests without the key use p2c).
+    Maglev,
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -611,7 +623,19 @@ impl serde::Serialize for Workers {
 
 /// Serialization helpers: the JSON form of a config is what the admin port shows.
 mod ser {
+    use std::ops::RangeInclusive;
     use std::time::Duration;
+
+    /// Status ranges as `"200-399"`, single codes as `"204"`.
+    pub fn status_ranges<S: serde::Serializer>(v: &[RangeInclusive<u16>], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(v.iter().map(|r| {
+            if r.start() == r.end() {
+                r.start().to_string()
+            } else {
+                format!("{}-{}", r.start(), r.end())
+            }
+        }))
+    }
 
     /// Durations as the config writes them: `"250ms"`, `"15s"`.
     pub fn duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {

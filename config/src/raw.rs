@@ -264,6 +264,37 @@ pub(crate) struct RawCluster {
     pub retry_budget: RawRetryBudget,
     pub protocol: Option<String>,
     pub tls: Option<RawUpstreamTls>,
+    pub health_check: Option<RawHealthCheck>,
+    #[serde(default)]
+    pub outlier_detection: RawOutlierDetection,
+    pub all_unhealthy: Option<String>,
+    pub hash_key: Option<String>,
+}
+
+/// `clusters[].health_check`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a health_check table")]
+pub(crate) struct RawHealthCheck {
+    pub path: Option<String>,
+    pub interval: Option<IntOrStr>,
+    pub timeout: Option<IntOrStr>,
+    pub healthy_threshold: Option<i64>,
+    pub unhealthy_threshold: Option<i64>,
+    /// Codes (`204`) and ranges (`"200-299"`).
+    pub expected_statuses: Option<Vec<IntOrStr>>,
+    pub host: Option<String>,
+}
+
+/// `clusters[].outlier_detection`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "an outlier_detection table")]
+pub(crate) struct RawOutlierDetection {
+    pub enabled: Option<bool>,
+    pub consecutive_5xx: Option<i64>,
+    pub consecutive_gateway_errors: Option<i64>,
+    pub base_ejection_time: Option<IntOrStr>,
+    pub max_ejection_time: Option<IntOrStr>,
+    pub max_ejection_percent: Option<i64>,
 }
 
 /// `clusters[].tls`.

@@ -139,7 +139,7 @@ conect_timeout = "3s"
         errors.to_string(),
         "gateway.toml:3: server.drain_timeout: invalid duration \"30\": expected an integer followed by ms, s, m or h (e.g. \"250ms\", \"10s\", \"2m\", \"1h\")\n\
          gateway.toml:12: routes[0].cluster: unknown cluster \"apii\" (known: api)\n\
-         gateway.toml:18: clusters[0].conect_timeout: unknown field `conect_timeout`, expected one of `name`, `endpoints`, `balancer`, `connect_timeout`, `pool`, `caps`, `adaptive_concurrency`, `retry_budget`, `protocol`, `tls`"
+         gateway.toml:18: clusters[0].conect_timeout: unknown field `conect_timeout`, expected one of `name`, `endpoints`, `balancer`, `connect_timeout`, `pool`, `caps`, `adaptive_concurrency`, `retry_budget`, `protocol`, `tls`, `health_check`, `outlier_detection`, `all_unhealthy`, `hash_key`"
     );
     let lines: Vec<Option<usize>> = errors.errors.iter().map(|e| e.line).collect();
     assert_eq!(lines, [Some(3), Some(12), Some(18)]);
@@ -334,6 +334,19 @@ fn full_example_sets_every_key() {
         "mirror",
         "percent",
         "max_in_flight",
+        "all_unhealthy",
+        "outlier_detection",
+        "consecutive_5xx",
+        "consecutive_gateway_errors",
+        "base_ejection_time",
+        "max_ejection_time",
+        "max_ejection_percent",
+        "health_check",
+        "interval",
+        "healthy_threshold",
+        "unhealthy_threshold",
+        "expected_statuses",
+        "hash_key",
     ] {
         let set = text.lines().any(|line| {
             let line = line.trim_start();
@@ -347,6 +360,8 @@ fn full_example_sets_every_key() {
     let config = parse(&text, "full.toml").unwrap();
     assert!(config.routes.iter().any(|r| matches!(r.action, Action::Redirect(_))));
     assert!(config.clusters.iter().any(|c| c.balancer == Balancer::RoundRobin));
+    assert!(config.clusters.iter().any(|c| c.balancer == Balancer::Maglev && c.hash_key.is_some()));
+    assert!(config.clusters.iter().any(|c| c.health_check.is_some()));
     let overload = &config.overload;
     assert_eq!(overload.priority_header.as_deref(), Some("x-gateway-priority"));
     assert!(overload.trusted_sources.iter().any(|c| c.contains("10.1.2.3".parse().unwrap())));

@@ -8,7 +8,7 @@
 //! | `GET /stats` | per-worker counters and totals (JSON) |
 //! | `GET /server_info` | version, workers, pinned cores, I/O drivers, cgroup quota, uptime |
 //! | `GET /config` | the effective config (secrets redacted), version, hash, loaded_at, source, reload status |
-//! | `GET /clusters` | clusters and their endpoints |
+//! | `GET /clusters` | clusters and their endpoints: load, active health, ejections per worker |
 //! | `GET /metrics` | Prometheus text: per-worker, per-route and per-cluster series |
 //! | `POST /reload` | re-read the config file; 200 with the applied version, 400 with every error |
 //! | `POST /drain` | stop accepting and drain, as on SIGTERM |
@@ -125,6 +125,7 @@ fn prometheus(ctx: &AdminContext) -> Response {
         uptime: ctx.started.elapsed(),
         recorder: Some(ctx.recorder.handle()),
         classes: ctx.shared.snapshot.load().config.overload.classes.clone(),
+        health: ctx.shared.health.list(),
     };
     let workers: Vec<_> = ctx.stats.iter().cloned().zip(ctx.metrics.iter().cloned()).collect();
     let mut out = String::with_capacity(16 * 1024);
@@ -164,13 +165,24 @@ fn config(ctx: &AdminContext) -> Response {
 
 fn clusters(ctx: &AdminContext) -> Response {
     let snap = ctx.shared.snapshot.load();
-    // (cluster, address) -> (in flight, idle pooled), summed over workers.
-    let mut live: std::collections::HashMap<(String, std::net::SocketAddr), (u64, u64)> = Default::default();
-    for views in &ctx.endpoints {
+    use std::sync::atomic::Ordering::Relaxed;
+    // (cluster, address) -> (in flight, idle pooled) summed over workers, and each worker's
+    // outlier ejection state.
+    type Live = ((u64, u64), Vec<serde_json::Value>);
+    let mut live: std::collections::HashMap<(String, std::net::SocketAddr), Live> = Default::default();
+    let now_ms = std::time::SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+    for (worker, views) in ctx.endpoints.iter().enumerate() {
         for (cluster, address, gauge) in crate::control::lock(views).iter() {
             let e = live.entry((cluster.clone(), *address)).or_default();
-            e.0 += gauge.in_flight.value();
-            e.1 += gauge.idle.value();
+            e.0 .0 += gauge.in_flight.value();
+            e.0 .1 += gauge.idle.value();
+            let until = gauge.ejected_until_ms.load(Relaxed);
+            e.1.push(serde_json::json!({
+                "worker": worker,
+                "ejected": until > now_ms,
+                "ejected_until": (until > now_ms).then(|| until as f64 / 1000.0),
+                "times_ejected": gauge.times_ejected.load(Relaxed),
+            }));
         }
     }
     let clusters: Vec<serde_json::Value> = snap
@@ -181,18 +193,25 @@ fn clusters(ctx: &AdminContext) -> Response {
             serde_json::json!({
                 "name": c.name,
                 "balancer": c.balancer,
+                "all_unhealthy": c.all_unhealthy,
                 "endpoints": c.endpoints.iter().map(|e| {
-                    let (in_flight, idle) = live.get(&(c.name.clone(), e.address)).copied().unwrap_or_default();
+                    let ((in_flight, idle), workers) = live.get(&(c.name.clone(), e.address)).cloned().unwrap_or_default();
+                    let health = ctx.shared.health.get(&c.name, e.address).map_or_else(
+                        || serde_json::json!({ "health": "unchecked" }),
+                        |h| h.to_json(),
+                    );
                     serde_json::json!({
                         "name": e.name,
                         "address": e.address.to_string(),
                         "weight": e.weight,
                         "in_flight": in_flight,
                         "idle_connections": idle,
-                        // Active health checks and outlier ejection come with the upstream
-                        // resilience work; until then every endpoint is eligible.
-                        "health": "unchecked",
-                        "ejected": false,
+                        // Active health, process-wide: healthy, unhealthy or unchecked.
+                        "health": health.get("health").cloned().unwrap_or_default(),
+                        "active_health": health,
+                        // Passive outlier detection is per worker.
+                        "ejected": workers.iter().any(|w| w["ejected"] == true),
+                        "workers": workers,
                     })
                 }).collect::<Vec<_>>(),
             })

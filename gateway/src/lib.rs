@@ -64,6 +64,8 @@ pub struct Gateway {
     watcher: Option<gateway_config::watch::ConfigWatcher>,
     /// Polls the TLS certificate, key and CA files and reloads when one changes.
     cert_poller: Option<std::thread::JoinHandle<()>>,
+    /// The process's one active health checker (`upstream::health_check`); ends on drain.
+    health_checker: Option<std::thread::JoinHandle<()>>,
     /// Hands the listening sockets to a successor process (`server.upgrade_socket`).
     upgrade_thread: Option<std::thread::JoinHandle<()>>,
     upgrade_stop: Arc<AtomicBool>,
@@ -145,6 +147,7 @@ impl Gateway {
             draining: AtomicBool::new(false),
             handoff: Default::default(),
             heartbeats: (0..n).map(|_| std::sync::atomic::AtomicU64::new(0)).collect(),
+            health: Default::default(),
         });
         let inherited_admin = inherited.admin.take();
         let control = Arc::new(control::Control::start(config, source, hash, n, &shared, inherited)?);
@@ -190,10 +193,15 @@ impl Gateway {
             admin: None,
             watcher: None,
             cert_poller: None,
+            health_checker: None,
             upgrade_thread: None,
             upgrade_stop: Arc::new(AtomicBool::new(false)),
             handed_over: Arc::new(AtomicBool::new(false)),
         };
+        match upstream::health_check::start(Arc::clone(&gateway.shared)) {
+            Ok(t) => gateway.health_checker = Some(t),
+            Err(e) => tracing::error!(error = %e, "cannot start the health checker; endpoints stay healthy"),
+        }
         if let (true, Some(path)) = (watch, gateway.control.source().map(std::path::Path::to_path_buf)) {
             let control = Arc::clone(&gateway.control);
             let on_change = move || {
@@ -358,6 +366,9 @@ impl Gateway {
             let _ = t.join();
         }
         for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        if let Some(t) = self.health_checker.take() {
             let _ = t.join();
         }
         if let Some(log) = self.access_log.take() {

@@ -1,5 +1,5 @@
 //! `[[clusters]]`: endpoints (resolved once, here), balancer, pool, connect timeout, caps,
-//! adaptive concurrency, protocol and TLS.
+//! adaptive concurrency, protocol and TLS; health checks and outlier detection in `health`.
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::Path;
@@ -13,7 +13,7 @@ use crate::sections::Parsed;
 
 use super::fields::{check_name, choice, duration, int_in};
 use super::{check_unique_names, names, PLACEHOLDER_ADDRESS};
-use super::{concurrency, tls};
+use super::{concurrency, health, tls};
 
 /// Converts every cluster, resolving each endpoint with the system resolver; relative file
 /// paths are resolved against `base`.
@@ -70,16 +70,23 @@ pub(super) fn convert(raw: &[Parsed<RawCluster>], base: Option<&Path>, p: &mut P
                 "protocol \"auto\" lets ALPN choose, which needs TLS: set `tls`, or choose \"http/1.1\" or \"h2\"",
             );
         }
+        let balancer = choice(
+            p,
+            &path.key("balancer"),
+            c.balancer.as_ref(),
+            &[
+                ("p2c", Balancer::P2c),
+                ("round_robin", Balancer::RoundRobin),
+                ("peak_ewma", Balancer::PeakEwma),
+                ("maglev", Balancer::Maglev),
+            ],
+            defaults::BALANCER,
+        );
+        let resilience = health::convert(c, balancer, p, &path);
         out.push(Cluster {
             name: c.name.clone(),
             endpoints,
-            balancer: choice(
-                p,
-                &path.key("balancer"),
-                c.balancer.as_ref(),
-                &[("p2c", Balancer::P2c), ("round_robin", Balancer::RoundRobin)],
-                defaults::BALANCER,
-            ),
+            balancer,
             pool: PoolSettings {
                 max_idle_per_endpoint: int_in(
                     p,
@@ -106,6 +113,10 @@ pub(super) fn convert(raw: &[Parsed<RawCluster>], base: Option<&Path>, p: &mut P
             retry_budget,
             protocol,
             tls,
+            health_check: resilience.health_check,
+            outlier_detection: resilience.outlier_detection,
+            all_unhealthy: resilience.all_unhealthy,
+            hash_key: resilience.hash_key,
         });
     }
     out

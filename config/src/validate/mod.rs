@@ -5,6 +5,7 @@ mod cidr;
 mod clusters;
 mod concurrency;
 mod fields;
+mod health;
 mod http2;
 mod listeners;
 mod overload;

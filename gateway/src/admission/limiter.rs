@@ -303,6 +303,10 @@ mod tests {
             },
             protocol: gateway_config::UpstreamProtocol::Http1,
             tls: None,
+            health_check: None,
+            outlier_detection: Default::default(),
+            all_unhealthy: gateway_config::AllUnhealthy::Fail,
+            hash_key: None,
         }
     }
 

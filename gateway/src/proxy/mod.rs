@@ -166,6 +166,7 @@ pub async fn forward(
         return fail(worker, conn, local, 503).await;
     };
     cluster.note_request();
+    let hash = crate::upstream::hashkey::h1(worker, conn, base, server, &cluster).hash;
     let policy = &action.retry;
     let mut retries = Retries::new(policy, is_idempotent(head.method) && !websocket, head.body == BodyFraming::None);
     // A body that a retry after sending would need again is read whole first (bounded).
@@ -192,8 +193,8 @@ pub async fn forward(
     let sent_at = Instant::now();
     let mut avoid = None;
     let next = loop {
-        let Some(inflight) = cluster.pick_with(&worker.rng, PickHints { hash: None, avoid }) else {
-            break reply(worker, conn, local, head, 503, b"", true).await;
+        let Some(inflight) = cluster.pick_with(&worker.rng, PickHints { hash, avoid }) else {
+            break reply(worker, conn, local, head, 503, b"x-gateway-reason: no-healthy-upstream\r\n", true).await;
         };
         let Some(endpoint) = inflight.endpoint() else {
             break reply(worker, conn, local, head, 503, b"", true).await;

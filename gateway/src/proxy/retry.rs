@@ -159,7 +159,8 @@ mod budget_tests {
         );
         let config = gateway_config::parse(&text, "<t>").unwrap();
         let policy = crate::admission::policy(&config);
-        Rc::new(ClusterState::new(&config.clusters[0], policy))
+        let registry = crate::upstream::health::HealthRegistry::default();
+        Rc::new(ClusterState::new(&config.clusters[0], policy, &registry, std::sync::Arc::default()))
     }
 
     fn run<F: std::future::Future>(f: F) -> F::Output {

@@ -31,6 +31,8 @@ pub struct Shared {
     pub handoff: crate::control::Handoff,
     /// One per worker, advanced by the worker on every tick: proof of life for the watchdog.
     pub heartbeats: Vec<std::sync::atomic::AtomicU64>,
+    /// Active health of every endpoint, written by the process's one health checker.
+    pub health: crate::upstream::health::HealthRegistry,
 }
 
 /// Tells whether every worker has ticked since the previous check (a stuck worker stops

@@ -89,8 +89,12 @@ impl Worker {
         let snap = Arc::clone(cache.load());
         let max_headers = snap.config.server.limits.max_headers;
         let policy = crate::admission::policy(&snap.config);
-        let clusters: Vec<Rc<ClusterState>> =
-            snap.config.clusters.iter().map(|c| Rc::new(ClusterState::new(c, policy))).collect();
+        let clusters: Vec<Rc<ClusterState>> = snap
+            .config
+            .clusters
+            .iter()
+            .map(|c| Rc::new(ClusterState::new(c, policy, &shared.health, parts.metrics.cluster(&c.name))))
+            .collect();
         publish_endpoints(&parts.endpoints, &clusters);
         let (route_metrics, cluster_metrics) = series_for(&parts.metrics, &snap);
         let traffic = crate::route::traffic::for_snapshot(&parts.metrics, &snap, None);
@@ -146,12 +150,15 @@ impl Worker {
             .clusters
             .iter()
             .map(|c| {
-                current
-                    .clusters
-                    .iter()
-                    .find(|old| old.settings == *c && old.policy == policy)
-                    .cloned()
-                    .unwrap_or_else(|| Rc::new(ClusterState::new(c, policy)))
+                current.clusters.iter().find(|old| old.settings == *c && old.policy == policy).cloned().unwrap_or_else(
+                    || {
+                        let state = ClusterState::new(c, policy, &self.shared.health, self.metrics.cluster(&c.name));
+                        if let Some(old) = current.clusters.iter().find(|old| old.settings.name == c.name) {
+                            state.take_over(old);
+                        }
+                        Rc::new(state)
+                    },
+                )
             })
             .collect::<Vec<_>>();
         publish_endpoints(&self.endpoints, &clusters);

@@ -311,6 +311,42 @@ pub const CLUSTER_FAILURES: Family = Family {
     help: "Failed upstream exchanges by reason: connect_error, connect_timeout, timeout (route timeout), \
            protocol (malformed response), reset (closed before the response was complete).",
 };
+pub const CLUSTER_EJECTIONS: Family = Family {
+    name: "gateway_cluster_ejections_total",
+    kind: Kind::Counter,
+    labels: &["cluster", "reason", "worker"],
+    help: "Endpoints ejected by this worker's passive outlier detection, by reason: consecutive_5xx, consecutive_gateway_errors.",
+};
+pub const CLUSTER_EJECTED: Family = Family {
+    name: "gateway_cluster_ejected_endpoints",
+    kind: Kind::Gauge,
+    labels: &["cluster", "worker"],
+    help: "Endpoints of a cluster currently ejected by this worker's outlier detection.",
+};
+pub const CLUSTER_PANIC_PICKS: Family = Family {
+    name: "gateway_cluster_panic_picks_total",
+    kind: Kind::Counter,
+    labels: &["cluster", "worker"],
+    help: "Requests sent to an endpoint although none was eligible (all_unhealthy = \"panic\").",
+};
+pub const HEALTH_CHECKS: Family = Family {
+    name: "gateway_health_checks_total",
+    kind: Kind::Counter,
+    labels: &["cluster", "endpoint", "result"],
+    help: "Active health checks, process-wide (one checker per process), by result: passed, failed.",
+};
+pub const HEALTH_TRANSITIONS: Family = Family {
+    name: "gateway_health_transitions_total",
+    kind: Kind::Counter,
+    labels: &["cluster", "endpoint", "to"],
+    help: "Active health state changes of an endpoint, by new state: healthy, unhealthy.",
+};
+pub const ENDPOINT_HEALTHY: Family = Family {
+    name: "gateway_endpoint_healthy",
+    kind: Kind::Gauge,
+    labels: &["cluster", "endpoint"],
+    help: "1 while active health checks consider the endpoint healthy (or it is not checked), else 0.",
+};
 pub const CONFIG_VERSION: Family = Family {
     name: "gateway_config_version",
     kind: Kind::Gauge,
@@ -355,6 +391,12 @@ pub const FAMILIES: &[Family] = &[
     CLUSTER_REUSES,
     CLUSTER_LIMIT,
     CLUSTER_FAILURES,
+    CLUSTER_EJECTIONS,
+    CLUSTER_EJECTED,
+    CLUSTER_PANIC_PICKS,
+    HEALTH_CHECKS,
+    HEALTH_TRANSITIONS,
+    ENDPOINT_HEALTHY,
     CONFIG_VERSION,
     CONFIG_RELOADS,
     ACCESS_LOG_LINES,

@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use super::histogram::{HistogramSnapshot, LE_LABELS};
 use super::metrics::{
-    Family, ACCESS_LOG_LINES, CLUSTER_CONNECTS, CLUSTER_DURATION, CLUSTER_FAILURES, CLUSTER_LIMIT, CLUSTER_REQUESTS,
-    CLUSTER_REUSES, CONFIG_RELOADS, CONFIG_VERSION, DRAINING, PRIORITY_REQUESTS, ROUTE_DURATION, ROUTE_MIRRORS,
+    Family, ACCESS_LOG_LINES, CLUSTER_CONNECTS, CLUSTER_DURATION, CLUSTER_EJECTED, CLUSTER_EJECTIONS, CLUSTER_FAILURES,
+    CLUSTER_LIMIT, CLUSTER_PANIC_PICKS, CLUSTER_REQUESTS, CLUSTER_REUSES, CONFIG_RELOADS, CONFIG_VERSION, DRAINING,
+    ENDPOINT_HEALTHY, HEALTH_CHECKS, HEALTH_TRANSITIONS, PRIORITY_REQUESTS, ROUTE_DURATION, ROUTE_MIRRORS,
     ROUTE_REQUESTS, ROUTE_SPLITS, UPTIME, WORKER_FAMILIES,
 };
 use super::recorder::ProcessHandle;
@@ -37,6 +38,8 @@ pub struct ProcessInfo {
     pub recorder: Option<ProcessHandle>,
     /// The configured priority class names, in order (labels of `gateway_priority_requests_total`).
     pub classes: Vec<String>,
+    /// Every endpoint's active health (the process's health registry).
+    pub health: Vec<(crate::upstream::health::HealthKey, Arc<crate::upstream::health::EndpointHealth>)>,
 }
 
 /// Appends the exposition of every family to `out`. Each pair is one worker's stats and metric
@@ -48,6 +51,7 @@ pub fn render_prometheus(out: &mut String, workers: &[(Arc<WorkerStats>, Arc<Wor
     w.priority_families(&views, &process.classes);
     w.route_families(&views);
     w.cluster_families(&views);
+    w.health_families(&process.health);
     w.process_families(process);
     if let Some(recorder) = &process.recorder {
         recorder.render_into(w.out);
@@ -178,6 +182,46 @@ impl Writer<'_> {
                     self.sample(CLUSTER_FAILURES.name, "", &labels, value);
                 }
             }
+        }
+        self.header(&CLUSTER_EJECTIONS);
+        for view in views {
+            for (cluster, metrics) in &view.clusters {
+                for (reason, value) in crate::upstream::outlier::EjectReason::ALL.iter().zip(metrics.ejections()) {
+                    let labels = [("cluster", &**cluster), ("reason", reason.label()), ("worker", &view.id)];
+                    self.sample(CLUSTER_EJECTIONS.name, "", &labels, value);
+                }
+            }
+        }
+        self.cluster_counter(&CLUSTER_EJECTED, views, ClusterMetrics::ejected);
+        self.cluster_counter(&CLUSTER_PANIC_PICKS, views, ClusterMetrics::panic_picks);
+    }
+
+    fn health_families(
+        &mut self,
+        health: &[(crate::upstream::health::HealthKey, Arc<crate::upstream::health::EndpointHealth>)],
+    ) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.header(&HEALTH_CHECKS);
+        for ((cluster, address), h) in health {
+            let endpoint = address.to_string();
+            for (result, value) in [("passed", &h.checks_ok), ("failed", &h.checks_failed)] {
+                let labels = [("cluster", cluster.as_str()), ("endpoint", endpoint.as_str()), ("result", result)];
+                self.sample(HEALTH_CHECKS.name, "", &labels, value.load(Relaxed));
+            }
+        }
+        self.header(&HEALTH_TRANSITIONS);
+        for ((cluster, address), h) in health {
+            let endpoint = address.to_string();
+            for (to, value) in [("healthy", &h.became_healthy), ("unhealthy", &h.became_unhealthy)] {
+                let labels = [("cluster", cluster.as_str()), ("endpoint", endpoint.as_str()), ("to", to)];
+                self.sample(HEALTH_TRANSITIONS.name, "", &labels, value.load(Relaxed));
+            }
+        }
+        self.header(&ENDPOINT_HEALTHY);
+        for ((cluster, address), h) in health {
+            let endpoint = address.to_string();
+            let labels = [("cluster", cluster.as_str()), ("endpoint", endpoint.as_str())];
+            self.sample(ENDPOINT_HEALTHY.name, "", &labels, u8::from(h.is_healthy()));
         }
     }
 

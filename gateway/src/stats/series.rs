@@ -87,6 +87,12 @@ pub struct ClusterMetrics {
     failures: [Counter; 5],
     /// The cluster's current in-flight limit on this worker (a gauge).
     limit: Counter,
+    /// Outlier ejections, indexed like `upstream::outlier::EjectReason::ALL`.
+    ejections: [Counter; 2],
+    /// Endpoints ejected now (a gauge).
+    ejected: Counter,
+    /// Picks made with `all_unhealthy = "panic"` because no endpoint was eligible.
+    panic_picks: Counter,
 }
 
 /// One worker's registry of route and cluster metric sets. The worker calls [`Self::route`] and
@@ -240,6 +246,44 @@ impl ClusterMetrics {
 
     pub fn limit(&self) -> u64 {
         self.limit.value()
+    }
+
+    /// Counts an outlier ejection (and one more endpoint ejected). Owning worker only.
+    pub fn ejection(&self, reason: crate::upstream::outlier::EjectReason) {
+        if let Some(c) = self.ejections.get(reason as usize) {
+            c.inc();
+        }
+        self.ejected.inc();
+    }
+
+    /// An endpoint ejected before a reload is still ejected in the rebuilt cluster state
+    /// (the old state's drop takes its count out). Owning worker only.
+    pub fn still_ejected(&self) {
+        self.ejected.inc();
+    }
+
+    /// An ejected endpoint came back. Owning worker only.
+    pub fn returned(&self) {
+        self.ejected.sub(1);
+    }
+
+    /// Counts a panic pick. Owning worker only.
+    pub fn panic_pick(&self) {
+        self.panic_picks.inc();
+    }
+
+    /// Ejections, indexed like `EjectReason::ALL`.
+    pub fn ejections(&self) -> [u64; 2] {
+        self.ejections.each_ref().map(Counter::value)
+    }
+
+    /// Endpoints ejected now.
+    pub fn ejected(&self) -> u64 {
+        self.ejected.value()
+    }
+
+    pub fn panic_picks(&self) -> u64 {
+        self.panic_picks.value()
     }
 
     /// Failures, indexed like [`FailureReason::ALL`].

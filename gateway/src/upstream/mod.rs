@@ -1,22 +1,41 @@
 //! Upstream clusters as one worker sees them: endpoints, their in-flight counts, balancers and
-//! keep-alive connection pools. Everything here is worker-local (`Rc`, `Cell`, `RefCell`).
+//! keep-alive connection pools. Everything here is worker-local (`Rc`, `Cell`, `RefCell`),
+//! except active health, which one checker per process writes ([`health`], [`health_check`])
+//! and workers read with relaxed loads.
+//!
+//! An endpoint is eligible for a pick when it is healthy (active checks; always, without them)
+//! and not ejected by this worker's outlier detection ([`outlier`]). When none is eligible,
+//! `all_unhealthy = "fail"` makes the pick return `None` (a fast 503) and `"panic"` picks among
+//! all endpoints as if they were healthy (counted in `gateway_cluster_panic_picks_total`).
 
 pub mod balancer;
+pub mod ewma;
 pub mod h2io;
 pub mod h2pool;
+pub mod hashkey;
+pub mod health;
+pub mod health_check;
+pub mod maglev;
+pub mod outlier;
+mod pick;
 pub mod pool;
 
 use std::cell::Cell;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use crate::admission::limiter::{Limiter, Policy};
+use crate::stats::metrics::ClusterMetrics;
 use crate::stats::Counter;
 
 use gateway_config::{Balancer, Cluster};
 
 use balancer::{Candidate, RoundRobin, XorShift};
+use health::{EndpointHealth, HealthRegistry};
+use outlier::{Ejectable, OutlierState};
+pub use pick::no_healthy_upstream;
 pub use pool::IdlePool;
 
 /// One cluster, per worker.
@@ -39,6 +58,14 @@ pub struct ClusterState {
     /// What one request earns, in thousandths of a retry (`retry_budget.percent * 10`).
     retry_earn: u32,
     rr: RoundRobin,
+    /// `balancer = "maglev"`: the lookup table (the same in every worker and process).
+    maglev: Option<maglev::Maglev>,
+    /// Endpoints this worker has ejected now.
+    ejected: Cell<usize>,
+    /// Set during an `all_unhealthy = "panic"` pick: every endpoint counts as eligible.
+    panic: Rc<Cell<bool>>,
+    /// This worker's metric set of the cluster.
+    metrics: Arc<ClusterMetrics>,
 }
 
 /// A client TLS config and the name to send as SNI and to verify.
@@ -62,6 +89,13 @@ pub struct EndpointState {
     pub h2: Option<Rc<h2pool::H2Endpoint>>,
     /// With `protocol = "auto"`: the endpoint chose HTTP/1.1 by ALPN, use the HTTP/1.1 pool.
     pub speaks_http1: Cell<bool>,
+    /// Active health, shared with the process's checker (always healthy without checks).
+    pub health: Arc<EndpointHealth>,
+    /// Passive outlier detection on this worker.
+    pub outlier: OutlierState,
+    /// Latency estimate (`balancer = "peak_ewma"`).
+    pub ewma: ewma::PeakEwma,
+    panic: Rc<Cell<bool>>,
 }
 
 impl EndpointState {
@@ -78,6 +112,10 @@ pub struct EndpointGauge {
     pub in_flight: Counter,
     /// Idle pooled connections this worker holds to the endpoint.
     pub idle: Counter,
+    /// Unix milliseconds until which this worker ejected the endpoint (0: not ejected).
+    pub ejected_until_ms: AtomicU64,
+    /// How many times this worker ejected the endpoint (the current multiplier).
+    pub times_ejected: AtomicU64,
 }
 
 /// A worker's published list of endpoints (rebuilt when its config snapshot changes).
@@ -115,14 +153,30 @@ impl Candidate for EndpointState {
     fn outstanding(&self) -> u32 {
         self.outstanding.get()
     }
+    #[inline]
     fn eligible(&self) -> bool {
-        true
+        self.panic.get() || (self.health.is_healthy() && !self.outlier.is_ejected())
+    }
+}
+
+impl Ejectable for EndpointState {
+    fn outlier(&self) -> &OutlierState {
+        &self.outlier
+    }
+}
+
+impl ewma::Measured for EndpointState {
+    fn ewma(&self) -> &ewma::PeakEwma {
+        &self.ewma
     }
 }
 
 impl ClusterState {
-    pub fn new(settings: &Cluster, policy: Policy) -> Self {
+    /// Builds a worker's state of `settings`; endpoint health comes from (and stays in)
+    /// `health`, keyed by cluster name and address, so a reload keeps it.
+    pub fn new(settings: &Cluster, policy: Policy, health: &HealthRegistry, metrics: Arc<ClusterMetrics>) -> Self {
         let connections = Rc::new(Cell::new(0));
+        let panic = Rc::new(Cell::new(false));
         let (tls, h2_transport) = upstream_tls(settings);
         let endpoints = settings
             .endpoints
@@ -144,11 +198,21 @@ impl ClusterState {
                         Arc::clone(&gauge),
                     ),
                     gauge,
+                    health: health.endpoint(&settings.name, e.address),
+                    outlier: OutlierState::default(),
+                    ewma: ewma::PeakEwma::default(),
+                    panic: Rc::clone(&panic),
                 }
             })
             .collect::<Vec<_>>();
+        let maglev = (settings.balancer == Balancer::Maglev)
+            .then(|| maglev::Maglev::new(settings.endpoints.iter().map(|e| (e.name.as_str(), e.weight))));
         Self {
             rr: RoundRobin::new(endpoints.len()),
+            maglev,
+            ejected: Cell::new(0),
+            panic,
+            metrics,
             endpoints,
             limiter: Rc::new(Limiter::new(settings, policy)),
             connections,
@@ -165,26 +229,6 @@ impl ClusterState {
     /// until the returned guard is dropped.
     pub fn pick(self: &Rc<Self>, rng: &XorShift) -> Option<InFlight> {
         self.pick_with(rng, PickHints::default())
-    }
-
-    /// [`Self::pick`] with hints: a request hash for consistent hashing, and an endpoint to
-    /// avoid (the one a retry just failed on) whenever another one is available.
-    pub fn pick_with(self: &Rc<Self>, rng: &XorShift, hints: PickHints) -> Option<InFlight> {
-        let index = match hints.avoid.filter(|_| self.endpoints.len() > 1) {
-            Some(avoid) => balancer::least_loaded_except(&self.endpoints, rng.below(self.endpoints.len()), avoid),
-            None => None,
-        };
-        let index = match index {
-            Some(i) => i,
-            None => match self.settings.balancer {
-                Balancer::P2c => balancer::p2c(&self.endpoints, rng),
-                Balancer::RoundRobin => self.rr.pick(&self.endpoints),
-            }?,
-        };
-        let ep = self.endpoints.get(index)?;
-        ep.outstanding.set(ep.outstanding.get() + 1);
-        ep.gauge.in_flight.inc();
-        Some(InFlight { cluster: Rc::clone(self), index, started: std::time::Instant::now() })
     }
 
     /// Counts a request to the cluster: it earns `retry_budget.percent` of a retry.
@@ -345,11 +389,6 @@ impl InFlight {
         self.started
     }
 
-    /// Records how the try ended (outlier detection, latency EWMA).
-    pub fn record(&self, outcome: Outcome) {
-        let _ = outcome;
-    }
-
     pub fn endpoint(&self) -> Option<&EndpointState> {
         self.cluster.endpoints.get(self.index)
     }
@@ -367,3 +406,6 @@ impl Drop for InFlight {
         }
     }
 }
+
+#[cfg(test)]
+mod pick_tests;

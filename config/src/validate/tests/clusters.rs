@@ -52,7 +52,7 @@ fn bad_clusters() {
             format!("{ep}balancer = \"random\"\n"),
             "clusters[0].balancer",
             Some(7),
-            "unknown value \"random\" (expected one of \"p2c\", \"round_robin\")",
+            "unknown value \"random\" (expected one of \"p2c\", \"round_robin\", \"peak_ewma\", \"maglev\")",
         ),
         (format!("{ep}connect_timeout = \"0ms\"\n"), "clusters[0].connect_timeout", Some(7), "greater than zero"),
         (

@@ -5,6 +5,7 @@
 
 mod clusters;
 mod concurrency;
+mod health;
 mod overload;
 mod ratelimit;
 mod retry;

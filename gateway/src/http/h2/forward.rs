@@ -61,6 +61,7 @@ pub async fn forward(
         return;
     };
     cluster.note_request();
+    let hash = crate::upstream::hashkey::h2(req.parts, &req.ctx.peer_ip, &cluster).hash;
     let method = req.parts.method.as_str().as_bytes();
     // A streamed body is not kept: a try that sent (part of) it is not retried.
     let no_body = req.body.is_end_stream();
@@ -77,8 +78,8 @@ pub async fn forward(
     permit.start();
     let sent_at = Instant::now();
     loop {
-        let Some(inflight) = cluster.pick_with(&worker.rng, PickHints { hash: None, avoid }) else {
-            super::stream::reply(worker, respond, ex, 503, &[], is_head);
+        let Some(inflight) = cluster.pick_with(&worker.rng, PickHints { hash, avoid }) else {
+            super::stream::reply(worker, respond, ex, 503, &crate::upstream::no_healthy_upstream(), is_head);
             break;
         };
         let Some(endpoint) = inflight.endpoint() else {

@@ -746,10 +746,10 @@ fn an_endless_stream_of_interim_responses_ends_at_the_route_timeout() {
 }
 
 #[test]
-#[ignore = "FINDING: 1xx interim responses (103 Early Hints) are dropped; RFC 9110 15.2 says a proxy MUST forward them"]
 fn early_hints_are_forwarded_to_http11_clients() {
+    // RFC 9110 15.2: a proxy MUST forward 1xx interim responses (hop-by-hop fields removed).
     let (addr, _) = scripted_origin(vec![
-        b"HTTP/1.1 103 Early Hints\r\nlink: </style.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok",
+        b"HTTP/1.1 103 Early Hints\r\nlink: </style.css>; rel=preload\r\nconnection: x-hop\r\nx-hop: 1\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok",
     ]);
     let gw = TestGateway::start(&config("io_uring", addr, LIMITS, ""));
     let mut s = connect(gw.addr);
@@ -758,4 +758,16 @@ fn early_hints_are_forwarded_to_http11_clients() {
     let mut line = String::new();
     std::io::BufRead::read_line(&mut r, &mut line).unwrap();
     assert_eq!(line, "HTTP/1.1 103 Early Hints\r\n");
+    let mut fields = Vec::new();
+    loop {
+        let mut l = String::new();
+        std::io::BufRead::read_line(&mut r, &mut l).unwrap();
+        if l == "\r\n" {
+            break;
+        }
+        fields.push(l.to_ascii_lowercase());
+    }
+    assert_eq!(fields, ["link: </style.css>; rel=preload\r\n"], "hop-by-hop fields removed");
+    let resp = read_response(&mut r, false).unwrap();
+    assert_eq!((resp.status, resp.body.as_slice()), (200, &b"ok"[..]));
 }

@@ -26,6 +26,7 @@ use crate::http::response;
 mod h1_to_h2;
 pub(crate) mod h2up;
 mod head;
+pub(crate) mod interim;
 pub mod mirror;
 pub(crate) mod retry;
 pub mod websocket;
@@ -448,10 +449,15 @@ async fn exchange(
         let (mut up, reused) = acquire(worker, local, action.cluster, endpoint, connect_timeout, deadline).await?;
         let sent = send_request(worker, conn, server, head, &mut up.stream, wbuf, deadline).await;
         let err = match sent {
-            Ok(()) => match read_response_head_pooled(worker, &mut up, server, is_head, websocket, deadline).await {
-                Ok((ubuf, upos, resp)) => return Ok((up, ubuf, upos, resp)),
-                Err(e) => e,
-            },
+            Ok(()) => {
+                let mut interim = interim::Interim::h1(&mut conn.stream, head.version_minor, server.timeouts.body_io);
+                match read_response_head_pooled(worker, &mut up, server, is_head, websocket, &mut interim, deadline)
+                    .await
+                {
+                    Ok((ubuf, upos, resp)) => return Ok((up, ubuf, upos, resp)),
+                    Err(e) => e,
+                }
+            }
             Err(e) => e,
         };
         retry_if_stale(worker, err, reused && replayable, &mut retried)?;
@@ -465,10 +471,11 @@ pub(crate) async fn read_response_head_pooled(
     server: &gateway_config::Server,
     is_head: bool,
     websocket: bool,
+    interim: &mut interim::Interim<'_>,
     deadline: Instant,
 ) -> Result<(Vec<u8>, usize, ResponseHead), UpstreamError> {
     let mut ubuf = worker.buffers.take();
-    match read_response_head(worker, &mut up.stream, &mut ubuf, server, is_head, websocket, deadline).await {
+    match read_response_head(worker, &mut up.stream, &mut ubuf, server, is_head, websocket, interim, deadline).await {
         Ok((upos, resp)) => Ok((ubuf, upos, resp)),
         Err(e) => {
             worker.buffers.give(ubuf);
@@ -611,7 +618,8 @@ async fn send_request(
     }
 }
 
-/// Reads until a final (non-1xx) response head is buffered; interim 1xx responses are dropped.
+/// Reads until a final (non-1xx) response head is buffered; interim 1xx responses go to
+/// `interim` (see [`interim`]: at most [`interim::MAX_INTERIM`], then a protocol error).
 /// A 101 is final: accepted when `websocket` (the request was a WebSocket handshake) and it
 /// switches to WebSocket, refused otherwise.
 #[allow(clippy::too_many_arguments)]
@@ -622,27 +630,42 @@ pub(crate) async fn read_response_head(
     server: &gateway_config::Server,
     is_head: bool,
     websocket: bool,
+    interim: &mut interim::Interim<'_>,
     deadline: Instant,
 ) -> Result<(usize, ResponseHead), UpstreamError> {
     let max = server.limits.max_response_header_bytes;
     let mut upos = 0;
     let mut received_any = false;
+    let mut interims = 0;
     loop {
-        let (parsed, switches) = {
+        let (parsed, switches, out) = {
             let mut scratch = worker.resp_scratch(server.limits.max_headers);
             let buf = ubuf.get(upos..).unwrap_or_default();
             let parsed = h1::parse_response(buf, max, is_head, &mut scratch);
             let switches =
                 matches!(parsed, Ok(Some(ref r)) if r.status == 101) && websocket::accepts_websocket(buf, &scratch);
-            (parsed, switches)
+            let out = match &parsed {
+                Ok(Some(r)) if r.status < 200 && r.status != 101 && interims < interim::MAX_INTERIM => {
+                    interim.prepare(worker, buf, r, &scratch)
+                }
+                _ => None,
+            };
+            (parsed, switches, out)
         };
+        if let Some(out) = out {
+            Box::pin(interim.write(worker, out)).await?;
+        }
         match parsed {
             Ok(Some(resp)) if resp.status == 101 && websocket && switches => return Ok((upos, resp)),
             Ok(Some(resp)) if resp.status == 101 && websocket => {
                 return Err(UpstreamError::Protocol("101 without Upgrade: websocket"))
             }
             Ok(Some(resp)) if resp.status == 101 => return Err(UpstreamError::Protocol("unrequested upgrade")),
+            Ok(Some(r)) if r.status < 200 && interims >= interim::MAX_INTERIM => {
+                return Err(UpstreamError::Protocol("more than 10 interim (1xx) responses"));
+            }
             Ok(Some(resp)) if resp.status < 200 => {
+                interims += 1;
                 upos += resp.head_len;
                 continue;
             }

@@ -17,6 +17,7 @@ use crate::http::chunked::{encode_chunk, LAST_CHUNK};
 use crate::http::exchange::Exchange;
 use crate::http::h1::{self, ResponseFraming, ResponseHead};
 use crate::http::response::push_num;
+use crate::proxy::interim::Interim;
 use crate::proxy::retry::{Failure, Retries};
 use crate::proxy::{acquire, failure_status, read_response_head_pooled, retry_failure, retry_if_stale, UpstreamError};
 use crate::runtime::io::write_from;
@@ -137,7 +138,8 @@ pub async fn forward(
         }
         wbuf.extend_from_slice(b"\r\n");
         let chunked = *chunked;
-        let result = exchange(worker, local, &mut req, ex, action, endpoint, wbuf, chunked, try_deadline).await;
+        let result =
+            exchange(worker, local, &mut req, respond, ex, action, endpoint, wbuf, chunked, try_deadline).await;
         let failure = match &result {
             Ok((_, ubuf, upos, resp)) => {
                 inflight.record(Outcome::Response(resp.status));
@@ -423,6 +425,7 @@ async fn exchange(
     worker: &Rc<Worker>,
     local: &Local,
     req: &mut Request<'_>,
+    respond: &mut h2::server::SendResponse<Bytes>,
     ex: &mut Exchange,
     action: &ProxyAction,
     endpoint: &EndpointState,
@@ -449,7 +452,17 @@ async fn exchange(
             sent = send_body(worker, local, req, ex, &mut up, chunked, deadline).await;
         }
         let err = match sent {
-            Ok(()) => match read_response_head_pooled(worker, &mut up, server, is_head, false, deadline).await {
+            Ok(()) => match read_response_head_pooled(
+                worker,
+                &mut up,
+                server,
+                is_head,
+                false,
+                &mut Interim::H2(respond),
+                deadline,
+            )
+            .await
+            {
                 Ok((ubuf, upos, resp)) => return Ok((up, ubuf, upos, resp)),
                 Err(e) => e,
             },

@@ -170,7 +170,9 @@ pub async fn pump(mut from: RecvStream, mut to: SendStream<Bytes>, idle: Duratio
 }
 
 /// Copies a response body (and trailers) from the upstream's stream to the client's. Returns
-/// the bytes moved; `Err` when it could not be completed (the client's stream is reset).
+/// the bytes moved; `Err` when it could not be completed: the client's stream is then reset
+/// with CANCEL (RFC 9113 §7: the gateway gave up on the stream, because the upstream failed or
+/// went idle mid-body, or the client stopped reading; neither is an internal error).
 pub async fn relay(mut from: RecvStream, to: &mut SendStream<Bytes>, idle: Duration) -> Result<u64, u64> {
     let mut total = 0u64;
     loop {
@@ -178,7 +180,7 @@ pub async fn relay(mut from: RecvStream, to: &mut SendStream<Bytes>, idle: Durat
             Ok(Some(Ok(d))) => d,
             Ok(None) => break,
             _ => {
-                to.send_reset(h2::Reason::INTERNAL_ERROR);
+                to.send_reset(h2::Reason::CANCEL);
                 return Err(total);
             }
         };
@@ -186,6 +188,7 @@ pub async fn relay(mut from: RecvStream, to: &mut SendStream<Bytes>, idle: Durat
         total += n as u64;
         if monoio::time::timeout(idle, send_data(to, data, false)).await.map_or(true, |r| r.is_err()) {
             from.flow_control().release_capacity(n).ok();
+            to.send_reset(h2::Reason::CANCEL);
             return Err(total);
         }
         let _ = from.flow_control().release_capacity(n);
@@ -194,7 +197,7 @@ pub async fn relay(mut from: RecvStream, to: &mut SendStream<Bytes>, idle: Durat
         Ok(Some(t)) => to.send_trailers(t),
         Ok(None) => to.send_data(Bytes::new(), true),
         Err(_) => {
-            to.send_reset(h2::Reason::INTERNAL_ERROR);
+            to.send_reset(h2::Reason::CANCEL);
             return Err(total);
         }
     };

@@ -611,7 +611,10 @@ async fn relay_response(
                         worker.stats.upstream_protocol_errors.inc();
                     }
                     tracing::debug!(upstream = %endpoint.address, error = ?e, "response body relay failed (HTTP/2 client)");
-                    tx.send_reset(h2::Reason::INTERNAL_ERROR);
+                    // CANCEL (RFC 9113 §7): the gateway gave up on the stream, because the
+                    // client stopped reading (a write timeout: zero-window stall) or the upstream
+                    // failed mid-body. Neither is an internal error of the gateway.
+                    tx.send_reset(h2::Reason::CANCEL);
                     false
                 }
             }

@@ -251,6 +251,8 @@ pub fn send_local(
     }
     builder = builder.header(http::header::CONTENT_LENGTH, body.len());
     let Ok(resp) = builder.body(()) else {
+        // INTERNAL_ERROR: a head the gateway built itself is invalid, a bug of the gateway
+        // (every other reset of a client stream is CANCEL: the gateway gave up on it).
         respond.send_reset(h2::Reason::INTERNAL_ERROR);
         return;
     };

@@ -20,6 +20,7 @@ fn defaults_of_a_minimal_file() {
         drain_delay: Duration::ZERO,
         log_level: "info".to_owned(),
         via: "gateway".to_owned(),
+        server_header: None,
         watch: true,
         deadline_header: None,
         upgrade_socket: None,

@@ -5,6 +5,7 @@
 
 mod clusters;
 mod concurrency;
+mod headers;
 mod overload;
 mod ratelimit;
 mod retry;

@@ -18,6 +18,8 @@ pub struct Exchange {
     pub status: u16,
     /// Index into the snapshot's routes.
     pub route: Option<usize>,
+    /// The request came over TLS (HSTS applies).
+    pub tls: bool,
     /// Index into the snapshot's clusters.
     pub cluster: Option<usize>,
     pub upstream: Option<SocketAddr>,

@@ -76,8 +76,13 @@ pub(super) async fn forward(
     out.push(b' ');
     out.extend_from_slice(reason(status).as_bytes());
     out.extend_from_slice(b"\r\n");
+    let decor = crate::http::decor::Decor::new(&local.snap.config, conn.ex.route, conn.ex.tls);
     for (name, value) in &parts.headers {
-        if h2up::connection_specific(name.as_str()) || name == "te" || name == "content-length" {
+        if h2up::connection_specific(name.as_str())
+            || name == "te"
+            || name == "content-length"
+            || decor.replaces(name.as_str().as_bytes())
+        {
             continue;
         }
         out.extend_from_slice(name.as_str().as_bytes());
@@ -85,6 +90,7 @@ pub(super) async fn forward(
         out.extend_from_slice(value.as_bytes());
         out.extend_from_slice(b"\r\n");
     }
+    decor.push_h1(&mut out);
     if let Some(n) = length {
         out.extend_from_slice(b"content-length: ");
         push_num(&mut out, n);

@@ -720,7 +720,8 @@ async fn relay_response(
     {
         let scratch = worker.resp_scratch(server.limits.max_headers);
         let buf = ubuf.get(upos..).unwrap_or_default();
-        build_response_head(&mut wbuf, buf, &resp, &scratch, chunk_out, close, client_11);
+        let decor = crate::http::decor::Decor::new(&local.snap.config, conn.ex.route, conn.ex.tls);
+        build_response_head(&mut wbuf, buf, &resp, &scratch, &decor, chunk_out, close, client_11);
     }
     upos += resp.head_len;
     conn.ex.status = resp.status;
@@ -794,6 +795,7 @@ async fn reply(
 ) -> Next {
     let mut out = worker.buffers.take();
     response::write_refusal(&mut out, status, extra, close, head.method == h1::Method::Head);
+    crate::http::decor::Decor::new(&local.snap.config, conn.ex.route, conn.ex.tls).insert_h1(&mut out, 0);
     conn.ex.status = status;
     let n = out.len() as u64;
     let (res, out) = write_from(&mut conn.stream, out, 0, local.snap.config.server.timeouts.body_io).await;

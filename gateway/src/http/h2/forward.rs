@@ -58,7 +58,7 @@ pub async fn forward(
     let is_head = req.parts.method == http::Method::HEAD;
     ex.cluster = Some(action.cluster);
     let Some(cluster) = local.clusters.get(action.cluster).cloned() else {
-        super::stream::reply(worker, respond, ex, 503, &[], is_head);
+        super::stream::reply(worker, local, respond, ex, 503, &[], is_head);
         return;
     };
     cluster.note_request();
@@ -79,11 +79,11 @@ pub async fn forward(
     let sent_at = Instant::now();
     loop {
         let Some(inflight) = cluster.pick_with(&worker.rng, PickHints { hash: None, avoid }) else {
-            super::stream::reply(worker, respond, ex, 503, &[], is_head);
+            super::stream::reply(worker, local, respond, ex, 503, &[], is_head);
             break;
         };
         let Some(endpoint) = inflight.endpoint() else {
-            super::stream::reply(worker, respond, ex, 503, &[], is_head);
+            super::stream::reply(worker, local, respond, ex, 503, &[], is_head);
             break;
         };
         ex.upstream = Some(endpoint.address);
@@ -116,7 +116,7 @@ pub async fn forward(
                             if retries.backoff(worker, deadline).await {
                                 continue;
                             }
-                            super::stream::reply(worker, respond, ex, 504, &[], is_head);
+                            super::stream::reply(worker, local, respond, ex, 504, &[], is_head);
                             break;
                         }
                     }
@@ -171,7 +171,7 @@ pub async fn forward(
                 if retries.backoff(worker, deadline).await {
                     continue;
                 }
-                super::stream::reply(worker, respond, ex, 504, &[], is_head);
+                super::stream::reply(worker, local, respond, ex, 504, &[], is_head);
                 break;
             }
         }
@@ -236,7 +236,7 @@ async fn to_h2<'a>(
     *up.uri_mut() = match http::Uri::try_from(format!("{scheme}://{}{target}", req.authority)) {
         Ok(u) => u,
         Err(_) => {
-            super::stream::reply(worker, respond, ex, 400, &[], is_head);
+            super::stream::reply(worker, local, respond, ex, 400, &[], is_head);
             return H2Outcome::Done(None);
         }
     };
@@ -286,7 +286,9 @@ async fn to_h2<'a>(
     let status = parts.status.as_u16();
     ex.status = status;
     let end = body.is_end_stream();
-    match respond.send_response(h2up::client_head(&parts), end) {
+    let mut head = h2up::client_head(&parts);
+    crate::http::decor::Decor::new(&local.snap.config, ex.route, ex.tls).apply_h2(head.headers_mut());
+    match respond.send_response(head, end) {
         Ok(mut tx) if !end => match h2up::relay(body, &mut tx, action.timeout).await {
             Ok(n) | Err(n) => {
                 worker.stats.downstream_bytes_out.add(n);
@@ -325,7 +327,7 @@ fn fail(
                 }
                 _ => Vec::new(),
             };
-            super::stream::reply(worker, respond, ex, s, &extra, is_head);
+            super::stream::reply(worker, local, respond, ex, s, &extra, is_head);
         }
         None => respond.send_reset(h2::Reason::CANCEL),
     }
@@ -567,11 +569,12 @@ async fn relay_response(
     is_head: bool,
 ) {
     let server = &local.snap.config.server;
-    let response = {
+    let mut response = {
         let scratch = worker.resp_scratch(server.limits.max_headers);
         let buf = ubuf.get(upos..).unwrap_or_default();
         response_head(buf, &resp, &scratch)
     };
+    crate::http::decor::Decor::new(&local.snap.config, ex.route, ex.tls).apply_h2(response.headers_mut());
     upos += resp.head_len;
     let source = match resp.framing {
         ResponseFraming::None => None,

@@ -335,6 +335,11 @@ fn full_example_sets_every_key() {
         "mirror",
         "percent",
         "max_in_flight",
+        "server_header",
+        "hsts",
+        "max_age",
+        "include_subdomains",
+        "preload",
     ] {
         let set = text.lines().any(|line| {
             let line = line.trim_start();
@@ -375,4 +380,7 @@ fn full_example_sets_every_key() {
     assert_eq!(split.pins.len(), 1);
     let mirror = canary.mirror.as_ref().unwrap();
     assert_eq!(config.clusters[mirror.cluster].name, "web-shadow");
+    assert_eq!(config.server.server_header.as_deref(), Some("edge"));
+    let api = config.routes.iter().find(|r| r.name == "api").unwrap();
+    assert_eq!(api.hsts.as_ref().unwrap().value, "max-age=31536000; includeSubDomains");
 }

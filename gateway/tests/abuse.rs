@@ -725,7 +725,9 @@ fn h2_request_body_that_never_comes_is_cut_by_body_io() {
 }
 
 #[test]
-fn an_endless_stream_of_interim_responses_ends_at_the_route_timeout() {
+fn an_endless_stream_of_interim_responses_is_cut_with_502() {
+    // At most 10 interim responses per request (interim.rs): the 11th ends the exchange with a
+    // 502 long before the route timeout, and the upstream connection is dropped.
     let flood: &'static [u8] = "HTTP/1.1 100 Continue\r\n\r\n".repeat(5000).leak().as_bytes();
     each_driver(|d| {
         let (addr, heads) = scripted_origin(vec![flood]);
@@ -734,12 +736,12 @@ fn an_endless_stream_of_interim_responses_ends_at_the_route_timeout() {
         s.write_all(b"GET /first HTTP/1.1\r\nhost: a\r\n\r\nGET /second HTTP/1.1\r\nhost: a\r\n\r\n").unwrap();
         let mut r = BufReader::new(s);
         let started = Instant::now();
-        assert!(wait_until(Duration::from_secs(5), || heads.lock().unwrap().len() == 1), "{d}");
-        // Another client is served (by another upstream connection) while the flood goes on.
+        assert!(wait_until(Duration::from_secs(5), || !heads.lock().unwrap().is_empty()), "{d}");
+        // Another client is served (by another upstream connection).
         let other = get(gw.addr, "/other");
         assert_eq!((other.status, other.text().as_str()), (200, "good"), "{d}");
         let first = read_response(&mut r, false).unwrap();
-        assert_eq!(first.status, 504, "{d}");
+        assert_eq!(first.status, 502, "{d}");
         assert!(started.elapsed() < Duration::from_secs(8), "{d}: {:?}", started.elapsed());
         let second = read_response(&mut r, false).unwrap();
         assert_eq!((second.status, second.text().as_str()), (200, "good"), "{d}: client connection in sync");

@@ -1,7 +1,7 @@
 //! End-to-end: 1xx interim responses from an HTTP/1.1 origin (RFC 9110 §15.2). HTTP/1.1 clients
 //! get them before the final response (abuse.rs `early_hints_are_forwarded_to_http11_clients`),
 //! HTTP/1.0 clients never do, HTTP/2 clients get them as informational HEADERS, and an origin
-//! that sends more than 10 gets a 502.
+//! that sends more than 10 gets a 502. The same from an HTTP/2 origin.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 mod common;
@@ -128,5 +128,40 @@ fn http2_clients_get_interim_responses_as_informational_headers() {
         assert_eq!(info.headers()["link"], "</a.css>; rel=preload");
         let resp = resp.await.unwrap();
         assert_eq!(resp.status(), 200);
+    });
+}
+
+/// A gateway (h2c and HTTP/1.1 listener) whose default route goes to an HTTP/2 origin.
+fn h2_origin_gateway(origin: &common::h2origin::H2Origin) -> TestGateway {
+    let text = config("io_uring", origin.addr, "", "")
+        .replace("address = \"127.0.0.1:0\"\n", "address = \"127.0.0.1:0\"\nprotocols = [\"http/1.1\", \"h2\"]\n")
+        .replace("connect_timeout = \"1s\"\n", "connect_timeout = \"1s\"\nprotocol = \"h2\"\n");
+    TestGateway::start(&text)
+}
+
+#[test]
+fn interim_responses_of_http2_origins_are_forwarded_too() {
+    let origin = common::h2origin::H2Origin::start(None);
+    let gw = h2_origin_gateway(&origin);
+    // HTTP/1.1 client: two hints, then the final response.
+    let got = read_all(gw.addr, b"GET /hints/2 HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n");
+    assert_eq!(got.matches("HTTP/1.1 103 Early Hints\r\nlink: </a.css>; rel=preload\r\n\r\n").count(), 2, "{got:?}");
+    assert!(got.contains("\r\n\r\nHTTP/1.1 200 OK\r\n") && got.ends_with("ok"), "{got:?}");
+    // HTTP/1.0 client: only the final response.
+    let got = read_all(gw.addr, b"GET /hints/2 HTTP/1.0\r\nhost: a\r\n\r\n");
+    assert!(got.starts_with("HTTP/1.1 200 OK\r\n") && !got.contains("103"), "{got:?}");
+    // Eleven: 502.
+    let got = read_all(gw.addr, b"GET /hints/11 HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n");
+    assert_eq!(got.matches("HTTP/1.1 103 ").count(), 10, "{got:?}");
+    assert!(got.contains("HTTP/1.1 502 "), "{got:?}");
+    // HTTP/2 client.
+    runtime().block_on(async {
+        let send = h2_connect(gw.addr, None).await;
+        let mut ready = send.ready().await.unwrap();
+        let (mut resp, _) = ready.send_request(h2_get("http", "a", "/hints/1"), true).unwrap();
+        let info = std::future::poll_fn(|cx| resp.poll_informational(cx)).await;
+        let info = info.expect("an informational response").unwrap();
+        assert_eq!((info.status().as_u16(), info.headers()["link"].to_str().unwrap()), (103, "</a.css>; rel=preload"));
+        assert_eq!(resp.await.unwrap().status(), 200);
     });
 }

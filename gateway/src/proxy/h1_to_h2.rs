@@ -260,6 +260,7 @@ async fn exchange(
             }
         }
     }
-    let resp = h2up::response_head(response, deadline).await?;
+    let mut interim = super::interim::Interim::h1(&mut conn.stream, head.version_minor, server.timeouts.body_io);
+    let resp = h2up::response_head(worker, response, &mut interim, deadline).await?;
     Ok((slot, resp))
 }

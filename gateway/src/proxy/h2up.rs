@@ -2,12 +2,15 @@
 //! HTTP/2 clients (streams both ways at once, trailers passed through: gRPC works end to end)
 //! and from HTTP/1.1 clients (the body sent, then the response relayed).
 
+use std::future::Future;
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
 use h2::{RecvStream, SendStream};
 use monoio::time::Instant;
 
+use super::interim::{Interim, MAX_INTERIM};
 use super::UpstreamError;
 use crate::runtime::worker::Worker;
 use crate::upstream::h2io::send_data;
@@ -118,17 +121,38 @@ pub async fn send_head(
     Ok((stream, resp, tx))
 }
 
-/// Awaits the response head within the deadline.
+/// Awaits the response head within the deadline; interim (1xx) heads before it go to
+/// `interim` (at most [`MAX_INTERIM`], then a protocol error, as from HTTP/1.1 upstreams).
 pub async fn response_head(
-    resp: h2::client::ResponseFuture,
+    worker: &Worker,
+    mut resp: h2::client::ResponseFuture,
+    interim: &mut Interim<'_>,
     deadline: Instant,
 ) -> Result<http::Response<RecvStream>, UpstreamError> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    match monoio::time::timeout(left, resp).await {
-        Ok(Ok(r)) => Ok(r),
-        Ok(Err(e)) if e.reason() == Some(h2::Reason::REFUSED_STREAM) => Err(UpstreamError::RefusedStream),
-        Ok(Err(e)) => Err(UpstreamError::Send(std::io::Error::other(e))),
-        Err(_) => Err(UpstreamError::Timeout),
+    let mut interims = 0;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let next = std::future::poll_fn(|cx| {
+            if let Poll::Ready(Some(Ok(info))) = resp.poll_informational(cx) {
+                return Poll::Ready(Err(info));
+            }
+            std::pin::Pin::new(&mut resp).poll(cx).map(Ok)
+        });
+        match monoio::time::timeout(left, next).await {
+            Ok(Ok(Ok(r))) => return Ok(r),
+            Ok(Ok(Err(e))) if e.reason() == Some(h2::Reason::REFUSED_STREAM) => {
+                return Err(UpstreamError::RefusedStream)
+            }
+            Ok(Ok(Err(e))) => return Err(UpstreamError::Send(std::io::Error::other(e))),
+            Ok(Err(_)) if interims >= MAX_INTERIM => {
+                return Err(UpstreamError::Protocol("more than 10 interim (1xx) responses"));
+            }
+            Ok(Err(info)) => {
+                interims += 1;
+                Box::pin(interim.forward_h2(worker, info.into_parts().0)).await?;
+            }
+            Err(_) => return Err(UpstreamError::Timeout),
+        }
     }
 }
 

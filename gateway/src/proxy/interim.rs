@@ -6,8 +6,9 @@
 //! - `100 Continue` is never forwarded: the gateway strips `Expect` upstream and answers the
 //!   client's `Expect: 100-continue` itself, so an upstream's 100 answers nothing the client asked.
 //! - Other 1xx (`103 Early Hints`, `102`, unknown ones) reach HTTP/1.1 clients (hop-by-hop
-//!   fields removed) and HTTP/2 clients (`SendResponse::send_informational`, h2 >= 0.4.11);
-//!   an HTTP/1.0 client never sees them.
+//!   fields removed) and HTTP/2 clients (`SendResponse::send_informational`), from HTTP/1.1
+//!   and HTTP/2 upstreams (`ResponseFuture::poll_informational`); an HTTP/1.0 client never
+//!   sees them.
 //! - At most [`MAX_INTERIM`] per response: an upstream that sends more gets a 502 (an endless
 //!   stream of 1xx would keep the request open and forward unbounded bytes without ever
 //!   answering; 10 is far more than any real server sends, usually one 103 at most).
@@ -104,6 +105,49 @@ impl Interim<'_> {
                     tracing::debug!(error = %e, "interim response not sent to the HTTP/2 client");
                 }
                 None
+            }
+        }
+    }
+
+    /// Forwards an interim head received from an HTTP/2 upstream (connection-specific fields
+    /// removed). Called boxed, like [`Interim::write`].
+    pub(crate) async fn forward_h2(
+        &mut self,
+        worker: &Worker,
+        head: http::response::Parts,
+    ) -> Result<(), UpstreamError> {
+        if head.status == http::StatusCode::CONTINUE {
+            return Ok(());
+        }
+        let fields = || head.headers.iter().filter(|(name, _)| !super::h2up::connection_specific(name.as_str()));
+        match self {
+            Interim::Drop => Ok(()),
+            Interim::H1 { .. } => {
+                let mut out = worker.buffers.take();
+                out.extend_from_slice(b"HTTP/1.1 ");
+                push_num(&mut out, u64::from(head.status.as_u16()));
+                out.push(b' ');
+                out.extend_from_slice(head.status.canonical_reason().unwrap_or("").as_bytes());
+                out.extend_from_slice(b"\r\n");
+                for (name, value) in fields() {
+                    out.extend_from_slice(name.as_str().as_bytes());
+                    out.extend_from_slice(b": ");
+                    out.extend_from_slice(value.as_bytes());
+                    out.extend_from_slice(b"\r\n");
+                }
+                out.extend_from_slice(b"\r\n");
+                self.write(worker, out).await.map(|_| ())
+            }
+            Interim::H2(respond) => {
+                let mut info = http::Response::new(());
+                *info.status_mut() = head.status;
+                for (name, value) in fields() {
+                    info.headers_mut().append(name.clone(), value.clone());
+                }
+                if let Err(e) = respond.send_informational(info) {
+                    tracing::debug!(error = %e, "interim response not sent to the HTTP/2 client");
+                }
+                Ok(())
             }
         }
     }

@@ -273,7 +273,7 @@ async fn to_h2<'a>(
     };
     let pump =
         tx.map(|tx| monoio::spawn(h2up::pump(req.body, tx, server.timeouts.body_io, server.limits.max_body_bytes)));
-    let head = h2up::response_head(response, try_deadline).await;
+    let head = h2up::response_head(worker, response, &mut Interim::H2(respond), try_deadline).await;
     ex.upstream_elapsed = Some(sent_at.elapsed());
     let resp = match head {
         Ok(r) => r,

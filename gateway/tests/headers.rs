@@ -199,3 +199,26 @@ fn hsts_is_set_per_route_over_tls_only() {
         let _ = std::fs::remove_dir_all(dir);
     });
 }
+
+#[test]
+fn a_websocket_101_carries_the_server_header_too() {
+    let o = origin();
+    let routes = "[[routes]]\nname = \"ws\"\nmatch = { host = \"ws.test\" }\ncluster = \"origin\"\nwebsocket = true\n";
+    let gw = TestGateway::start(&config("io_uring", o.addr(), "server_header = \"edge\"", routes));
+    let mut s = connect(gw.addr);
+    s.write_all(
+        b"GET /ws/echo HTTP/1.1\r\nhost: ws.test\r\nupgrade: websocket\r\nconnection: Upgrade\r\n\
+          sec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\nsec-websocket-version: 13\r\n\r\n",
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut byte).unwrap(), 1, "closed inside the head: {head:?}");
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8(head).unwrap().to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 101 "), "{head}");
+    assert_eq!(head.matches("\r\nserver: ").count(), 1, "{head}");
+    assert!(head.contains("\r\nserver: edge\r\n"), "{head}");
+}

@@ -2,7 +2,8 @@
 //! HTTP/2: `server` (`server.server_header`) and `strict-transport-security` (`routes[].hsts`,
 //! on TLS connections only: RFC 6797 §7.2 forbids it over plain HTTP). Each replaces the
 //! upstream's field of the same name; `server_header = ""` removes the upstream's Server field
-//! and adds none. Interim (1xx) and `101` heads are not decorated.
+//! and adds none. A WebSocket `101` is decorated like a final response; interim (1xx) heads
+//! are not (they are forwarded as the upstream sent them, hop-by-hop fields removed).
 
 use gateway_config::Config;
 

@@ -168,14 +168,15 @@ pub fn build_response_head(
 
 /// Writes the `101 Switching Protocols` head the client sees for a WebSocket tunnel: the
 /// upstream's reason and end-to-end fields (Sec-WebSocket-Accept and friends), then the
-/// gateway's own `connection: upgrade` and `upgrade: websocket`.
-pub fn build_switch_head(out: &mut Vec<u8>, buf: &[u8], resp: &ResponseHead, scratch: &HeadScratch) {
+/// gateway's own fields (`decor`) and `connection: upgrade` and `upgrade: websocket`.
+pub fn build_switch_head(out: &mut Vec<u8>, buf: &[u8], resp: &ResponseHead, scratch: &HeadScratch, decor: &Decor<'_>) {
     out.extend_from_slice(b"HTTP/1.1 101 ");
     out.extend_from_slice(buf.get(resp.reason.clone()).unwrap_or_default());
     out.extend_from_slice(b"\r\n");
     for h in scratch.headers() {
         let name = h.name(buf);
-        if h1::is_hop_by_hop(name, buf, scratch) || name.eq_ignore_ascii_case(b"content-length") {
+        if h1::is_hop_by_hop(name, buf, scratch) || name.eq_ignore_ascii_case(b"content-length") || decor.replaces(name)
+        {
             continue;
         }
         out.extend_from_slice(name);
@@ -183,5 +184,6 @@ pub fn build_switch_head(out: &mut Vec<u8>, buf: &[u8], resp: &ResponseHead, scr
         out.extend_from_slice(h.value(buf));
         out.extend_from_slice(b"\r\n");
     }
+    decor.push_h1(out);
     out.extend_from_slice(b"connection: upgrade\r\nupgrade: websocket\r\n\r\n");
 }

@@ -103,13 +103,28 @@ fn more_than_ten_interim_responses_get_502() {
 }
 
 #[test]
-fn upstream_100_continue_is_not_forwarded() {
-    // The gateway answers Expect itself and never forwards it: an upstream 100 answers nothing.
+fn an_upstream_100_is_forwarded_unless_the_gateway_answered_expect_itself() {
     let reply = [&b"HTTP/1.1 100 Continue\r\n\r\n"[..], HINTS, FINAL].concat();
     let gw = TestGateway::start(&config("io_uring", origin_replying(reply), "", ""));
+    // No Expect: the upstream's 100 is an interim response like any other.
     let got = read_all(gw.addr, b"GET / HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n");
-    assert!(got.starts_with("HTTP/1.1 103 Early Hints\r\n"), "{got:?}");
-    assert!(!got.contains("100 Continue"), "{got:?}");
+    assert!(got.starts_with("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\n"), "{got:?}");
+    // Expect: 100-continue: the gateway answers it (Expect is not forwarded); the upstream's 100
+    // would be a second one and is dropped.
+    let mut s = connect(gw.addr);
+    s.write_all(
+        b"POST / HTTP/1.1\r\nhost: a\r\nexpect: 100-continue\r\ncontent-length: 2\r\nconnection: close\r\n\r\n",
+    )
+    .unwrap();
+    let mut first = [0u8; 25];
+    s.read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"HTTP/1.1 100 Continue\r\n\r\n");
+    s.write_all(b"hi").unwrap();
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    let rest = String::from_utf8_lossy(&rest);
+    assert!(rest.starts_with("HTTP/1.1 103 Early Hints\r\n") && !rest.contains("100 Continue"), "{rest:?}");
+    assert!(rest.contains("HTTP/1.1 200 OK\r\n") && rest.ends_with("ok"), "{rest:?}");
 }
 
 #[test]

@@ -234,6 +234,7 @@ async fn exchange(
                 write_from(&mut conn.stream, b"HTTP/1.1 100 Continue\r\n\r\n".to_vec(), 0, server.timeouts.body_io)
                     .await;
             res.map_err(|e| UpstreamError::ClientBody(TransferError::Write(e)))?;
+            conn.ex.continued = true;
         }
         let left = deadline.saturating_duration_since(Instant::now());
         let limits = body::Limits {
@@ -260,7 +261,8 @@ async fn exchange(
             }
         }
     }
-    let mut interim = super::interim::Interim::h1(&mut conn.stream, head.version_minor, server.timeouts.body_io);
+    let (minor, continued, timeout) = (head.version_minor, conn.ex.continued, server.timeouts.body_io);
+    let mut interim = super::interim::Interim::h1(&mut conn.stream, minor, continued, timeout);
     let resp = h2up::response_head(worker, response, &mut interim, deadline).await?;
     Ok((slot, resp))
 }

@@ -3,8 +3,9 @@
 //! proxy itself asked for them).
 //!
 //! - `101` is final here (a WebSocket switch, handled by `read_response_head`).
-//! - `100 Continue` is never forwarded: the gateway strips `Expect` upstream and answers the
-//!   client's `Expect: 100-continue` itself, so an upstream's 100 answers nothing the client asked.
+//! - `100 Continue` is not forwarded to an HTTP/1.1 client whose `Expect: 100-continue` the
+//!   gateway already answered itself (it strips `Expect` upstream): a second 100 would answer
+//!   nothing. Otherwise it is forwarded like any other 1xx.
 //! - Other 1xx (`103 Early Hints`, `102`, unknown ones) reach HTTP/1.1 clients (hop-by-hop
 //!   fields removed) and HTTP/2 clients (`SendResponse::send_informational`), from HTTP/1.1
 //!   and HTTP/2 upstreams (`ResponseFuture::poll_informational`); an HTTP/1.0 client never
@@ -32,17 +33,19 @@ pub(crate) const MAX_INTERIM: usize = 10;
 pub(crate) enum Interim<'a> {
     /// Dropped: an HTTP/1.0 client, or nobody (a mirrored copy).
     Drop,
-    /// Written to an HTTP/1.1 client connection within `timeout`.
-    H1 { client: &'a mut Stream, timeout: Duration },
+    /// Written to an HTTP/1.1 client connection within `timeout`; `continued`: the gateway
+    /// sent this client a 100 Continue already.
+    H1 { client: &'a mut Stream, continued: bool, timeout: Duration },
     /// Sent on an HTTP/2 client stream as a HEADERS frame without END_STREAM.
     H2(&'a mut h2::server::SendResponse<Bytes>),
 }
 
 impl Interim<'_> {
-    /// The sink for an HTTP/1.x client of minor version `version_minor`.
-    pub(crate) fn h1(client: &mut Stream, version_minor: u8, timeout: Duration) -> Interim<'_> {
+    /// The sink for an HTTP/1.x client of minor version `version_minor`; `continued`: the
+    /// gateway answered its `Expect: 100-continue` already.
+    pub(crate) fn h1(client: &mut Stream, version_minor: u8, continued: bool, timeout: Duration) -> Interim<'_> {
         if version_minor >= 1 {
-            Interim::H1 { client, timeout }
+            Interim::H1 { client, continued, timeout }
         } else {
             Interim::Drop
         }
@@ -50,7 +53,7 @@ impl Interim<'_> {
 
     /// Handles the interim head at the start of `buf` (described by `scratch`): sends it to an
     /// HTTP/2 client at once, or returns the bytes to write to an HTTP/1.1 client (see
-    /// [`Interim::write`]). Nothing for a 100 or a dropped sink.
+    /// [`Interim::write`]). Nothing for a dropped sink, or a 100 the gateway sent already.
     pub(crate) fn prepare(
         &mut self,
         worker: &Worker,
@@ -58,7 +61,7 @@ impl Interim<'_> {
         resp: &ResponseHead,
         scratch: &HeadScratch,
     ) -> Option<Vec<u8>> {
-        if resp.status == 100 {
+        if resp.status == 100 && self.continued() {
             return None;
         }
         let fields = || {
@@ -109,6 +112,11 @@ impl Interim<'_> {
         }
     }
 
+    /// Whether the client got a 100 Continue from the gateway already.
+    fn continued(&self) -> bool {
+        matches!(self, Interim::H1 { continued: true, .. })
+    }
+
     /// Forwards an interim head received from an HTTP/2 upstream (connection-specific fields
     /// removed). Called boxed, like [`Interim::write`].
     pub(crate) async fn forward_h2(
@@ -116,7 +124,7 @@ impl Interim<'_> {
         worker: &Worker,
         head: http::response::Parts,
     ) -> Result<(), UpstreamError> {
-        if head.status == http::StatusCode::CONTINUE {
+        if head.status == http::StatusCode::CONTINUE && self.continued() {
             return Ok(());
         }
         let fields = || head.headers.iter().filter(|(name, _)| !super::h2up::connection_specific(name.as_str()));
@@ -155,7 +163,7 @@ impl Interim<'_> {
     /// Writes an interim head prepared by [`Interim::prepare`] to the HTTP/1.1 client. Kept out
     /// of `read_response_head`'s future (called boxed): 1xx responses are rare.
     pub(crate) async fn write(&mut self, worker: &Worker, out: Vec<u8>) -> Result<u64, UpstreamError> {
-        let Interim::H1 { client, timeout } = self else {
+        let Interim::H1 { client, timeout, .. } = self else {
             worker.buffers.give(out);
             return Ok(0);
         };

@@ -342,6 +342,7 @@ async fn hold_body(
         let (res, _) =
             write_from(&mut conn.stream, b"HTTP/1.1 100 Continue\r\n\r\n".to_vec(), 0, server.timeouts.body_io).await;
         res.map_err(TransferError::Write)?;
+        conn.ex.continued = true;
     }
     while conn.rbuf.len() < end {
         let (res, b) =
@@ -452,7 +453,8 @@ async fn exchange(
         let sent = send_request(worker, conn, server, head, &mut up.stream, wbuf, deadline).await;
         let err = match sent {
             Ok(()) => {
-                let mut interim = interim::Interim::h1(&mut conn.stream, head.version_minor, server.timeouts.body_io);
+                let (minor, continued, timeout) = (head.version_minor, conn.ex.continued, server.timeouts.body_io);
+                let mut interim = interim::Interim::h1(&mut conn.stream, minor, continued, timeout);
                 match read_response_head_pooled(worker, &mut up, server, is_head, websocket, &mut interim, deadline)
                     .await
                 {
@@ -578,6 +580,7 @@ async fn send_request(
         let (res, _) =
             write_from(&mut conn.stream, b"HTTP/1.1 100 Continue\r\n\r\n".to_vec(), 0, server.timeouts.body_io).await;
         res.map_err(|e| UpstreamError::ClientBody(TransferError::Write(e)))?;
+        conn.ex.continued = true;
     }
     let limits = body::Limits {
         max_bytes: server.limits.max_body_bytes,

@@ -111,9 +111,11 @@ fn server_header_replaces_the_upstreams_and_marks_generated_responses() {
         // A gateway error: a malformed request is answered 400 before any routing.
         let r = exchange(gw.addr, b"GET / HTTP/1.1\r\nhost: a\r\ncontent-length: x\r\n\r\n");
         assert_eq!((r.status, all(&r, "server")), (400, vec!["edge"]), "{d}: {r:?}");
-        // Over plain HTTP no HSTS is added; the upstream's passes untouched.
+        // Over plain HTTP an HSTS route sends none (RFC 6797 §7.2): the upstream's is removed.
         let r = get(gw.addr, "/hsts/x");
-        assert_eq!(all(&r, "strict-transport-security"), ["max-age=1"], "{d}: plain HTTP: {r:?}");
+        assert_eq!(all(&r, "strict-transport-security"), Vec::<&str>::new(), "{d}: plain HTTP: {r:?}");
+        // Other routes pass the upstream's own field.
+        assert_eq!(all(&get(gw.addr, "/x"), "strict-transport-security"), ["max-age=1"], "{d}");
         for (status, r) in h2_servers(gw.addr, None, "/x,/direct,/nowhere-but-proxied") {
             let servers: Vec<_> = r.headers.get_all("server").iter().map(|v| v.to_str().unwrap().to_owned()).collect();
             assert_eq!((status, servers), (200, vec!["edge".to_owned()]), "{d}: HTTP/2: {r:?}");

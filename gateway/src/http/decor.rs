@@ -2,7 +2,8 @@
 //! HTTP/2: `server` (`server.server_header`) and `strict-transport-security` (`routes[].hsts`,
 //! on TLS connections only: RFC 6797 §7.2 forbids it over plain HTTP). Each replaces the
 //! upstream's field of the same name; `server_header = ""` removes the upstream's Server field
-//! and adds none. A WebSocket `101` is decorated like a final response; interim (1xx) heads
+//! and adds none, and a route with `hsts` owns the field: over plain HTTP the upstream's is
+//! removed and none is added. A WebSocket `101` is decorated like a final response; interim (1xx) heads
 //! are not (they are forwarded as the upstream sent them, hop-by-hop fields removed).
 
 use gateway_config::Config;
@@ -12,17 +13,17 @@ use gateway_config::Config;
 pub struct Decor<'a> {
     /// `Some("")`: remove the upstream's, add none.
     server: Option<&'a str>,
-    hsts: Option<&'a str>,
+    /// `Some(None)`: an HSTS route over plain HTTP: remove the upstream's, add none.
+    hsts: Option<Option<&'a str>>,
 }
 
 impl<'a> Decor<'a> {
     /// The fields for a response of `route` (none before routing) on a TLS connection or not.
     pub fn new(config: &'a Config, route: Option<usize>, tls: bool) -> Self {
         let hsts = route
-            .filter(|_| tls)
             .and_then(|i| config.routes.get(i))
             .and_then(|r| r.hsts.as_ref())
-            .map(|h| h.value.as_str());
+            .map(|h| tls.then_some(h.value.as_str()));
         Self { server: config.server.server_header.as_deref(), hsts }
     }
 
@@ -39,7 +40,7 @@ impl<'a> Decor<'a> {
             out.extend_from_slice(server.as_bytes());
             out.extend_from_slice(b"\r\n");
         }
-        if let Some(hsts) = self.hsts {
+        if let Some(Some(hsts)) = self.hsts {
             out.extend_from_slice(b"strict-transport-security: ");
             out.extend_from_slice(hsts.as_bytes());
             out.extend_from_slice(b"\r\n");
@@ -69,8 +70,11 @@ impl<'a> Decor<'a> {
                 headers.insert(http::header::SERVER, v);
             }
         }
-        if let Some(Ok(v)) = self.hsts.map(http::HeaderValue::from_str) {
-            headers.insert(http::header::STRICT_TRANSPORT_SECURITY, v);
+        if let Some(hsts) = self.hsts {
+            headers.remove(http::header::STRICT_TRANSPORT_SECURITY);
+            if let Some(Ok(v)) = hsts.map(http::HeaderValue::from_str) {
+                headers.insert(http::header::STRICT_TRANSPORT_SECURITY, v);
+            }
         }
     }
 }
@@ -82,7 +86,7 @@ mod tests {
 
     #[test]
     fn inserted_after_the_status_line() {
-        let d = Decor { server: Some("edge"), hsts: Some("max-age=60") };
+        let d = Decor { server: Some("edge"), hsts: Some(Some("max-age=60")) };
         let mut out = b"xxHTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n".to_vec();
         d.insert_h1(&mut out, 2);
         assert_eq!(
@@ -102,12 +106,14 @@ mod tests {
         let mut h = http::HeaderMap::new();
         h.insert("server", http::HeaderValue::from_static("nginx"));
         h.insert("strict-transport-security", http::HeaderValue::from_static("max-age=1"));
-        Decor { server: Some("edge"), hsts: Some("max-age=60") }.apply_h2(&mut h);
+        Decor { server: Some("edge"), hsts: Some(Some("max-age=60")) }.apply_h2(&mut h);
         assert_eq!(
             (h["server"].to_str().unwrap(), h["strict-transport-security"].to_str().unwrap()),
             ("edge", "max-age=60")
         );
         Decor { server: Some(""), hsts: None }.apply_h2(&mut h);
         assert!(h.get("server").is_none());
+        Decor { server: None, hsts: Some(None) }.apply_h2(&mut h);
+        assert!(h.get("strict-transport-security").is_none(), "an HSTS route over plain HTTP sends none");
     }
 }

@@ -1,6 +1,6 @@
-//! Interim (1xx) responses from an HTTP/1.1 upstream, forwarded to the client before the final
-//! response (RFC 9110 §15.2: a proxy MUST forward them unless the client is HTTP/1.0 or the
-//! proxy itself asked for them).
+//! Interim (1xx) responses from an upstream (HTTP/1.1 or HTTP/2), forwarded to the client
+//! before the final response (RFC 9110 §15.2: a proxy MUST forward them unless the client is
+//! HTTP/1.0 or the proxy itself asked for them).
 //!
 //! - `101` is final here (a WebSocket switch, handled by `read_response_head`).
 //! - `100 Continue` is not forwarded to an HTTP/1.1 client whose `Expect: 100-continue` the

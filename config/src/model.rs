@@ -8,10 +8,12 @@ use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
+mod headers;
 mod health;
 mod tls;
 mod traffic;
 
+pub use headers::*;
 pub use health::*;
 pub use tls::*;
 pub use traffic::*;
@@ -108,6 +110,10 @@ pub struct Server {
     pub log_level: String,
     /// The name this gateway puts in `Via` (`1.1 <via>`).
     pub via: String,
+    /// `Some(v)`: every response the gateway sends carries exactly `server: v` (the upstream's
+    /// is replaced); `Some("")`: no Server field at all (the upstream's is removed); `None`
+    /// (the default): the upstream's passes, generated responses carry none.
+    pub server_header: Option<String>,
     /// Reload automatically when the config file changes (SIGHUP and `POST /reload` always work).
     pub watch: bool,
     /// One line per request, when configured; `None` means off.
@@ -258,6 +264,8 @@ pub struct Route {
     pub split: Option<Split>,
     /// Shadow traffic (`mirror`); only on routes that proxy.
     pub mirror: Option<Mirror>,
+    /// `strict-transport-security` on every response of the route sent over TLS.
+    pub hsts: Option<Hsts>,
 }
 
 /// A token bucket on a route: `rate` requests per second with bursts of `burst`.

@@ -10,8 +10,10 @@ use std::fmt;
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
+mod headers;
 mod traffic;
 
+pub(crate) use headers::*;
 pub(crate) use traffic::*;
 
 /// `[server]`.
@@ -28,6 +30,7 @@ pub(crate) struct RawServer {
     pub watch: Option<bool>,
     pub upgrade_socket: Option<String>,
     pub deadline_header: Option<String>,
+    pub server_header: Option<String>,
     pub access_log: Option<RawAccessLog>,
     #[serde(default)]
     pub limits: RawLimits,
@@ -159,6 +162,7 @@ pub(crate) struct RawRoute {
     pub sticky: Option<RawSticky>,
     pub pin: Option<Vec<RawPin>>,
     pub mirror: Option<RawMirror>,
+    pub hsts: Option<RawHsts>,
 }
 
 /// `routes[].retry`: every key has a default.

@@ -20,6 +20,7 @@ fn defaults_of_a_minimal_file() {
         drain_delay: Duration::ZERO,
         log_level: "info".to_owned(),
         via: "gateway".to_owned(),
+        server_header: None,
         watch: true,
         deadline_header: None,
         upgrade_socket: None,
@@ -347,6 +348,11 @@ fn full_example_sets_every_key() {
         "unhealthy_threshold",
         "expected_statuses",
         "hash_key",
+        "server_header",
+        "hsts",
+        "max_age",
+        "include_subdomains",
+        "preload",
     ] {
         let set = text.lines().any(|line| {
             let line = line.trim_start();
@@ -389,4 +395,7 @@ fn full_example_sets_every_key() {
     assert_eq!(split.pins.len(), 1);
     let mirror = canary.mirror.as_ref().unwrap();
     assert_eq!(config.clusters[mirror.cluster].name, "web-shadow");
+    assert_eq!(config.server.server_header.as_deref(), Some("edge"));
+    let api = config.routes.iter().find(|r| r.name == "api").unwrap();
+    assert_eq!(api.hsts.as_ref().unwrap().value, "max-age=31536000; includeSubDomains");
 }

@@ -121,6 +121,7 @@ fn prometheus(ctx: &AdminContext) -> Response {
         reloads_failed: status.reloads_failed,
         access_log_written: ctx.access_log.as_ref().map_or(0, AccessLogStats::written),
         access_log_dropped: ctx.access_log.as_ref().map_or(0, AccessLogStats::dropped),
+        access_log_write_errors: ctx.access_log.as_ref().map_or(0, AccessLogStats::write_errors),
         draining: ctx.shared.draining.load(Ordering::Acquire),
         uptime: ctx.started.elapsed(),
         recorder: Some(ctx.recorder.handle()),

@@ -440,6 +440,8 @@ fn h2_zero_window_stall_is_cut_and_others_are_served() {
         "FINDING: a stream stalled on a zero flow-control window is kept open {took:?} (body_io = 1s); {}",
         gw.stats()["totals"]
     );
+    // RFC 9113 §7: the gateway gave up on the stream (CANCEL), it is not an internal error.
+    assert_eq!(outcome.as_deref(), Some("RST_STREAM [0, 0, 0, 8]"), "the stalled stream is reset with CANCEL");
     // Whatever the gateway ended, the origin was asked once and others are still served.
     assert!(o.received().iter().filter(|r| r.target == "/bytes/10485760").count() <= 1);
     let rt = runtime();
@@ -723,7 +725,9 @@ fn h2_request_body_that_never_comes_is_cut_by_body_io() {
 }
 
 #[test]
-fn an_endless_stream_of_interim_responses_ends_at_the_route_timeout() {
+fn an_endless_stream_of_interim_responses_is_cut_with_502() {
+    // At most 10 interim responses per request (interim.rs): the 11th ends the exchange with a
+    // 502 long before the route timeout, and the upstream connection is dropped.
     let flood: &'static [u8] = "HTTP/1.1 100 Continue\r\n\r\n".repeat(5000).leak().as_bytes();
     each_driver(|d| {
         let (addr, heads) = scripted_origin(vec![flood]);
@@ -732,12 +736,12 @@ fn an_endless_stream_of_interim_responses_ends_at_the_route_timeout() {
         s.write_all(b"GET /first HTTP/1.1\r\nhost: a\r\n\r\nGET /second HTTP/1.1\r\nhost: a\r\n\r\n").unwrap();
         let mut r = BufReader::new(s);
         let started = Instant::now();
-        assert!(wait_until(Duration::from_secs(5), || heads.lock().unwrap().len() == 1), "{d}");
-        // Another client is served (by another upstream connection) while the flood goes on.
+        assert!(wait_until(Duration::from_secs(5), || !heads.lock().unwrap().is_empty()), "{d}");
+        // Another client is served (by another upstream connection).
         let other = get(gw.addr, "/other");
         assert_eq!((other.status, other.text().as_str()), (200, "good"), "{d}");
         let first = read_response(&mut r, false).unwrap();
-        assert_eq!(first.status, 504, "{d}");
+        assert_eq!(first.status, 502, "{d}");
         assert!(started.elapsed() < Duration::from_secs(8), "{d}: {:?}", started.elapsed());
         let second = read_response(&mut r, false).unwrap();
         assert_eq!((second.status, second.text().as_str()), (200, "good"), "{d}: client connection in sync");
@@ -746,10 +750,10 @@ fn an_endless_stream_of_interim_responses_ends_at_the_route_timeout() {
 }
 
 #[test]
-#[ignore = "FINDING: 1xx interim responses (103 Early Hints) are dropped; RFC 9110 15.2 says a proxy MUST forward them"]
 fn early_hints_are_forwarded_to_http11_clients() {
+    // RFC 9110 15.2: a proxy MUST forward 1xx interim responses (hop-by-hop fields removed).
     let (addr, _) = scripted_origin(vec![
-        b"HTTP/1.1 103 Early Hints\r\nlink: </style.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok",
+        b"HTTP/1.1 103 Early Hints\r\nlink: </style.css>; rel=preload\r\nconnection: x-hop\r\nx-hop: 1\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok",
     ]);
     let gw = TestGateway::start(&config("io_uring", addr, LIMITS, ""));
     let mut s = connect(gw.addr);
@@ -758,4 +762,16 @@ fn early_hints_are_forwarded_to_http11_clients() {
     let mut line = String::new();
     std::io::BufRead::read_line(&mut r, &mut line).unwrap();
     assert_eq!(line, "HTTP/1.1 103 Early Hints\r\n");
+    let mut fields = Vec::new();
+    loop {
+        let mut l = String::new();
+        std::io::BufRead::read_line(&mut r, &mut l).unwrap();
+        if l == "\r\n" {
+            break;
+        }
+        fields.push(l.to_ascii_lowercase());
+    }
+    assert_eq!(fields, ["link: </style.css>; rel=preload\r\n"], "hop-by-hop fields removed");
+    let resp = read_response(&mut r, false).unwrap();
+    assert_eq!((resp.status, resp.body.as_slice()), (200, &b"ok"[..]));
 }

@@ -119,6 +119,8 @@ fn refused_connections_eject_an_endpoint_and_it_returns() {
             "balancer = \"round_robin\"\noutlier_detection = { consecutive_gateway_errors = 2, base_ejection_time = \"1s\" }",
         );
         o[1].set(REFUSE);
+        // The origin closes its listener asynchronously: wait until connections are refused.
+        assert!(wait_until(Duration::from_secs(2), || std::net::TcpStream::connect(o[1].addr).is_err()));
         // The default retry policy moves each refused try to another endpoint: clients see only
         // 200s, while the refusals count towards the ejection.
         let statuses = send(&gw, 6);

@@ -5,6 +5,7 @@ mod cidr;
 mod clusters;
 mod concurrency;
 mod fields;
+mod headers;
 mod health;
 mod http2;
 mod listeners;
@@ -144,6 +145,7 @@ fn convert_server(raw: &RawServer, p: &mut Problems<'_>, path: &KeyPath) -> Serv
         drain_delay: duration(p, &path.key("drain_delay"), raw.drain_delay.as_ref(), defaults::DRAIN_DELAY),
         log_level,
         via,
+        server_header: headers::server_header(raw.server_header.as_ref(), p, &path.key("server_header")),
         watch: raw.watch.unwrap_or(defaults::WATCH),
         deadline_header: raw.deadline_header.as_ref().map(|name| {
             let lower = name.to_ascii_lowercase();

@@ -66,6 +66,7 @@ pub(super) fn convert(raw: &[Parsed<RawRoute>], refs: &Refs<'_>, p: &mut Problem
                 // Filled in by `traffic::convert`.
                 split: None,
                 mirror: None,
+                hsts: route.hsts.as_ref().and_then(|h| super::headers::hsts(h, p, &path.key("hsts"))),
             }
         })
         .collect()

@@ -212,6 +212,11 @@ impl AccessLogStats {
         self.shared.written.value()
     }
 
+    /// Writes the target refused (disk full, I/O error); their lines count as dropped.
+    pub fn write_errors(&self) -> u64 {
+        self.shared.write_errors.value()
+    }
+
     /// Lines each worker handle dropped because the writer was behind, labelled by the
     /// `worker` passed to [`AccessLog::worker_handle`].
     pub fn dropped_by_worker(&self) -> Vec<(usize, u64)> {
@@ -226,6 +231,8 @@ impl AccessLogStats {
 struct Shared {
     written: Counter,
     failed: Counter,
+    /// Failed writes (batches), each losing its lines.
+    write_errors: Counter,
     /// Locked only when a handle is created and when counters are read, never per request.
     workers: Mutex<Vec<(usize, Arc<WorkerCounter>)>>,
 }

@@ -254,6 +254,30 @@ fn reopen_after_rename_writes_to_the_new_file() {
 }
 
 #[test]
+fn a_full_disk_counts_every_lost_line_and_failed_write() {
+    // /dev/full: every write fails with ENOSPC (and reopening it changes nothing).
+    let log = AccessLog::start(AccessLogConfig {
+        format: Format::Json,
+        target: Target::File(PathBuf::from("/dev/full")),
+        buffer_lines: 4096,
+    })
+    .unwrap();
+    let stats = log.stats();
+    let mut w = log.worker_handle(0);
+    for round in 0..3 {
+        log_n(&mut w, round, 100);
+        w.flush();
+    }
+    drop(w);
+    log.shutdown();
+    assert_eq!((stats.written(), stats.dropped()), (0, 300));
+    // At least two failed writes per round (100 lines never fit one batch of 64), each counted
+    // once, not per line.
+    let errors = stats.write_errors();
+    assert!((6..300).contains(&errors), "{errors} failed writes");
+}
+
+#[test]
 fn start_fails_cleanly_for_an_unopenable_file() {
     let err = AccessLog::start(AccessLogConfig {
         format: Format::Json,

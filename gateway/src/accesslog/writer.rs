@@ -7,6 +7,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::worker::BATCH_CAPACITY;
 use super::{Shared, Target};
@@ -98,16 +99,25 @@ fn open_append(path: &Path) -> io::Result<File> {
         .map_err(|e| io::Error::new(e.kind(), format!("access log {}: {e}", path.display())))
 }
 
+/// While writes fail, a reminder is logged at most this often (never once per line).
+const WARN_PERIOD: Duration = Duration::from_secs(60);
+
+/// While writes to a file fail, the path is opened again at most this often, so a file that
+/// was replaced, or a volume that was remounted or freed, is picked up without a reload.
+const REOPEN_PERIOD: Duration = Duration::from_secs(1);
+
 pub(crate) struct Writer {
     out: Output,
     shared: Arc<Shared>,
     spares: HashMap<u64, Sender<Vec<u8>>>,
-    failing: bool,
+    /// `Some` while writes fail: when the last warning was logged and lines lost since.
+    failing: Option<(Instant, u64)>,
+    last_reopen: Option<Instant>,
 }
 
 impl Writer {
     pub(crate) fn new(out: Output, shared: Arc<Shared>) -> Self {
-        Self { out, shared, spares: HashMap::new(), failing: false }
+        Self { out, shared, spares: HashMap::new(), failing: None, last_reopen: None }
     }
 
     /// Runs until [`Msg::Shutdown`] (after writing everything queued before it) or until every
@@ -145,22 +155,45 @@ impl Writer {
         true
     }
 
+    /// Counts a failed write of `lines` lines; warns on the first failure and then at most once
+    /// per [`WARN_PERIOD`]; reopens a file at most once per [`REOPEN_PERIOD`].
+    fn failed(&mut self, lines: u64, e: &io::Error) {
+        self.shared.failed.add(lines);
+        self.shared.write_errors.inc();
+        let now = Instant::now();
+        match &mut self.failing {
+            None => {
+                tracing::warn!(error = %e, "access log: write failed, dropping lines until it succeeds");
+                self.failing = Some((now, 0));
+            }
+            Some((warned, lost)) => {
+                *lost += lines;
+                if now.duration_since(*warned) >= WARN_PERIOD {
+                    tracing::warn!(error = %e, lost = *lost, "access log: writes still failing");
+                    *warned = now;
+                    *lost = 0;
+                }
+            }
+        }
+        if matches!(self.out, Output::File { .. })
+            && self.last_reopen.is_none_or(|t| now.duration_since(t) >= REOPEN_PERIOD)
+        {
+            self.last_reopen = Some(now);
+            if let Err(e) = self.out.reopen() {
+                tracing::debug!(error = %e, "access log: reopen after a failed write failed");
+            }
+        }
+    }
+
     fn write(&mut self, handle: u64, lines: u64, mut buf: Vec<u8>) {
         match self.out.write_all(&buf) {
             Ok(()) => {
                 self.shared.written.add(lines);
-                if self.failing {
-                    self.failing = false;
-                    tracing::info!("access log: writing again");
+                if let Some((_, lost)) = self.failing.take() {
+                    tracing::info!(lost_since_last_warning = lost, "access log: writing again");
                 }
             }
-            Err(e) => {
-                self.shared.failed.add(lines);
-                if !self.failing {
-                    self.failing = true;
-                    tracing::warn!(error = %e, "access log: write failed, dropping lines until it succeeds");
-                }
-            }
+            Err(e) => self.failed(lines, &e),
         }
         buf.clear();
         if buf.capacity() > 4 * BATCH_CAPACITY {

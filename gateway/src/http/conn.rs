@@ -1,5 +1,6 @@
 //! One downstream HTTP/1.1 connection: read requests in order, route each, answer each.
 
+use crate::http::decor::Decor;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
@@ -133,6 +134,7 @@ async fn serve_requests(worker: &Rc<Worker>, conn: &mut Downstream) {
             let scratch = request_scratch(worker, conn, server);
             let buf = conn.rbuf.get(conn.rpos..).unwrap_or_default();
             conn.ex.begin(worker, buf, &head, &scratch, server.deadline_header.as_deref());
+            conn.ex.tls = conn.tls.is_some();
         }
         let next = Box::pin(handle(worker, conn, &local, &head)).await;
         conn.ex.finish(worker, &local, conn.peer.ip());
@@ -444,6 +446,7 @@ async fn answer_locally(
         },
     };
     conn.rpos = base + head.head_len;
+    Decor::new(&snap.config, conn.ex.route, conn.ex.tls).insert_h1(&mut out, 0);
     // Discard the request body (bounded) so the next request on this connection is in sync.
     if !close && head.body != BodyFraming::None && !discard_body(worker, conn, head.body, server).await {
         worker.buffers.give(out);
@@ -513,6 +516,7 @@ fn precheck_chunked(worker: &Worker, conn: &Downstream, head: &RequestHead, max_
 pub async fn reply_and_close(worker: &Rc<Worker>, conn: &mut Downstream, status: u16, local: &Local) {
     let mut out = worker.buffers.take();
     response::write_error(&mut out, status, true, false);
+    Decor::new(&local.snap.config, conn.ex.route, conn.tls.is_some()).insert_h1(&mut out, 0);
     conn.ex.status = status;
     let n = out.len() as u64;
     let (_, out) = write_from(&mut conn.stream, out, 0, local.snap.config.server.timeouts.body_io).await;

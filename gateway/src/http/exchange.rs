@@ -18,6 +18,11 @@ pub struct Exchange {
     pub status: u16,
     /// Index into the snapshot's routes.
     pub route: Option<usize>,
+    /// The request came over TLS (HSTS applies).
+    pub tls: bool,
+    /// The gateway answered the client's `Expect: 100-continue` itself (an upstream's 100 is
+    /// then not forwarded).
+    pub continued: bool,
     /// Index into the snapshot's clusters.
     pub cluster: Option<usize>,
     pub upstream: Option<SocketAddr>,
@@ -98,6 +103,7 @@ impl Exchange {
     fn reset(&mut self) {
         self.started = Some(Instant::now());
         self.status = 0;
+        self.continued = false;
         self.route = None;
         self.cluster = None;
         self.upstream = None;

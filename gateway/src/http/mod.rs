@@ -6,6 +6,7 @@ pub mod body;
 pub mod chunked;
 pub mod conn;
 pub mod deadline;
+pub mod decor;
 pub mod exchange;
 pub mod h1;
 pub mod h2;

@@ -76,8 +76,13 @@ pub(super) async fn forward(
     out.push(b' ');
     out.extend_from_slice(reason(status).as_bytes());
     out.extend_from_slice(b"\r\n");
+    let decor = crate::http::decor::Decor::new(&local.snap.config, conn.ex.route, conn.ex.tls);
     for (name, value) in &parts.headers {
-        if h2up::connection_specific(name.as_str()) || name == "te" || name == "content-length" {
+        if h2up::connection_specific(name.as_str())
+            || name == "te"
+            || name == "content-length"
+            || decor.replaces(name.as_str().as_bytes())
+        {
             continue;
         }
         out.extend_from_slice(name.as_str().as_bytes());
@@ -85,6 +90,7 @@ pub(super) async fn forward(
         out.extend_from_slice(value.as_bytes());
         out.extend_from_slice(b"\r\n");
     }
+    decor.push_h1(&mut out);
     if let Some(n) = length {
         out.extend_from_slice(b"content-length: ");
         push_num(&mut out, n);
@@ -228,6 +234,7 @@ async fn exchange(
                 write_from(&mut conn.stream, b"HTTP/1.1 100 Continue\r\n\r\n".to_vec(), 0, server.timeouts.body_io)
                     .await;
             res.map_err(|e| UpstreamError::ClientBody(TransferError::Write(e)))?;
+            conn.ex.continued = true;
         }
         let left = deadline.saturating_duration_since(Instant::now());
         let limits = body::Limits {
@@ -254,6 +261,8 @@ async fn exchange(
             }
         }
     }
-    let resp = h2up::response_head(response, deadline).await?;
+    let (minor, continued, timeout) = (head.version_minor, conn.ex.continued, server.timeouts.body_io);
+    let mut interim = super::interim::Interim::h1(&mut conn.stream, minor, continued, timeout);
+    let resp = h2up::response_head(worker, response, &mut interim, deadline).await?;
     Ok((slot, resp))
 }

@@ -2,12 +2,15 @@
 //! HTTP/2 clients (streams both ways at once, trailers passed through: gRPC works end to end)
 //! and from HTTP/1.1 clients (the body sent, then the response relayed).
 
+use std::future::Future;
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
 use h2::{RecvStream, SendStream};
 use monoio::time::Instant;
 
+use super::interim::{Interim, MAX_INTERIM};
 use super::UpstreamError;
 use crate::runtime::worker::Worker;
 use crate::upstream::h2io::send_data;
@@ -118,17 +121,38 @@ pub async fn send_head(
     Ok((stream, resp, tx))
 }
 
-/// Awaits the response head within the deadline.
+/// Awaits the response head within the deadline; interim (1xx) heads before it go to
+/// `interim` (at most [`MAX_INTERIM`], then a protocol error, as from HTTP/1.1 upstreams).
 pub async fn response_head(
-    resp: h2::client::ResponseFuture,
+    worker: &Worker,
+    mut resp: h2::client::ResponseFuture,
+    interim: &mut Interim<'_>,
     deadline: Instant,
 ) -> Result<http::Response<RecvStream>, UpstreamError> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    match monoio::time::timeout(left, resp).await {
-        Ok(Ok(r)) => Ok(r),
-        Ok(Err(e)) if e.reason() == Some(h2::Reason::REFUSED_STREAM) => Err(UpstreamError::RefusedStream),
-        Ok(Err(e)) => Err(UpstreamError::Send(std::io::Error::other(e))),
-        Err(_) => Err(UpstreamError::Timeout),
+    let mut interims = 0;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let next = std::future::poll_fn(|cx| {
+            if let Poll::Ready(Some(Ok(info))) = resp.poll_informational(cx) {
+                return Poll::Ready(Err(info));
+            }
+            std::pin::Pin::new(&mut resp).poll(cx).map(Ok)
+        });
+        match monoio::time::timeout(left, next).await {
+            Ok(Ok(Ok(r))) => return Ok(r),
+            Ok(Ok(Err(e))) if e.reason() == Some(h2::Reason::REFUSED_STREAM) => {
+                return Err(UpstreamError::RefusedStream)
+            }
+            Ok(Ok(Err(e))) => return Err(UpstreamError::Send(std::io::Error::other(e))),
+            Ok(Err(_)) if interims >= MAX_INTERIM => {
+                return Err(UpstreamError::Protocol("more than 10 interim (1xx) responses"));
+            }
+            Ok(Err(info)) => {
+                interims += 1;
+                Box::pin(interim.forward_h2(worker, info.into_parts().0)).await?;
+            }
+            Err(_) => return Err(UpstreamError::Timeout),
+        }
     }
 }
 
@@ -170,7 +194,9 @@ pub async fn pump(mut from: RecvStream, mut to: SendStream<Bytes>, idle: Duratio
 }
 
 /// Copies a response body (and trailers) from the upstream's stream to the client's. Returns
-/// the bytes moved; `Err` when it could not be completed (the client's stream is reset).
+/// the bytes moved; `Err` when it could not be completed: the client's stream is then reset
+/// with CANCEL (RFC 9113 §7: the gateway gave up on the stream, because the upstream failed or
+/// went idle mid-body, or the client stopped reading; neither is an internal error).
 pub async fn relay(mut from: RecvStream, to: &mut SendStream<Bytes>, idle: Duration) -> Result<u64, u64> {
     let mut total = 0u64;
     loop {
@@ -178,7 +204,7 @@ pub async fn relay(mut from: RecvStream, to: &mut SendStream<Bytes>, idle: Durat
             Ok(Some(Ok(d))) => d,
             Ok(None) => break,
             _ => {
-                to.send_reset(h2::Reason::INTERNAL_ERROR);
+                to.send_reset(h2::Reason::CANCEL);
                 return Err(total);
             }
         };
@@ -186,6 +212,7 @@ pub async fn relay(mut from: RecvStream, to: &mut SendStream<Bytes>, idle: Durat
         total += n as u64;
         if monoio::time::timeout(idle, send_data(to, data, false)).await.map_or(true, |r| r.is_err()) {
             from.flow_control().release_capacity(n).ok();
+            to.send_reset(h2::Reason::CANCEL);
             return Err(total);
         }
         let _ = from.flow_control().release_capacity(n);
@@ -194,7 +221,7 @@ pub async fn relay(mut from: RecvStream, to: &mut SendStream<Bytes>, idle: Durat
         Ok(Some(t)) => to.send_trailers(t),
         Ok(None) => to.send_data(Bytes::new(), true),
         Err(_) => {
-            to.send_reset(h2::Reason::INTERNAL_ERROR);
+            to.send_reset(h2::Reason::CANCEL);
             return Err(total);
         }
     };

@@ -1,6 +1,7 @@
 //! The heads the gateway writes when forwarding: the upstream request head and the downstream
 //! response head.
 
+use crate::http::decor::Decor;
 use crate::http::h1::{self, BodyFraming, HeadScratch, RequestHead, ResponseFraming, ResponseHead};
 use crate::http::response::{self, push_num};
 
@@ -114,12 +115,15 @@ pub fn build_request_head(
 }
 
 /// Writes the response head the client sees: the upstream's status and end-to-end headers,
-/// framing chosen by the gateway and its own Connection header.
+/// the gateway's own fields (`decor`, replacing the upstream's of the same name), framing
+/// chosen by the gateway and its own Connection header.
+#[allow(clippy::too_many_arguments)]
 pub fn build_response_head(
     out: &mut Vec<u8>,
     buf: &[u8],
     resp: &ResponseHead,
     scratch: &HeadScratch,
+    decor: &Decor<'_>,
     chunk_out: bool,
     close: bool,
     client_11: bool,
@@ -135,7 +139,10 @@ pub fn build_response_head(
     let pass_length = resp.framing == ResponseFraming::None && resp.status >= 200 && resp.status != 204;
     for h in scratch.headers() {
         let name = h.name(buf);
-        if h1::is_hop_by_hop(name, buf, scratch) || (!pass_length && name.eq_ignore_ascii_case(b"content-length")) {
+        if h1::is_hop_by_hop(name, buf, scratch)
+            || (!pass_length && name.eq_ignore_ascii_case(b"content-length"))
+            || decor.replaces(name)
+        {
             continue;
         }
         out.extend_from_slice(name);
@@ -143,6 +150,7 @@ pub fn build_response_head(
         out.extend_from_slice(h.value(buf));
         out.extend_from_slice(b"\r\n");
     }
+    decor.push_h1(out);
     match resp.framing {
         ResponseFraming::Length(n) => {
             out.extend_from_slice(b"content-length: ");
@@ -160,14 +168,15 @@ pub fn build_response_head(
 
 /// Writes the `101 Switching Protocols` head the client sees for a WebSocket tunnel: the
 /// upstream's reason and end-to-end fields (Sec-WebSocket-Accept and friends), then the
-/// gateway's own `connection: upgrade` and `upgrade: websocket`.
-pub fn build_switch_head(out: &mut Vec<u8>, buf: &[u8], resp: &ResponseHead, scratch: &HeadScratch) {
+/// gateway's own fields (`decor`) and `connection: upgrade` and `upgrade: websocket`.
+pub fn build_switch_head(out: &mut Vec<u8>, buf: &[u8], resp: &ResponseHead, scratch: &HeadScratch, decor: &Decor<'_>) {
     out.extend_from_slice(b"HTTP/1.1 101 ");
     out.extend_from_slice(buf.get(resp.reason.clone()).unwrap_or_default());
     out.extend_from_slice(b"\r\n");
     for h in scratch.headers() {
         let name = h.name(buf);
-        if h1::is_hop_by_hop(name, buf, scratch) || name.eq_ignore_ascii_case(b"content-length") {
+        if h1::is_hop_by_hop(name, buf, scratch) || name.eq_ignore_ascii_case(b"content-length") || decor.replaces(name)
+        {
             continue;
         }
         out.extend_from_slice(name);
@@ -175,5 +184,6 @@ pub fn build_switch_head(out: &mut Vec<u8>, buf: &[u8], resp: &ResponseHead, scr
         out.extend_from_slice(h.value(buf));
         out.extend_from_slice(b"\r\n");
     }
+    decor.push_h1(out);
     out.extend_from_slice(b"connection: upgrade\r\nupgrade: websocket\r\n\r\n");
 }

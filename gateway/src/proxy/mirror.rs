@@ -24,6 +24,7 @@ use std::time::Duration;
 use gateway_config::Action;
 use monoio::time::Instant;
 
+use super::interim::Interim;
 use super::{acquire, read_response_head_pooled, retry_if_stale};
 use crate::http::body::{self, Side, Source};
 use crate::http::h1::{ResponseFraming, ResponseHead};
@@ -156,7 +157,17 @@ async fn exchange(worker: &Rc<Worker>, local: &Local, copy: &Copy, head: &mut Ve
         let (res, b) = write_from(&mut up.stream, std::mem::take(head), 0, left).await;
         *head = b;
         let err = match res {
-            Ok(()) => match read_response_head_pooled(worker, &mut up, server, copy.is_head, false, deadline).await {
+            Ok(()) => match read_response_head_pooled(
+                worker,
+                &mut up,
+                server,
+                copy.is_head,
+                false,
+                &mut Interim::Drop,
+                deadline,
+            )
+            .await
+            {
                 Ok((ubuf, upos, resp)) => {
                     inflight.record(Outcome::Response(resp.status));
                     return discard_response(worker, endpoint, up, ubuf, upos, &resp, deadline).await;

@@ -26,14 +26,17 @@ use crate::http::response;
 mod h1_to_h2;
 pub(crate) mod h2up;
 mod head;
+pub(crate) mod interim;
 pub mod mirror;
+mod response_head;
 pub(crate) mod retry;
 pub mod websocket;
-use crate::runtime::io::{make_room, read_append_timeout, write_from};
+use crate::runtime::io::{read_append_timeout, write_from};
 use crate::runtime::worker::{Local, Worker};
 use crate::stats::metrics::FailureReason;
 use crate::upstream::{EndpointState, Outcome, PickHints, UpConn};
 pub use head::{build_request_head, build_response_head, RequestIdentity};
+pub(crate) use response_head::read_response_head_pooled;
 use retry::Retries;
 
 /// Why an upstream exchange failed before a response head was forwarded.
@@ -340,6 +343,7 @@ async fn hold_body(
         let (res, _) =
             write_from(&mut conn.stream, b"HTTP/1.1 100 Continue\r\n\r\n".to_vec(), 0, server.timeouts.body_io).await;
         res.map_err(TransferError::Write)?;
+        conn.ex.continued = true;
     }
     while conn.rbuf.len() < end {
         let (res, b) =
@@ -449,32 +453,19 @@ async fn exchange(
         let (mut up, reused) = acquire(worker, local, action.cluster, endpoint, connect_timeout, deadline).await?;
         let sent = send_request(worker, conn, server, head, &mut up.stream, wbuf, deadline).await;
         let err = match sent {
-            Ok(()) => match read_response_head_pooled(worker, &mut up, server, is_head, websocket, deadline).await {
-                Ok((ubuf, upos, resp)) => return Ok((up, ubuf, upos, resp)),
-                Err(e) => e,
-            },
+            Ok(()) => {
+                let (minor, continued, timeout) = (head.version_minor, conn.ex.continued, server.timeouts.body_io);
+                let mut interim = interim::Interim::h1(&mut conn.stream, minor, continued, timeout);
+                match read_response_head_pooled(worker, &mut up, server, is_head, websocket, &mut interim, deadline)
+                    .await
+                {
+                    Ok((ubuf, upos, resp)) => return Ok((up, ubuf, upos, resp)),
+                    Err(e) => e,
+                }
+            }
             Err(e) => e,
         };
         retry_if_stale(worker, err, reused && replayable, &mut retried)?;
-    }
-}
-
-/// Reads the response head into a pooled buffer (given back on failure).
-pub(crate) async fn read_response_head_pooled(
-    worker: &Rc<Worker>,
-    up: &mut UpConn,
-    server: &gateway_config::Server,
-    is_head: bool,
-    websocket: bool,
-    deadline: Instant,
-) -> Result<(Vec<u8>, usize, ResponseHead), UpstreamError> {
-    let mut ubuf = worker.buffers.take();
-    match read_response_head(worker, &mut up.stream, &mut ubuf, server, is_head, websocket, deadline).await {
-        Ok((upos, resp)) => Ok((ubuf, upos, resp)),
-        Err(e) => {
-            worker.buffers.give(ubuf);
-            Err(e)
-        }
     }
 }
 
@@ -590,6 +581,7 @@ async fn send_request(
         let (res, _) =
             write_from(&mut conn.stream, b"HTTP/1.1 100 Continue\r\n\r\n".to_vec(), 0, server.timeouts.body_io).await;
         res.map_err(|e| UpstreamError::ClientBody(TransferError::Write(e)))?;
+        conn.ex.continued = true;
     }
     let limits = body::Limits {
         max_bytes: server.limits.max_body_bytes,
@@ -609,62 +601,6 @@ async fn send_request(
         }
         Err(TransferError::Write(e)) => Err(UpstreamError::Send(e)),
         Err(e) => Err(UpstreamError::ClientBody(e)),
-    }
-}
-
-/// Reads until a final (non-1xx) response head is buffered; interim 1xx responses are dropped.
-/// A 101 is final: accepted when `websocket` (the request was a WebSocket handshake) and it
-/// switches to WebSocket, refused otherwise.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn read_response_head(
-    worker: &Rc<Worker>,
-    up: &mut Stream,
-    ubuf: &mut Vec<u8>,
-    server: &gateway_config::Server,
-    is_head: bool,
-    websocket: bool,
-    deadline: Instant,
-) -> Result<(usize, ResponseHead), UpstreamError> {
-    let max = server.limits.max_response_header_bytes;
-    let mut upos = 0;
-    let mut received_any = false;
-    loop {
-        let (parsed, switches) = {
-            let mut scratch = worker.resp_scratch(server.limits.max_headers);
-            let buf = ubuf.get(upos..).unwrap_or_default();
-            let parsed = h1::parse_response(buf, max, is_head, &mut scratch);
-            let switches =
-                matches!(parsed, Ok(Some(ref r)) if r.status == 101) && websocket::accepts_websocket(buf, &scratch);
-            (parsed, switches)
-        };
-        match parsed {
-            Ok(Some(resp)) if resp.status == 101 && websocket && switches => return Ok((upos, resp)),
-            Ok(Some(resp)) if resp.status == 101 && websocket => {
-                return Err(UpstreamError::Protocol("101 without Upgrade: websocket"))
-            }
-            Ok(Some(resp)) if resp.status == 101 => return Err(UpstreamError::Protocol("unrequested upgrade")),
-            Ok(Some(resp)) if resp.status < 200 => {
-                upos += resp.head_len;
-                continue;
-            }
-            Ok(Some(resp)) => return Ok((upos, resp)),
-            Ok(None) => {}
-            Err(_) => return Err(UpstreamError::Protocol("malformed response head")),
-        }
-        if !make_room(ubuf, &mut upos, 1024, max + 1) {
-            return Err(UpstreamError::Protocol("response head too large"));
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        let (res, b) = read_append_timeout(up, std::mem::take(ubuf), left).await;
-        *ubuf = b;
-        match res {
-            Ok(0) if !received_any => return Err(UpstreamError::ClosedEarly),
-            Ok(0) => return Err(UpstreamError::Protocol("closed inside the response head")),
-            Ok(_) => received_any = true,
-            Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(UpstreamError::Timeout),
-            Err(_) if !received_any => return Err(UpstreamError::ClosedEarly),
-            Err(_) => return Err(UpstreamError::Protocol("read error inside the response head")),
-        }
     }
 }
 
@@ -698,7 +634,8 @@ async fn relay_response(
     {
         let scratch = worker.resp_scratch(server.limits.max_headers);
         let buf = ubuf.get(upos..).unwrap_or_default();
-        build_response_head(&mut wbuf, buf, &resp, &scratch, chunk_out, close, client_11);
+        let decor = crate::http::decor::Decor::new(&local.snap.config, conn.ex.route, conn.ex.tls);
+        build_response_head(&mut wbuf, buf, &resp, &scratch, &decor, chunk_out, close, client_11);
     }
     upos += resp.head_len;
     conn.ex.status = resp.status;
@@ -772,6 +709,7 @@ async fn reply(
 ) -> Next {
     let mut out = worker.buffers.take();
     response::write_refusal(&mut out, status, extra, close, head.method == h1::Method::Head);
+    crate::http::decor::Decor::new(&local.snap.config, conn.ex.route, conn.ex.tls).insert_h1(&mut out, 0);
     conn.ex.status = status;
     let n = out.len() as u64;
     let (res, out) = write_from(&mut conn.stream, out, 0, local.snap.config.server.timeouts.body_io).await;

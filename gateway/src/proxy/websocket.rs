@@ -100,7 +100,8 @@ pub(super) async fn tunnel(
     wbuf.clear();
     {
         let scratch = worker.resp_scratch(server.limits.max_headers);
-        build_switch_head(&mut wbuf, ubuf.get(upos..).unwrap_or_default(), resp, &scratch);
+        let decor = crate::http::decor::Decor::new(&local.snap.config, conn.ex.route, conn.ex.tls);
+        build_switch_head(&mut wbuf, ubuf.get(upos..).unwrap_or_default(), resp, &scratch, &decor);
     }
     // Frames the upstream sent right behind its 101 go out with it.
     wbuf.extend_from_slice(ubuf.get(upos + resp.head_len..).unwrap_or_default());

@@ -365,6 +365,12 @@ pub const ACCESS_LOG_LINES: Family = Family {
     labels: &["result"],
     help: "Access log lines, by result (written, or dropped without being written).",
 };
+pub const ACCESS_LOG_WRITE_ERRORS: Family = Family {
+    name: "gateway_access_log_write_errors_total",
+    kind: Kind::Counter,
+    labels: &[],
+    help: "Failed writes of access log batches (disk full, I/O error); their lines count as dropped.",
+};
 pub const DRAINING: Family = Family {
     name: "gateway_draining",
     kind: Kind::Gauge,
@@ -400,6 +406,7 @@ pub const FAMILIES: &[Family] = &[
     CONFIG_VERSION,
     CONFIG_RELOADS,
     ACCESS_LOG_LINES,
+    ACCESS_LOG_WRITE_ERRORS,
     DRAINING,
     UPTIME,
 ];

@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use super::histogram::{HistogramSnapshot, LE_LABELS};
 use super::metrics::{
-    Family, ACCESS_LOG_LINES, CLUSTER_CONNECTS, CLUSTER_DURATION, CLUSTER_EJECTED, CLUSTER_EJECTIONS, CLUSTER_FAILURES,
-    CLUSTER_LIMIT, CLUSTER_PANIC_PICKS, CLUSTER_REQUESTS, CLUSTER_REUSES, CONFIG_RELOADS, CONFIG_VERSION, DRAINING,
-    ENDPOINT_HEALTHY, HEALTH_CHECKS, HEALTH_TRANSITIONS, PRIORITY_REQUESTS, ROUTE_DURATION, ROUTE_MIRRORS,
-    ROUTE_REQUESTS, ROUTE_SPLITS, UPTIME, WORKER_FAMILIES,
+    Family, ACCESS_LOG_LINES, ACCESS_LOG_WRITE_ERRORS, CLUSTER_CONNECTS, CLUSTER_DURATION, CLUSTER_EJECTED,
+    CLUSTER_EJECTIONS, CLUSTER_FAILURES, CLUSTER_LIMIT, CLUSTER_PANIC_PICKS, CLUSTER_REQUESTS, CLUSTER_REUSES,
+    CONFIG_RELOADS, CONFIG_VERSION, DRAINING, ENDPOINT_HEALTHY, HEALTH_CHECKS, HEALTH_TRANSITIONS, PRIORITY_REQUESTS,
+    ROUTE_DURATION, ROUTE_MIRRORS, ROUTE_REQUESTS, ROUTE_SPLITS, UPTIME, WORKER_FAMILIES,
 };
 use super::recorder::ProcessHandle;
 use super::series::{ClusterMetrics, FailureReason, RouteMetrics, SplitMetrics, WorkerMetrics, CLASS_OUTCOMES};
@@ -32,6 +32,7 @@ pub struct ProcessInfo {
     pub reloads_failed: u64,
     pub access_log_written: u64,
     pub access_log_dropped: u64,
+    pub access_log_write_errors: u64,
     pub draining: bool,
     pub uptime: Duration,
     /// The process-level `metrics` recorder, whose families are appended after ours.
@@ -255,6 +256,8 @@ impl Writer<'_> {
         self.header(&ACCESS_LOG_LINES);
         self.sample(ACCESS_LOG_LINES.name, "", &[("result", "written")], p.access_log_written);
         self.sample(ACCESS_LOG_LINES.name, "", &[("result", "dropped")], p.access_log_dropped);
+        self.header(&ACCESS_LOG_WRITE_ERRORS);
+        self.sample(ACCESS_LOG_WRITE_ERRORS.name, "", &[], p.access_log_write_errors);
         self.header(&DRAINING);
         self.sample(DRAINING.name, "", &[], u8::from(p.draining));
         self.header(&UPTIME);

@@ -1,7 +1,9 @@
 //! An HTTP/2 origin for the end-to-end tests (the h2 crate's server on a tokio runtime in a
 //! thread of its own), cleartext or TLS. It echoes: the request body comes back as DATA as it
 //! arrives (so bidirectional streaming shows), with trailers `grpc-status: 0` and
-//! `x-echo-te` telling what TE it saw; `GET /bytes/N` answers N bytes.
+//! `x-echo-te` telling what TE it saw; `GET /bytes/N` answers N bytes; `GET /hints/N` sends N
+//! `103 Early Hints` (with a `link` field) and then `200` with the body `ok`; `GET /reset` sends
+//! a `200` head and 2 bytes, then resets the stream with INTERNAL_ERROR.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -93,6 +95,24 @@ async fn handle(
             left -= take;
             tx.send_data(Bytes::from(vec![b'a'; take]), left == 0)?;
         }
+        return Ok(());
+    }
+    if parts.uri.path() == "/reset" {
+        let resp = http::Response::builder().status(200).header("content-length", 100).body(()).unwrap();
+        let mut tx = respond.send_response(resp, false)?;
+        tx.send_data(Bytes::from_static(b"ab"), false)?;
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        tx.send_reset(h2::Reason::INTERNAL_ERROR);
+        return Ok(());
+    }
+    if let Some(n) = parts.uri.path().strip_prefix("/hints/").and_then(|n| n.parse::<usize>().ok()) {
+        for _ in 0..n {
+            let hint = http::Response::builder().status(103).header("link", "</a.css>; rel=preload").body(()).unwrap();
+            respond.send_informational(hint)?;
+        }
+        let resp = http::Response::builder().status(200).header("content-length", 2).body(()).unwrap();
+        let mut tx = respond.send_response(resp, false)?;
+        tx.send_data(Bytes::from_static(b"ok"), true)?;
         return Ok(());
     }
     let te = parts.headers.get("te").map(|v| v.to_str().unwrap_or("").to_owned()).unwrap_or_default();

@@ -5,6 +5,7 @@
 
 mod clusters;
 mod concurrency;
+mod headers;
 mod health;
 mod overload;
 mod ratelimit;

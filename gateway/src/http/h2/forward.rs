@@ -17,6 +17,7 @@ use crate::http::chunked::{encode_chunk, LAST_CHUNK};
 use crate::http::exchange::Exchange;
 use crate::http::h1::{self, ResponseFraming, ResponseHead};
 use crate::http::response::push_num;
+use crate::proxy::interim::Interim;
 use crate::proxy::retry::{Failure, Retries};
 use crate::proxy::{acquire, failure_status, read_response_head_pooled, retry_failure, retry_if_stale, UpstreamError};
 use crate::runtime::io::write_from;
@@ -57,7 +58,7 @@ pub async fn forward(
     let is_head = req.parts.method == http::Method::HEAD;
     ex.cluster = Some(action.cluster);
     let Some(cluster) = local.clusters.get(action.cluster).cloned() else {
-        super::stream::reply(worker, respond, ex, 503, &[], is_head);
+        super::stream::reply(worker, local, respond, ex, 503, &[], is_head);
         return;
     };
     cluster.note_request();
@@ -79,11 +80,11 @@ pub async fn forward(
     let sent_at = Instant::now();
     loop {
         let Some(inflight) = cluster.pick_with(&worker.rng, PickHints { hash, avoid }) else {
-            super::stream::reply(worker, respond, ex, 503, &crate::upstream::no_healthy_upstream(), is_head);
+            super::stream::reply(worker, local, respond, ex, 503, &crate::upstream::no_healthy_upstream(), is_head);
             break;
         };
         let Some(endpoint) = inflight.endpoint() else {
-            super::stream::reply(worker, respond, ex, 503, &[], is_head);
+            super::stream::reply(worker, local, respond, ex, 503, &[], is_head);
             break;
         };
         ex.upstream = Some(endpoint.address);
@@ -116,7 +117,7 @@ pub async fn forward(
                             if retries.backoff(worker, deadline).await {
                                 continue;
                             }
-                            super::stream::reply(worker, respond, ex, 504, &[], is_head);
+                            super::stream::reply(worker, local, respond, ex, 504, &[], is_head);
                             break;
                         }
                     }
@@ -138,7 +139,8 @@ pub async fn forward(
         }
         wbuf.extend_from_slice(b"\r\n");
         let chunked = *chunked;
-        let result = exchange(worker, local, &mut req, ex, action, endpoint, wbuf, chunked, try_deadline).await;
+        let result =
+            exchange(worker, local, &mut req, respond, ex, action, endpoint, wbuf, chunked, try_deadline).await;
         let failure = match &result {
             Ok((_, ubuf, upos, resp)) => {
                 inflight.record(Outcome::Response(resp.status));
@@ -170,7 +172,7 @@ pub async fn forward(
                 if retries.backoff(worker, deadline).await {
                     continue;
                 }
-                super::stream::reply(worker, respond, ex, 504, &[], is_head);
+                super::stream::reply(worker, local, respond, ex, 504, &[], is_head);
                 break;
             }
         }
@@ -235,7 +237,7 @@ async fn to_h2<'a>(
     *up.uri_mut() = match http::Uri::try_from(format!("{scheme}://{}{target}", req.authority)) {
         Ok(u) => u,
         Err(_) => {
-            super::stream::reply(worker, respond, ex, 400, &[], is_head);
+            super::stream::reply(worker, local, respond, ex, 400, &[], is_head);
             return H2Outcome::Done(None);
         }
     };
@@ -272,7 +274,7 @@ async fn to_h2<'a>(
     };
     let pump =
         tx.map(|tx| monoio::spawn(h2up::pump(req.body, tx, server.timeouts.body_io, server.limits.max_body_bytes)));
-    let head = h2up::response_head(response, try_deadline).await;
+    let head = h2up::response_head(worker, response, &mut Interim::H2(respond), try_deadline).await;
     ex.upstream_elapsed = Some(sent_at.elapsed());
     let resp = match head {
         Ok(r) => r,
@@ -285,7 +287,9 @@ async fn to_h2<'a>(
     let status = parts.status.as_u16();
     ex.status = status;
     let end = body.is_end_stream();
-    match respond.send_response(h2up::client_head(&parts), end) {
+    let mut head = h2up::client_head(&parts);
+    crate::http::decor::Decor::new(&local.snap.config, ex.route, ex.tls).apply_h2(head.headers_mut());
+    match respond.send_response(head, end) {
         Ok(mut tx) if !end => match h2up::relay(body, &mut tx, action.timeout).await {
             Ok(n) | Err(n) => {
                 worker.stats.downstream_bytes_out.add(n);
@@ -324,7 +328,7 @@ fn fail(
                 }
                 _ => Vec::new(),
             };
-            super::stream::reply(worker, respond, ex, s, &extra, is_head);
+            super::stream::reply(worker, local, respond, ex, s, &extra, is_head);
         }
         None => respond.send_reset(h2::Reason::CANCEL),
     }
@@ -424,6 +428,7 @@ async fn exchange(
     worker: &Rc<Worker>,
     local: &Local,
     req: &mut Request<'_>,
+    respond: &mut h2::server::SendResponse<Bytes>,
     ex: &mut Exchange,
     action: &ProxyAction,
     endpoint: &EndpointState,
@@ -450,7 +455,17 @@ async fn exchange(
             sent = send_body(worker, local, req, ex, &mut up, chunked, deadline).await;
         }
         let err = match sent {
-            Ok(()) => match read_response_head_pooled(worker, &mut up, server, is_head, false, deadline).await {
+            Ok(()) => match read_response_head_pooled(
+                worker,
+                &mut up,
+                server,
+                is_head,
+                false,
+                &mut Interim::H2(respond),
+                deadline,
+            )
+            .await
+            {
                 Ok((ubuf, upos, resp)) => return Ok((up, ubuf, upos, resp)),
                 Err(e) => e,
             },
@@ -555,11 +570,12 @@ async fn relay_response(
     is_head: bool,
 ) {
     let server = &local.snap.config.server;
-    let response = {
+    let mut response = {
         let scratch = worker.resp_scratch(server.limits.max_headers);
         let buf = ubuf.get(upos..).unwrap_or_default();
         response_head(buf, &resp, &scratch)
     };
+    crate::http::decor::Decor::new(&local.snap.config, ex.route, ex.tls).apply_h2(response.headers_mut());
     upos += resp.head_len;
     let source = match resp.framing {
         ResponseFraming::None => None,
@@ -599,7 +615,10 @@ async fn relay_response(
                         worker.stats.upstream_protocol_errors.inc();
                     }
                     tracing::debug!(upstream = %endpoint.address, error = ?e, "response body relay failed (HTTP/2 client)");
-                    tx.send_reset(h2::Reason::INTERNAL_ERROR);
+                    // CANCEL (RFC 9113 §7): the gateway gave up on the stream, because the
+                    // client stopped reading (a write timeout: zero-window stall) or the upstream
+                    // failed mid-body. Neither is an internal error of the gateway.
+                    tx.send_reset(h2::Reason::CANCEL);
                     false
                 }
             }

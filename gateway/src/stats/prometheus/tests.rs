@@ -56,6 +56,7 @@ fn two_workers_render_valid_and_complete() {
         reloads_failed: 1,
         access_log_written: 100,
         access_log_dropped: 2,
+        access_log_write_errors: 1,
         draining: true,
         uptime: Duration::from_millis(1500),
         recorder: Some(recorder.handle()),

@@ -1,0 +1,119 @@
+//! Fields the gateway sets on every response it sends, generated or proxied, HTTP/1.1 and
+//! HTTP/2: `server` (`server.server_header`) and `strict-transport-security` (`routes[].hsts`,
+//! on TLS connections only: RFC 6797 §7.2 forbids it over plain HTTP). Each replaces the
+//! upstream's field of the same name; `server_header = ""` removes the upstream's Server field
+//! and adds none, and a route with `hsts` owns the field: over plain HTTP the upstream's is
+//! removed and none is added. A WebSocket `101` is decorated like a final response; interim (1xx) heads
+//! are not (they are forwarded as the upstream sent them, hop-by-hop fields removed).
+
+use gateway_config::Config;
+
+/// The fields for one response: borrowed from the snapshot the request runs on.
+#[derive(Clone, Copy, Default)]
+pub struct Decor<'a> {
+    /// `Some("")`: remove the upstream's, add none.
+    server: Option<&'a str>,
+    /// `Some(None)`: an HSTS route over plain HTTP: remove the upstream's, add none.
+    hsts: Option<Option<&'a str>>,
+}
+
+impl<'a> Decor<'a> {
+    /// The fields for a response of `route` (none before routing) on a TLS connection or not.
+    pub fn new(config: &'a Config, route: Option<usize>, tls: bool) -> Self {
+        let hsts = route
+            .and_then(|i| config.routes.get(i))
+            .and_then(|r| r.hsts.as_ref())
+            .map(|h| tls.then_some(h.value.as_str()));
+        Self { server: config.server.server_header.as_deref(), hsts }
+    }
+
+    /// Whether an upstream field named `name` is replaced (and so not forwarded).
+    pub fn replaces(&self, name: &[u8]) -> bool {
+        (self.server.is_some() && name.eq_ignore_ascii_case(b"server"))
+            || (self.hsts.is_some() && name.eq_ignore_ascii_case(b"strict-transport-security"))
+    }
+
+    /// Appends the fields as HTTP/1.1 lines.
+    pub fn push_h1(&self, out: &mut Vec<u8>) {
+        if let Some(server) = self.server.filter(|s| !s.is_empty()) {
+            out.extend_from_slice(b"server: ");
+            out.extend_from_slice(server.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        if let Some(Some(hsts)) = self.hsts {
+            out.extend_from_slice(b"strict-transport-security: ");
+            out.extend_from_slice(hsts.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+
+    /// Inserts the fields right after the status line of the HTTP/1.1 response starting at
+    /// `start` in `out` (a head the gateway wrote itself, without either field).
+    pub fn insert_h1(&self, out: &mut Vec<u8>, start: usize) {
+        let Some(line_end) = out.get(start..).and_then(|b| b.windows(2).position(|w| w == b"\r\n")) else {
+            return;
+        };
+        let at = start + line_end + 2;
+        let before = out.len();
+        self.push_h1(out);
+        let added = out.len() - before;
+        if let Some(tail) = out.get_mut(at..) {
+            tail.rotate_right(added);
+        }
+    }
+
+    /// Sets the fields on an HTTP/2 response head, replacing the upstream's.
+    pub fn apply_h2(&self, headers: &mut http::HeaderMap) {
+        if let Some(server) = self.server {
+            headers.remove(http::header::SERVER);
+            if let (false, Ok(v)) = (server.is_empty(), http::HeaderValue::from_str(server)) {
+                headers.insert(http::header::SERVER, v);
+            }
+        }
+        if let Some(hsts) = self.hsts {
+            headers.remove(http::header::STRICT_TRANSPORT_SECURITY);
+            if let Some(Ok(v)) = hsts.map(http::HeaderValue::from_str) {
+                headers.insert(http::header::STRICT_TRANSPORT_SECURITY, v);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inserted_after_the_status_line() {
+        let d = Decor { server: Some("edge"), hsts: Some(Some("max-age=60")) };
+        let mut out = b"xxHTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n".to_vec();
+        d.insert_h1(&mut out, 2);
+        assert_eq!(
+            out,
+            b"xxHTTP/1.1 404 Not Found\r\nserver: edge\r\nstrict-transport-security: max-age=60\r\ncontent-length: 0\r\n\r\n"
+        );
+        let hidden = Decor { server: Some(""), hsts: None };
+        let mut out = b"HTTP/1.1 200 OK\r\n\r\n".to_vec();
+        hidden.insert_h1(&mut out, 0);
+        assert_eq!(out, b"HTTP/1.1 200 OK\r\n\r\n");
+        assert!(hidden.replaces(b"Server") && !hidden.replaces(b"strict-transport-security"));
+        assert!(!Decor::default().replaces(b"server"));
+    }
+
+    #[test]
+    fn h2_fields_replace_the_upstreams() {
+        let mut h = http::HeaderMap::new();
+        h.insert("server", http::HeaderValue::from_static("nginx"));
+        h.insert("strict-transport-security", http::HeaderValue::from_static("max-age=1"));
+        Decor { server: Some("edge"), hsts: Some(Some("max-age=60")) }.apply_h2(&mut h);
+        assert_eq!(
+            (h["server"].to_str().unwrap(), h["strict-transport-security"].to_str().unwrap()),
+            ("edge", "max-age=60")
+        );
+        Decor { server: Some(""), hsts: None }.apply_h2(&mut h);
+        assert!(h.get("server").is_none());
+        Decor { server: None, hsts: Some(None) }.apply_h2(&mut h);
+        assert!(h.get("strict-transport-security").is_none(), "an HSTS route over plain HTTP sends none");
+    }
+}

@@ -1,0 +1,105 @@
+//! Reading an upstream's HTTP/1.1 response head, interim (1xx) responses included.
+
+use std::io;
+use std::rc::Rc;
+
+use monoio::time::Instant;
+
+use super::{interim, websocket, UpstreamError};
+use crate::http::h1::{self, ResponseHead};
+use crate::runtime::io::{make_room, read_append_timeout};
+use crate::runtime::stream::Stream;
+use crate::runtime::worker::Worker;
+use crate::upstream::UpConn;
+
+/// Reads the response head into a pooled buffer (given back on failure).
+pub(crate) async fn read_response_head_pooled(
+    worker: &Rc<Worker>,
+    up: &mut UpConn,
+    server: &gateway_config::Server,
+    is_head: bool,
+    websocket: bool,
+    interim: &mut interim::Interim<'_>,
+    deadline: Instant,
+) -> Result<(Vec<u8>, usize, ResponseHead), UpstreamError> {
+    let mut ubuf = worker.buffers.take();
+    match read_response_head(worker, &mut up.stream, &mut ubuf, server, is_head, websocket, interim, deadline).await {
+        Ok((upos, resp)) => Ok((ubuf, upos, resp)),
+        Err(e) => {
+            worker.buffers.give(ubuf);
+            Err(e)
+        }
+    }
+}
+
+/// Reads until a final (non-1xx) response head is buffered; interim 1xx responses go to
+/// `interim` (see [`interim`]: at most [`interim::MAX_INTERIM`], then a protocol error).
+/// A 101 is final: accepted when `websocket` (the request was a WebSocket handshake) and it
+/// switches to WebSocket, refused otherwise.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn read_response_head(
+    worker: &Rc<Worker>,
+    up: &mut Stream,
+    ubuf: &mut Vec<u8>,
+    server: &gateway_config::Server,
+    is_head: bool,
+    websocket: bool,
+    interim: &mut interim::Interim<'_>,
+    deadline: Instant,
+) -> Result<(usize, ResponseHead), UpstreamError> {
+    let max = server.limits.max_response_header_bytes;
+    let mut upos = 0;
+    let mut received_any = false;
+    let mut interims = 0;
+    loop {
+        let (parsed, switches, out) = {
+            let mut scratch = worker.resp_scratch(server.limits.max_headers);
+            let buf = ubuf.get(upos..).unwrap_or_default();
+            let parsed = h1::parse_response(buf, max, is_head, &mut scratch);
+            let switches =
+                matches!(parsed, Ok(Some(ref r)) if r.status == 101) && websocket::accepts_websocket(buf, &scratch);
+            let out = match &parsed {
+                Ok(Some(r)) if r.status < 200 && r.status != 101 && interims < interim::MAX_INTERIM => {
+                    interim.prepare(worker, buf, r, &scratch)
+                }
+                _ => None,
+            };
+            (parsed, switches, out)
+        };
+        if let Some(out) = out {
+            Box::pin(interim.write(worker, out)).await?;
+        }
+        match parsed {
+            Ok(Some(resp)) if resp.status == 101 && websocket && switches => return Ok((upos, resp)),
+            Ok(Some(resp)) if resp.status == 101 && websocket => {
+                return Err(UpstreamError::Protocol("101 without Upgrade: websocket"))
+            }
+            Ok(Some(resp)) if resp.status == 101 => return Err(UpstreamError::Protocol("unrequested upgrade")),
+            Ok(Some(r)) if r.status < 200 && interims >= interim::MAX_INTERIM => {
+                return Err(UpstreamError::Protocol("more than 10 interim (1xx) responses"));
+            }
+            Ok(Some(resp)) if resp.status < 200 => {
+                interims += 1;
+                upos += resp.head_len;
+                continue;
+            }
+            Ok(Some(resp)) => return Ok((upos, resp)),
+            Ok(None) => {}
+            Err(_) => return Err(UpstreamError::Protocol("malformed response head")),
+        }
+        if !make_room(ubuf, &mut upos, 1024, max + 1) {
+            return Err(UpstreamError::Protocol("response head too large"));
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        let (res, b) = read_append_timeout(up, std::mem::take(ubuf), left).await;
+        *ubuf = b;
+        match res {
+            Ok(0) if !received_any => return Err(UpstreamError::ClosedEarly),
+            Ok(0) => return Err(UpstreamError::Protocol("closed inside the response head")),
+            Ok(_) => received_any = true,
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(UpstreamError::Timeout),
+            Err(_) if !received_any => return Err(UpstreamError::ClosedEarly),
+            Err(_) => return Err(UpstreamError::Protocol("read error inside the response head")),
+        }
+    }
+}

@@ -133,7 +133,9 @@ pub fn markdown(results: &[AbuseResult], settle: Duration) -> String {
             r.good.worst.as_secs_f64() * 1000.0
         );
     }
-    s.push_str("\nRSS in MiB (VmRSS; peak is the highest of VmRSS sampled every 50 ms and VmHWM, reset before each abuse).\n");
+    s.push_str(
+        "\nRSS in MiB (VmRSS; peak is the highest of VmRSS sampled every 50 ms and VmHWM, reset before each abuse).\n",
+    );
     for r in results {
         let _ = write!(s, "\n**{}**: {}. Attacker: {}.", r.name, r.what, r.attacker);
         if r.counters.is_empty() {
@@ -150,7 +152,8 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
     use super::*;
 
-    const STATUS: &str = "Name:\tgateway\nVmPeak:\t  200000 kB\nVmHWM:\t   12345 kB\nVmRSS:\t    9876 kB\nThreads:\t5\n";
+    const STATUS: &str =
+        "Name:\tgateway\nVmPeak:\t  200000 kB\nVmHWM:\t   12345 kB\nVmRSS:\t    9876 kB\nThreads:\t5\n";
 
     #[test]
     fn status_gives_rss_and_hwm() {

@@ -61,7 +61,8 @@ fn main() -> ExitCode {
 
 fn run(args: &Args) -> Result<(), String> {
     raise_fd_limit();
-    let origin = loadtests::Origin::spawn("127.0.0.1:0", loadtests::OriginConfig::default()).map_err(|e| format!("origin: {e}"))?;
+    let origin = loadtests::Origin::spawn("127.0.0.1:0", loadtests::OriginConfig::default())
+        .map_err(|e| format!("origin: {e}"))?;
     let sink = SlowSink::spawn(64 * 1024).map_err(|e| format!("slow upstream: {e}"))?;
     let work = std::env::temp_dir().join(format!("abuse-rss-{}", std::process::id()));
     std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
@@ -69,7 +70,14 @@ fn run(args: &Args) -> Result<(), String> {
     std::fs::write(&config, gateway_config(origin.addr(), sink.addr, args.connection_limit))
         .map_err(|e| format!("{}: {e}", config.display()))?;
     let mut gw = Gateway::start(&args.gateway, &config, &work.join("gateway.log"))?;
-    eprintln!("abuse-rss: gateway pid {} on {} (admin {})", gw.pid(), gw.listener, gw.admin);
+    eprintln!(
+        "abuse-rss: gateway pid {} on {} (admin {}), origin {}, slow upstream {}",
+        gw.pid(),
+        gw.listener,
+        gw.admin,
+        origin.addr(),
+        sink.addr
+    );
     let scale = Scale {
         slowloris: 1000,
         slow_readers: 200,
@@ -87,6 +95,7 @@ fn run(args: &Args) -> Result<(), String> {
     thread::sleep(Duration::from_secs(1));
     let at_rest = gw.memory()?;
     eprintln!("abuse-rss: at rest VmRSS {} MiB", report::mib(at_rest.rss_kib));
+    let load_start = load_average();
     let mut results = Vec::new();
     let wanted = |a: Abuse| args.only.as_deref().is_none_or(|list| list.split(',').any(|n| n.trim() == a.name()));
     for abuse in attacks::ALL.into_iter().filter(|a| wanted(*a)) {
@@ -103,7 +112,7 @@ fn run(args: &Args) -> Result<(), String> {
         );
         results.push(r);
     }
-    let text = document(args, &scale, at_rest, &results);
+    let text = document(args, &scale, at_rest, &results, (load_start, load_average()));
     std::fs::write(&args.out, text).map_err(|e| format!("{}: {e}", args.out.display()))?;
     if let Some(path) = &args.json {
         let json = serde_json::json!({ "at_rest": at_rest, "duration_s": args.duration, "settle_s": args.settle, "results": results });
@@ -171,10 +180,24 @@ fn families(abuse: Abuse) -> &'static [&'static str] {
     const CONN: [&str; 3] =
         ["gateway_connections_accepted_total", "gateway_connections_rejected_total", "gateway_connections_active"];
     match abuse {
-        Abuse::Slowloris => &["gateway_connections_accepted_total", "gateway_connections_active", "gateway_header_read_timeouts_total", "gateway_requests_rejected_total"],
-        Abuse::SlowReader => &["gateway_connections_accepted_total", "gateway_connections_active", "gateway_requests_active", "gateway_upstream_requests_active", "gateway_downstream_bytes_out_total", "gateway_admission_decisions_total"],
+        Abuse::Slowloris => &[
+            "gateway_connections_accepted_total",
+            "gateway_connections_active",
+            "gateway_header_read_timeouts_total",
+            "gateway_requests_rejected_total",
+        ],
+        Abuse::SlowReader => &[
+            "gateway_connections_accepted_total",
+            "gateway_connections_active",
+            "gateway_requests_active",
+            "gateway_upstream_requests_active",
+            "gateway_downstream_bytes_out_total",
+            "gateway_admission_decisions_total",
+        ],
         Abuse::ConnectionFlood => &CONN,
-        Abuse::PipelinedFlood => &["gateway_requests_total", "gateway_requests_rejected_total", "gateway_connections_accepted_total"],
+        Abuse::PipelinedFlood => {
+            &["gateway_requests_total", "gateway_requests_rejected_total", "gateway_connections_accepted_total"]
+        }
         Abuse::OversizedHeaders => &["gateway_requests_rejected_total", "gateway_connections_accepted_total"],
         Abuse::H2RapidReset | Abuse::H2Continuation | Abuse::H2ControlFlood | Abuse::H2ZeroWindow => &[
             "gateway_h2_abuse_total",
@@ -185,7 +208,13 @@ fn families(abuse: Abuse) -> &'static [&'static str] {
             "gateway_upstream_requests_active",
             "gateway_admission_decisions_total",
         ],
-        Abuse::SlowUpload => &["gateway_requests_active", "gateway_upstream_requests_active", "gateway_downstream_bytes_in_total", "gateway_upstream_timeouts_total", "gateway_requests_rejected_total"],
+        Abuse::SlowUpload => &[
+            "gateway_requests_active",
+            "gateway_upstream_requests_active",
+            "gateway_downstream_bytes_in_total",
+            "gateway_upstream_timeouts_total",
+            "gateway_requests_rejected_total",
+        ],
     }
 }
 
@@ -234,10 +263,15 @@ endpoints = ["{slow}"]
     )
 }
 
-fn document(args: &Args, scale: &Scale, at_rest: Memory, results: &[AbuseResult]) -> String {
+fn document(args: &Args, scale: &Scale, at_rest: Memory, results: &[AbuseResult], load: (String, String)) -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|t| t.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).map(|s| s.trim().to_owned()))
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_owned())
+        })
         .unwrap_or_else(|| "unknown CPU".into());
     let cpus = thread::available_parallelism().map_or(0, |n| n.get());
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
@@ -247,8 +281,11 @@ fn document(args: &Args, scale: &Scale, at_rest: Memory, results: &[AbuseResult]
     }
     s.push_str(&format!(
         "Machine: {cpus} CPUs ({cpu}), Linux {}. **Shared with other builders during the run**: figures of \
-         memory are unaffected, latencies of the good client are not precise.\n\n",
-        kernel.trim()
+         memory are unaffected, latencies of the good client are not precise (load average at the start \
+         {}, at the end {}).\n\n",
+        kernel.trim(),
+        load.0,
+        load.1
     ));
     s.push_str(&format!(
         "Gateway: release build, `workers = 1`, `io_driver = \"io_uring\"`, `max_connections_per_worker = {}`, \
@@ -260,7 +297,11 @@ fn document(args: &Args, scale: &Scale, at_rest: Memory, results: &[AbuseResult]
          Abuses run one after another in one gateway process. Threads: {} per threaded abuse.\n\n",
         scale.connection_limit, args.duration, args.settle, scale.threads
     ));
-    s.push_str(&format!("At rest (after a 2 s warm-up): VmRSS {} MiB, VmHWM {} MiB.\n\n", report::mib(at_rest.rss_kib), report::mib(at_rest.hwm_kib)));
+    s.push_str(&format!(
+        "At rest (after a 2 s warm-up): VmRSS {} MiB, VmHWM {} MiB.\n\n",
+        report::mib(at_rest.rss_kib),
+        report::mib(at_rest.hwm_kib)
+    ));
     s.push_str(&report::markdown(results, Duration::from_secs(args.settle)));
     s
 }
@@ -290,7 +331,9 @@ impl Gateway {
                 let line = text.lines().find(|l| l.contains(marker))?;
                 line.split("address=").nth(1)?.split_whitespace().next()?.parse().ok()
             };
-            if let (Some(l), Some(a), true) = (addr("listener bound"), addr("admin listening"), text.contains("serving")) {
+            if let (Some(l), Some(a), true) =
+                (addr("listener bound"), addr("admin listening"), text.contains("serving"))
+            {
                 gw.listener = l;
                 gw.admin = a;
                 return Ok(gw);
@@ -323,7 +366,8 @@ impl Gateway {
     }
 
     fn admin_get(&self, path: &str) -> Result<String, String> {
-        let mut s = TcpStream::connect_timeout(&self.admin, Duration::from_secs(5)).map_err(|e| format!("admin: {e}"))?;
+        let mut s =
+            TcpStream::connect_timeout(&self.admin, Duration::from_secs(5)).map_err(|e| format!("admin: {e}"))?;
         let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
         s.write_all(format!("GET {path} HTTP/1.1\r\nhost: admin\r\nconnection: close\r\n\r\n").as_bytes())
             .map_err(|e| format!("admin: {e}"))?;
@@ -347,6 +391,12 @@ impl Gateway {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The 1, 5 and 15 minute load averages.
+fn load_average() -> String {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    text.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }
 
 fn read_memory(pid: u32) -> Option<Memory> {

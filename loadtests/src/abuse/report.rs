@@ -101,6 +101,8 @@ pub struct AbuseResult {
     pub good: Good,
     /// [`changes`] of the gateway's counters over the abuse.
     pub counters: Vec<String>,
+    /// Connections and requests still open after the settle time (non-zero gauges).
+    pub open_after: Vec<String>,
 }
 
 /// KiB as MiB with one decimal.
@@ -139,9 +141,14 @@ pub fn markdown(results: &[AbuseResult], settle: Duration) -> String {
     for r in results {
         let _ = write!(s, "\n**{}**: {}. Attacker: {}.", r.name, r.what, r.attacker);
         if r.counters.is_empty() {
-            s.push_str(" Counters: no change.\n");
+            s.push_str(" Counters: no change.");
         } else {
-            let _ = writeln!(s, " Counters: `{}`.", r.counters.join("`, `"));
+            let _ = write!(s, " Counters: `{}`.", r.counters.join("`, `"));
+        }
+        if r.open_after.is_empty() {
+            s.push_str(" After the settle time nothing is open.\n");
+        } else {
+            let _ = writeln!(s, " Still open after the settle time: `{}`.", r.open_after.join("`, `"));
         }
     }
     s
@@ -195,11 +202,12 @@ mod tests {
             settled: m(10752),
             good: Good { ok: 100, failed: 0, worst: Duration::from_micros(2500) },
             counters: vec!["gateway_header_read_timeouts_total +500".into()],
+            open_after: vec![],
         };
         let text = markdown(&[r], Duration::from_secs(3));
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].starts_with("| abuse | RSS before | peak | at end | after | after 3s |"), "{text}");
         assert_eq!(lines[2], "| slowloris | 10.0 | 15.0 | 14.0 | 11.0 | 10.5 | 100 / 0 | 2.5 ms |");
-        assert!(text.contains("**slowloris**: 500 connections. Attacker: 500 opened. Counters: `gateway_header_read_timeouts_total +500`."), "{text}");
+        assert!(text.contains("**slowloris**: 500 connections. Attacker: 500 opened. Counters: `gateway_header_read_timeouts_total +500`. After the settle time nothing is open."), "{text}");
     }
 }

@@ -69,15 +69,6 @@ fn run(args: &Args) -> Result<(), String> {
     let config = work.join("gateway.toml");
     std::fs::write(&config, gateway_config(origin.addr(), sink.addr, args.connection_limit))
         .map_err(|e| format!("{}: {e}", config.display()))?;
-    let mut gw = Gateway::start(&args.gateway, &config, &work.join("gateway.log"))?;
-    eprintln!(
-        "abuse-rss: gateway pid {} on {} (admin {}), origin {}, slow upstream {}",
-        gw.pid(),
-        gw.listener,
-        gw.admin,
-        origin.addr(),
-        sink.addr
-    );
     let scale = Scale {
         slowloris: 1000,
         slow_readers: 200,
@@ -86,20 +77,17 @@ fn run(args: &Args) -> Result<(), String> {
         zero_window_conns: 10,
         upload_bytes: 8 << 20,
     };
-    // Warm up: connections, pools and allocator arenas that any traffic creates.
-    let stop = Arc::new(AtomicBool::new(false));
-    let warm = attacks::good_client(gw.listener, "/bytes/1024", Arc::clone(&stop));
-    thread::sleep(Duration::from_secs(2));
-    stop.store(true, Ordering::Relaxed);
-    let _ = warm.join();
-    thread::sleep(Duration::from_secs(1));
-    let at_rest = gw.memory()?;
-    eprintln!("abuse-rss: at rest VmRSS {} MiB", report::mib(at_rest.rss_kib));
+    eprintln!("abuse-rss: origin {}, slow upstream {}", origin.addr(), sink.addr);
     let load_start = load_average();
     let mut results = Vec::new();
     let wanted = |a: Abuse| args.only.as_deref().is_none_or(|list| list.split(',').any(|n| n.trim() == a.name()));
     for abuse in attacks::ALL.into_iter().filter(|a| wanted(*a)) {
-        eprintln!("abuse-rss: {} for {} s", abuse.name(), args.duration);
+        // A fresh gateway per abuse: memory an allocator keeps after one abuse would otherwise
+        // show up as the next one's.
+        let log = work.join(format!("gateway-{}.log", results.len()));
+        let mut gw = Gateway::start(&args.gateway, &config, &log)?;
+        warm_up(&gw);
+        eprintln!("abuse-rss: {} for {} s (gateway pid {} on {})", abuse.name(), args.duration, gw.pid(), gw.listener);
         let r = one_abuse(&mut gw, abuse, &scale, args)?;
         eprintln!(
             "abuse-rss:   before {} peak {} after {} settled {} MiB; good {} ok {} failed",
@@ -111,16 +99,27 @@ fn run(args: &Args) -> Result<(), String> {
             r.good.failed
         );
         results.push(r);
+        gw.stop();
     }
-    let text = document(args, &scale, at_rest, &results, (load_start, load_average()));
+    let text = document(args, &scale, &results, (load_start, load_average()));
     std::fs::write(&args.out, text).map_err(|e| format!("{}: {e}", args.out.display()))?;
     if let Some(path) = &args.json {
-        let json = serde_json::json!({ "at_rest": at_rest, "duration_s": args.duration, "settle_s": args.settle, "results": results });
+        let json = serde_json::json!({ "duration_s": args.duration, "settle_s": args.settle, "results": results });
         std::fs::write(path, format!("{json:#}\n")).map_err(|e| format!("{}: {e}", path.display()))?;
     }
-    gw.stop();
     let _ = std::fs::remove_dir_all(&work);
     Ok(())
+}
+
+/// Two seconds of the good client, then a second of rest: connections, pools and allocator
+/// arenas that any traffic creates exist before "before" is read.
+fn warm_up(gw: &Gateway) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let warm = attacks::good_client(gw.listener, "/bytes/1024", Arc::clone(&stop));
+    thread::sleep(Duration::from_secs(2));
+    stop.store(true, Ordering::Relaxed);
+    let _ = warm.join();
+    thread::sleep(Duration::from_secs(1));
 }
 
 fn one_abuse(gw: &mut Gateway, abuse: Abuse, scale: &Scale, args: &Args) -> Result<AbuseResult, String> {
@@ -157,6 +156,9 @@ fn one_abuse(gw: &mut Gateway, abuse: Abuse, scale: &Scale, args: &Args) -> Resu
     let after = gw.memory()?;
     thread::sleep(Duration::from_secs(args.settle));
     let settled = gw.memory()?;
+    let metrics_settled = report::parse_metrics(&gw.admin_get("/metrics")?);
+    let open_after =
+        report::changes(&metrics_settled, &metrics_settled, &["gateway_connections_active", "gateway_requests_active"]);
     stop_sampler.store(true, Ordering::Relaxed);
     let _ = sampler.join();
     let peak_kib = peak.load(Ordering::Relaxed).max(settled.hwm_kib).max(at_end.rss_kib);
@@ -172,6 +174,7 @@ fn one_abuse(gw: &mut Gateway, abuse: Abuse, scale: &Scale, args: &Args) -> Resu
         settled,
         good,
         counters,
+        open_after,
     })
 }
 
@@ -263,7 +266,7 @@ endpoints = ["{slow}"]
     )
 }
 
-fn document(args: &Args, scale: &Scale, at_rest: Memory, results: &[AbuseResult], load: (String, String)) -> String {
+fn document(args: &Args, scale: &Scale, results: &[AbuseResult], load: (String, String)) -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|t| {
@@ -294,13 +297,9 @@ fn document(args: &Args, scale: &Scale, at_rest: Memory, results: &[AbuseResult]
          gateway, `/upload` to an upstream that reads 64 KiB/s per connection, everything else to the bundled \
          origin. Each abuse runs {} s while a good client sends `GET /bytes/1024` (proxied) on a keep-alive \
          connection every 10 ms; then the abuser closes everything and RSS is read again at once and after {} s. \
-         Abuses run one after another in one gateway process. Threads: {} per threaded abuse.\n\n",
+         Each abuse gets a fresh gateway process, warmed up by 2 s of the good client; \"before\" is its RSS \
+         at rest after that. Threads: {} per threaded abuse.\n\n",
         scale.connection_limit, args.duration, args.settle, scale.threads
-    ));
-    s.push_str(&format!(
-        "At rest (after a 2 s warm-up): VmRSS {} MiB, VmHWM {} MiB.\n\n",
-        report::mib(at_rest.rss_kib),
-        report::mib(at_rest.hwm_kib)
     ));
     s.push_str(&report::markdown(results, Duration::from_secs(args.settle)));
     s

@@ -76,7 +76,7 @@ impl Tally {
 
     pub fn summary(&self, sent_what: &str) -> String {
         format!(
-            "{} connections opened, {} closed by the gateway, {} {sent_what} sent, {} responses read",
+            "{} connections opened, {} closed by the gateway, {} {sent_what}, {} responses read",
             self.opened.load(Ordering::Relaxed),
             self.closed.load(Ordering::Relaxed),
             self.sent.load(Ordering::Relaxed),
@@ -101,14 +101,17 @@ impl Abuse {
         }
     }
 
-    /// What is counted as "sent" in [`Tally::summary`].
+    /// What [`Tally::sent`] counts, for [`Tally::summary`].
     pub fn unit(self) -> &'static str {
         match self {
-            Abuse::Slowloris => "header bytes",
-            Abuse::SlowReader | Abuse::PipelinedFlood | Abuse::OversizedHeaders | Abuse::SlowUpload => "requests",
+            Abuse::Slowloris => "header bytes sent",
+            Abuse::SlowReader | Abuse::PipelinedFlood | Abuse::OversizedHeaders | Abuse::SlowUpload => "requests sent",
             Abuse::ConnectionFlood => "connects",
-            Abuse::H2RapidReset | Abuse::H2ZeroWindow => "streams",
-            Abuse::H2Continuation | Abuse::H2ControlFlood => "frames",
+            Abuse::H2ZeroWindow => "streams opened",
+            // Written into the socket: most are never read, the gateway closes the connection
+            // at its limit while the kernel's buffers still hold megabytes of them.
+            Abuse::H2RapidReset => "streams written (opened and reset)",
+            Abuse::H2Continuation | Abuse::H2ControlFlood => "frames written",
         }
     }
 

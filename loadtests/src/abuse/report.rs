@@ -206,6 +206,7 @@ mod tests {
         };
         let text = markdown(&[r], Duration::from_secs(3));
         let lines: Vec<&str> = text.lines().collect();
+        assert!(text.contains("\n| slowloris |"), "{text}");
         assert!(lines[0].starts_with("| abuse | RSS before | peak | at end | after | after 3s |"), "{text}");
         assert_eq!(lines[2], "| slowloris | 10.0 | 15.0 | 14.0 | 11.0 | 10.5 | 100 / 0 | 2.5 ms |");
         assert!(text.contains("**slowloris**: 500 connections. Attacker: 500 opened. Counters: `gateway_header_read_timeouts_total +500`. After the settle time nothing is open."), "{text}");

@@ -165,6 +165,18 @@ fn user_nobody_switches_every_thread_serves_and_reloads() {
     write_config(&path, o.addr(), "v2", &extra);
     p.signal("HUP");
     assert!(wait_until(Duration::from_secs(5), || get(p.listener, "/").text() == "v2"), "{}", p.log_text());
+    // No capability is kept: a reload that adds a listener on a port below 1024 fails with the
+    // bind error and the running config keeps serving.
+    let v2 = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, format!("{v2}\n[[listeners]]\nname = \"low\"\naddress = \"127.0.0.1:1\"\n")).unwrap();
+    p.signal("HUP");
+    assert!(
+        wait_until(Duration::from_secs(5), || p.log_contains("cannot bind 127.0.0.1:1: Permission denied")),
+        "{}",
+        p.log_text()
+    );
+    assert_eq!(get(p.listener, "/").text(), "v2");
+    std::fs::write(&path, v2).unwrap();
     // SIGUSR2: the successor runs as nobody (not root, so no flag is needed), takes over on the
     // upgrade socket nobody created, and serves; the old process exits.
     p.signal("USR2");

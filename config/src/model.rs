@@ -99,6 +99,13 @@ pub struct Server {
     /// Unix socket on which a new gateway process takes over the listening sockets (binary
     /// upgrade, `gateway run --takeover`); `None`: no takeover.
     pub upgrade_socket: Option<std::path::PathBuf>,
+    /// Started as root: the user to switch to once the listeners and the admin port are bound,
+    /// before any worker starts (its primary group unless `group` is set). Started as another
+    /// user: must name that user or be absent. `None`: stay as started (root needs
+    /// `--allow-root`).
+    pub user: Option<String>,
+    /// The group to switch to with `user` (default: the user's primary group); only with `user`.
+    pub group: Option<String>,
     /// How long in-flight requests may run after SIGTERM before connections are closed.
     #[serde(serialize_with = "ser::duration")]
     pub drain_timeout: Duration,

@@ -29,6 +29,8 @@ pub(crate) struct RawServer {
     pub via: Option<String>,
     pub watch: Option<bool>,
     pub upgrade_socket: Option<String>,
+    pub user: Option<String>,
+    pub group: Option<String>,
     pub deadline_header: Option<String>,
     pub server_header: Option<String>,
     pub access_log: Option<RawAccessLog>,

@@ -24,6 +24,8 @@ fn defaults_of_a_minimal_file() {
         watch: true,
         deadline_header: None,
         upgrade_socket: None,
+        user: None,
+        group: None,
         access_log: None,
         limits: Limits {
             max_request_line_bytes: 8192,
@@ -298,6 +300,8 @@ fn full_example_sets_every_key() {
         "max",
         "max_replay_bytes",
         "deadline_header",
+        "user",
+        "group",
         "adaptive_concurrency",
         "initial_limit",
         "min_limit",

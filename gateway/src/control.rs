@@ -292,6 +292,12 @@ fn keep_fixed_settings(next: &mut Config, running: &Config) -> Vec<String> {
         warnings.push(format!("server.log_level changed: needs a restart; keeping {:?}", r.log_level));
         n.log_level.clone_from(&r.log_level);
     }
+    if (&n.user, &n.group) != (&r.user, &r.group) {
+        // The process switched (or not) at start, for good.
+        warnings.push("server.user or server.group changed: needs a restart; the process keeps its user".into());
+        n.user.clone_from(&r.user);
+        n.group.clone_from(&r.group);
+    }
     warnings
 }
 
@@ -303,4 +309,23 @@ pub fn hex(hash: u64) -> String {
 /// stays consistent between statements).
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn user_and_group_changes_need_a_restart() {
+        let text = "[server]\nworkers = 1\n[[listeners]]\nname = \"l\"\naddress = \"127.0.0.1:0\"\n";
+        let running = gateway_config::parse(text, "a.toml").unwrap();
+        let with_user = text.replace("workers = 1", "workers = 1\nuser = \"nobody\"");
+        let mut next = gateway_config::parse(&with_user, "b.toml").unwrap();
+        let warnings = keep_fixed_settings(&mut next, &running);
+        assert_eq!(warnings, ["server.user or server.group changed: needs a restart; the process keeps its user"]);
+        assert_eq!(next.server.user, None);
+        let mut same = gateway_config::parse(text, "c.toml").unwrap();
+        assert!(keep_fixed_settings(&mut same, &running).is_empty());
+    }
 }

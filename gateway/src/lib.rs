@@ -5,6 +5,7 @@ pub mod accesslog;
 pub mod admission;
 pub mod control;
 pub mod http;
+pub mod privileges;
 pub mod proxy;
 pub mod route;
 pub mod runtime;
@@ -94,16 +95,27 @@ impl Gateway {
     /// Starts from a config file on listening sockets taken over from a previous process
     /// (listeners it lacks are bound as usual).
     pub fn start_from_file_with(path: &std::path::Path, inherited: upgrade::Inherited) -> Result<Self, String> {
+        Self::start_from_file_as(path, inherited, None)
+    }
+
+    /// As [`Gateway::start_from_file_with`], and when `switch_to` is set (started as root with
+    /// `server.user`), switches the whole process to that account once every listener and the
+    /// admin port are bound, before any worker or helper thread starts.
+    pub fn start_from_file_as(
+        path: &std::path::Path,
+        inherited: upgrade::Inherited,
+        switch_to: Option<&privileges::Account>,
+    ) -> Result<Self, String> {
         let text = std::fs::read(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
         let utf8 = std::str::from_utf8(&text).map_err(|e| format!("{}: not UTF-8: {e}", path.display()))?;
         let config = gateway_config::parse_file(utf8, path).map_err(|e| e.to_string())?;
-        Self::start_inner(config, Some(path.to_path_buf()), snapshot::fnv1a64(&text), inherited)
+        Self::start_inner(config, Some(path.to_path_buf()), snapshot::fnv1a64(&text), inherited, switch_to)
     }
 
     /// Starts from an in-memory config (tests, embedding); [`Gateway::apply`] replaces it.
     pub fn start(config: Config) -> Result<Self, String> {
         let hash = snapshot::fnv1a64(format!("{config:?}").as_bytes());
-        Self::start_inner(config, None, hash, upgrade::Inherited::default())
+        Self::start_inner(config, None, hash, upgrade::Inherited::default(), None)
     }
 
     /// Binds every listener, starts the workers and the admin server. Returns once every worker
@@ -113,6 +125,7 @@ impl Gateway {
         source: Option<std::path::PathBuf>,
         hash: u64,
         mut inherited: upgrade::Inherited,
+        switch_to: Option<&privileges::Account>,
     ) -> Result<Self, String> {
         let started = Instant::now();
         warn_timeouts(&config);
@@ -149,8 +162,27 @@ impl Gateway {
             heartbeats: (0..n).map(|_| std::sync::atomic::AtomicU64::new(0)).collect(),
             health: Default::default(),
         });
-        let inherited_admin = inherited.admin.take();
+        // The admin socket is bound here, with the listeners, so that both exist before the
+        // process switches to an unprivileged user.
+        let admin_listener = match (inherited.admin.take(), &admin_cfg) {
+            (Some(listener), _) => Some(listener),
+            (None, Some(admin)) => Some(
+                std::net::TcpListener::bind(admin.address)
+                    .map_err(|e| format!("admin cannot bind {}: {e}", admin.address))?,
+            ),
+            (None, None) => None,
+        };
         let control = Arc::new(control::Control::start(config, source, hash, n, &shared, inherited)?);
+        if let Some(account) = switch_to {
+            privileges::switch(account).map_err(|e| format!("cannot switch to user {:?}: {e}", account.user))?;
+            tracing::info!(
+                user = %account.user,
+                uid = account.uid,
+                group = %account.group,
+                gid = account.gid,
+                "switched to an unprivileged user; root cannot be regained"
+            );
+        }
         let stats: Vec<Arc<WorkerStats>> = (0..n).map(|_| Arc::new(WorkerStats::default())).collect();
         let metrics: Vec<Arc<WorkerMetrics>> = (0..n).map(|i| Arc::new(WorkerMetrics::new(i))).collect();
         let access_log = match &shared.snapshot.load().config.server.access_log {
@@ -248,7 +280,7 @@ impl Gateway {
                 started,
                 token: admin.token.clone(),
             };
-            let server = match inherited_admin {
+            let server = match admin_listener {
                 Some(listener) => gateway_admin::AdminServer::from_listener(listener, admin::handler(ctx)),
                 None => gateway_admin::AdminServer::start(admin.address, admin::handler(ctx)),
             };

@@ -30,6 +30,10 @@ enum Command {
         /// (`server.upgrade_socket`); it drains and exits once this one serves.
         #[arg(long)]
         takeover: Option<PathBuf>,
+        /// Run as root when started as root without `server.user` (otherwise refused). With
+        /// `server.user` set the gateway switches to that user and this flag changes nothing.
+        #[arg(long)]
+        allow_root: bool,
     },
     /// Validate a configuration file: exit 0 with a summary, or 1 with every error.
     Check,
@@ -38,9 +42,9 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let path = cli.config.unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
-    match cli.command.unwrap_or(Command::Run { takeover: None }) {
+    match cli.command.unwrap_or(Command::Run { takeover: None, allow_root: false }) {
         Command::Check => check(&path),
-        Command::Run { takeover } => run(&path, takeover.as_deref()),
+        Command::Run { takeover, allow_root } => run(&path, takeover.as_deref(), allow_root),
     }
 }
 
@@ -75,15 +79,29 @@ fn check(path: &std::path::Path) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn run(path: &std::path::Path, takeover: Option<&std::path::Path>) -> ExitCode {
-    let log_level = match gateway_config::load(path) {
-        Ok(c) => c.server.log_level,
+fn run(path: &std::path::Path, takeover: Option<&std::path::Path>, allow_root: bool) -> ExitCode {
+    let (log_level, user, group) = match gateway_config::load(path) {
+        Ok(c) => (c.server.log_level, c.server.user, c.server.group),
         Err(errors) => {
             eprintln!("{errors}");
             return ExitCode::FAILURE;
         }
     };
     init_logging(&log_level);
+    // Decided before anything is bound or taken over: a refused process touches nothing.
+    let switch_to = match gateway::privileges::plan_for_this_process(user.as_deref(), group.as_deref(), allow_root) {
+        Ok(gateway::privileges::Plan::Switch(account)) => Some(account),
+        Ok(gateway::privileges::Plan::Stay { note }) => {
+            if let Some(note) = note {
+                tracing::warn!("{note}");
+            }
+            None
+        }
+        Err(message) => {
+            tracing::error!("{message}");
+            return ExitCode::FAILURE;
+        }
+    };
     // Register signal handlers before any worker exists so no signal is lost.
     let mut signals = match Signals::new([SIGTERM, SIGINT, SIGHUP, SIGUSR2]) {
         Ok(s) => s,
@@ -109,7 +127,7 @@ fn run(path: &std::path::Path, takeover: Option<&std::path::Path>) -> ExitCode {
             }
         },
     };
-    let gateway = match gateway::Gateway::start_from_file_with(path, inherited) {
+    let gateway = match gateway::Gateway::start_from_file_as(path, inherited, switch_to.as_ref()) {
         Ok(g) => g,
         Err(e) => {
             tracing::error!(error = %e, "startup failed");
@@ -132,7 +150,7 @@ fn run(path: &std::path::Path, takeover: Option<&std::path::Path>) -> ExitCode {
             if signal == SIGHUP {
                 let _ = gateway.reload("SIGHUP");
             } else if signal == SIGUSR2 {
-                start_successor(&gateway, exe.as_deref(), path);
+                start_successor(&gateway, exe.as_deref(), path, allow_root);
             } else {
                 tracing::info!(signal, "draining: stop accepting, finishing in-flight requests");
                 break 'serve;
@@ -159,8 +177,14 @@ fn run(path: &std::path::Path, takeover: Option<&std::path::Path>) -> ExitCode {
 }
 
 /// Starts a new process of the binary at `exe` that takes over this one's sockets (binary
-/// upgrade); this process drains once it serves.
-fn start_successor(gateway: &gateway::Gateway, exe: Option<&std::path::Path>, config: &std::path::Path) {
+/// upgrade); this process drains once it serves. It runs as this process does now (after a
+/// switch to `server.user`, as that user) and gets `--allow-root` if this one did.
+fn start_successor(
+    gateway: &gateway::Gateway,
+    exe: Option<&std::path::Path>,
+    config: &std::path::Path,
+    allow_root: bool,
+) {
     let Some(socket) = gateway.snapshot().config.server.upgrade_socket.clone() else {
         tracing::warn!("SIGUSR2: no server.upgrade_socket configured; no upgrade");
         return;
@@ -171,6 +195,9 @@ fn start_successor(gateway: &gateway::Gateway, exe: Option<&std::path::Path>, co
     };
     let mut command = std::process::Command::new(exe);
     command.arg("run").arg("--config").arg(config).arg("--takeover").arg(&socket);
+    if allow_root {
+        command.arg("--allow-root");
+    }
     // The successor must not inherit this process's connections (io_uring accepts them without
     // close-on-exec): they would stay open after this process exits. It gets the listening
     // sockets over the upgrade socket; keep only stdin, stdout and stderr.

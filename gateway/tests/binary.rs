@@ -133,7 +133,7 @@ impl Drop for Proc {
 fn spawn(config: &str, name: &str) -> Proc {
     let path = temp_file(name, config);
     let mut child = Command::new(BIN)
-        .args(["run", "--config"])
+        .args(["run", "--allow-root", "--config"])
         .arg(&path)
         .env("RUST_LOG", "info")
         .stderr(Stdio::piped())

@@ -23,7 +23,12 @@ fn accept_backs_off_on_emfile_and_recovers() {
     std::fs::write(&path, config("auto", o.addr(), "", "").replace("log_level = \"warn\"", "log_level = \"info\""))
         .unwrap();
     let mut command = Command::new(BIN);
-    command.args(["run", "--config"]).arg(&path).env("RUST_LOG", "info").stderr(Stdio::piped()).stdout(Stdio::null());
+    command
+        .args(["run", "--allow-root", "--config"])
+        .arg(&path)
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null());
     // SAFETY: setrlimit is async-signal-safe and only affects the child.
     unsafe {
         command.pre_exec(|| {

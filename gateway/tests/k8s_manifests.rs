@@ -53,6 +53,8 @@ fn configmap_holds_a_valid_gateway_config() {
     assert_eq!(admin.address.port(), ADMIN_PORT);
     assert!(admin.address.ip().is_unspecified(), "admin reachable by kubelet and load balancers on the node address");
     assert!(admin.token.is_some(), "non-loopback admin needs a token");
+    // The pod starts as the non-root runAsUser: a server.user naming another user is refused.
+    assert_eq!((config.server.user.as_deref(), config.server.group.as_deref()), (None, None));
     let ports: Vec<u16> = config.listeners.iter().map(|l| l.address.port()).collect();
     assert_eq!(ports, [80, 443]);
     let tls = config.listeners[1].tls.as_ref().expect("443 speaks TLS");

@@ -209,7 +209,7 @@ fn systemd_notifications_ready_reloading_watchdog_stopping() {
     let path = dir.path("gateway.toml");
     std::fs::write(&path, cfg("127.0.0.1:9".parse().unwrap(), "")).unwrap();
     let mut child = std::process::Command::new(common::process::BIN)
-        .args(["run", "--config"])
+        .args(["run", "--allow-root", "--config"])
         .arg(&path)
         .env("NOTIFY_SOCKET", &sock_path)
         .env("WATCHDOG_USEC", "400000")

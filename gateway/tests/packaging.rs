@@ -53,6 +53,11 @@ fn unit_declares_the_service_contract() {
     let packaged = gateway_config::load(&repo().join("packaging/examples/quickstart.toml")).unwrap();
     let stop = timespan(&values(&unit, "TimeoutStopSec")[0]);
     assert!(stop > packaged.server.drain_timeout, "TimeoutStopSec {stop:?} <= drain_timeout");
+    // The unit starts it as User=gateway with CAP_NET_BIND_SERVICE: nothing to switch, and a
+    // server.user naming another user would be refused.
+    assert_eq!(values(&unit, "User"), ["gateway"]);
+    assert_eq!(values(&unit, "AmbientCapabilities"), ["CAP_NET_BIND_SERVICE"]);
+    assert_eq!(packaged.server.user, None);
     let watchdog = timespan(&values(&unit, "WatchdogSec")[0]);
     assert!(watchdog >= Duration::from_secs(10), "WatchdogSec {watchdog:?}");
 }

@@ -198,7 +198,11 @@ fn a_non_loopback_admin_address_needs_a_token() {
     let text = cfg("v1", false, None, "")
         .replace(r#"admin = { address = "127.0.0.1:0", token = "s3cret" }"#, r#"admin = { address = "0.0.0.0:0" }"#);
     std::fs::write(&path, text).unwrap();
-    let out = std::process::Command::new(common::process::BIN).args(["run", "--config"]).arg(&path).output().unwrap();
+    let out = std::process::Command::new(common::process::BIN)
+        .args(["run", "--allow-root", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1), "refuses to start");
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("server.admin.token"),

@@ -169,7 +169,8 @@ cluster = "origin"
 name = "origin"
 endpoints = ["127.0.0.1:$ORIGIN_PORT"]
 EOF
-    start_pinned "$PROXY_CPU" "$dir/gateway.log" "$bin" run --config "$dir/gateway.toml"
+    gateway_root_args "$bin"
+    start_pinned "$PROXY_CPU" "$dir/gateway.log" "$bin" run --config "$dir/gateway.toml" "${GATEWAY_ROOT_ARGS[@]}"
     check_started "$name" "$PID" "$PORT" "$dir/gateway.log"
 }
 

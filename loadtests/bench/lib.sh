@@ -430,3 +430,13 @@ EOF
     answers_ok "$ORIGIN_PORT" || die "the origin does not answer 200 ok"
     log "origin: nginx on 127.0.0.1:$ORIGIN_PORT (CPU $LOAD_CPU)"
 }
+
+# gateway_root_args BIN: sets GATEWAY_ROOT_ARGS to (--allow-root) when this script runs as root
+# and BIN knows the flag (a gateway started as root without server.user refuses to run; older
+# builds, e.g. a BASELINE_GATEWAY_BIN, have no such check and no such flag), else to ().
+gateway_root_args() {
+    GATEWAY_ROOT_ARGS=()
+    if [[ $(id -u) == 0 ]] && "$1" run --help 2>/dev/null | grep -q -- '--allow-root'; then
+        GATEWAY_ROOT_ARGS=(--allow-root)
+    fi
+}

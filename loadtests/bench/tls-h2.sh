@@ -171,7 +171,8 @@ start_proxy() {
             return 1
         fi
         logfile=$dir/gateway.log
-        start_pinned "$PROXY_CPU" "$logfile" "$GATEWAY_BIN" run --config "$dir/proxy.conf"
+        gateway_root_args "$GATEWAY_BIN"
+        start_pinned "$PROXY_CPU" "$logfile" "$GATEWAY_BIN" run --config "$dir/proxy.conf" "${GATEWAY_ROOT_ARGS[@]}"
         ;;
     nginx)
         nginx_config "$dir" >"$dir/proxy.conf"

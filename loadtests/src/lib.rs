@@ -6,10 +6,12 @@
 //! - [`capacity`]: an origin with a fixed capacity (a worker pool with a FIFO queue), for the
 //!   overload benchmark.
 //! - [`overload`]: an open-loop load generator with request classes, for the overload benchmark.
+//! - [`abuse`]: abusive clients and the report of the abuse-RSS benchmark.
 //!
 //! The benchmark scripts live in `loadtests/bench/` and write their reports to
 //! `loadtests/results/`; see `loadtests/README.md`.
 
+pub mod abuse;
 pub mod capacity;
 pub mod origin;
 pub mod overload;

@@ -169,11 +169,36 @@ fn convert_server(raw: &RawServer, p: &mut Problems<'_>, path: &KeyPath) -> Serv
                 None
             }
         }),
+        user: account_name(p, &path.key("user"), raw.user.as_ref()),
+        group: match (&raw.group, &raw.user) {
+            (Some(_), None) => {
+                p.at(&path.key("group"), "group needs server.user (the user to switch to)");
+                None
+            }
+            (group, _) => account_name(p, &path.key("group"), group.as_ref()),
+        },
         access_log: raw.access_log.as_ref().and_then(|a| access_log(a, p, &path.key("access_log"))),
         limits: limits(raw, p, &path.key("limits")),
         timeouts: timeouts(raw, p, &path.key("timeouts")),
         http2: http2::convert(&raw.http2, p, &path.key("http2")),
     }
+}
+
+/// A user or group name as `useradd` accepts it: 1 to 32 of `[A-Za-z0-9_.-]` (plus a final
+/// `$`), not starting with `-`; purely numeric names are refused (they read like ids).
+fn account_name(p: &mut Problems<'_>, path: &KeyPath, raw: Option<&String>) -> Option<String> {
+    let name = raw?;
+    let body = name.strip_suffix('$').unwrap_or(name);
+    let valid = (1..=32).contains(&name.len())
+        && !body.is_empty()
+        && !name.starts_with('-')
+        && !body.bytes().all(|b| b.is_ascii_digit())
+        && body.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+    if !valid {
+        p.at(path, format!("{name:?} is not a user or group name (letters, digits, '_', '.', '-'; not numeric)"));
+        return None;
+    }
+    Some(name.clone())
 }
 
 fn admin(raw: Option<&RawAdmin>, p: &mut Problems<'_>, path: &KeyPath) -> Option<Admin> {

@@ -78,11 +78,22 @@ async fn serve_cleartext(
 }
 
 /// Reads the start of a cleartext connection until it is known whether it opens with the
-/// HTTP/2 preface. `None`: the client left or timed out first.
+/// HTTP/2 preface. `None`: the client left or timed out first. A pooled buffer is taken only
+/// once the first byte is there, so a connection that sends nothing (a connection flood, a
+/// client that connects early) costs no buffer.
 async fn sniff_preface(worker: &Worker, tcp: TcpStream, limit: Duration) -> Option<(bool, Vec<u8>, TcpStream)> {
     let deadline = monoio::time::Instant::now() + limit;
-    let mut buf = worker.buffers.take();
     let mut stream = Stream::Tcp(tcp);
+    // On epoll, relaxed readiness can be stale; io_uring polls for real either way.
+    let relaxed = !monoio::utils::is_legacy();
+    let ready = monoio::select! {
+        r = stream.readable(relaxed) => r.is_ok(),
+        _ = monoio::time::sleep(limit) => false,
+    };
+    if !ready {
+        return None;
+    }
+    let mut buf = worker.buffers.take();
     let result = loop {
         let n = buf.len().min(H2_PREFACE.len());
         if buf.get(..n) != H2_PREFACE.get(..n) {

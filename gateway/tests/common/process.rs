@@ -45,12 +45,19 @@ pub struct GatewayProcess {
 }
 
 impl GatewayProcess {
-    /// Starts `gateway run --config path` and waits for its listener (and admin, when
-    /// `expect_admin`) to be logged.
+    /// Starts `gateway run --config path --allow-root` (the tests may run as root; the flag
+    /// changes nothing otherwise) and waits for its listener (and admin, when `expect_admin`)
+    /// to be logged.
     pub fn start(path: &Path, expect_admin: bool) -> Self {
+        Self::start_with(path, expect_admin, &["--allow-root"])
+    }
+
+    /// As [`GatewayProcess::start`], with `extra` arguments after `run --config path`.
+    pub fn start_with(path: &Path, expect_admin: bool, extra: &[&str]) -> Self {
         let mut child = Command::new(BIN)
             .args(["run", "--config"])
             .arg(path)
+            .args(extra)
             .env("RUST_LOG", "info")
             .stderr(Stdio::piped())
             .stdout(Stdio::null())

@@ -206,3 +206,18 @@ fn document_shape() {
     let dup = errors(&with_listener("[server]\nvia = \"a\"\nvia = \"b\"\n"));
     assert_eq!((dup.len(), dup[0].1), (1, Some(6)), "{dup:?}");
 }
+
+#[test]
+fn user_and_group() {
+    let text = with_listener("[server]\nuser = \"nobody\"\ngroup = \"nogroup\"\n");
+    let server = valid(&text).server;
+    assert_eq!((server.user.as_deref(), server.group.as_deref()), (Some("nobody"), Some("nogroup")));
+    let text = with_listener("[server]\nuser = \"gateway\"\n");
+    assert_eq!(valid(&text).server.group, None);
+    for bad in ["\"\"", "\"-x\"", "\"1000\"", "\"a b\"", "\"root:root\""] {
+        let text = with_listener(&format!("[server]\nuser = {bad}\n"));
+        assert_one(&text, "server.user", Some(5), "is not a user or group name");
+    }
+    let text = with_listener("[server]\ngroup = \"nogroup\"\n");
+    assert_one(&text, "server.group", Some(5), "group needs server.user");
+}

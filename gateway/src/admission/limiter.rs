@@ -5,11 +5,9 @@
 //!
 //! - is admitted at once when fewer than `L` requests are in flight and no request of its rank
 //!   or better is waiting;
-//! - rank 0 is never shed: with the adaptive limit it waits first in line for a slot under `L`
-//!   for at most a quarter of the no-load latency, then takes one above `L` (a request above
-//!   the limit would queue at the upstream behind the others for up to a whole service time,
-//!   which a short wait for the next free slot avoids); without the adaptive limit it uses the
-//!   reserve up to the hard cap at once. At the hard cap `max_requests` it waits, first in line;
+//! - rank 0 is admitted whenever the hard cap `max_requests` allows (it waits, first in line,
+//!   only at the cap); its requests count against `L`, so the adaptive limit makes room for it
+//!   by shrinking what the other classes get;
 //! - the last rank never waits: no free slot means a fast 503 (shed);
 //! - middle ranks wait for a slot at most `baseline * factor * (last - r) / (last - 1)` (the
 //!   baseline being the upstream's measured no-load latency), then are shed;
@@ -158,11 +156,9 @@ impl Limiter {
             if rank != 0 || self.pending.get() >= self.max_pending {
                 return Ok(Admission::Overflow);
             }
-        } else if in_flight < limit && !self.waiting_at_or_above(rank) {
-            // A free slot nobody of this class or better waits for.
-            return Ok(Admission::Admitted(self.grant()));
-        } else if rank == 0 && (self.gradient.is_none() || self.pending.get() >= self.max_pending) {
-            // Without the adaptive limit the first class has its reserve up to the hard cap.
+        } else if (in_flight < limit && !self.waiting_at_or_above(rank)) || rank == 0 {
+            // A free slot nobody of this class or better waits for; the first class is only
+            // held back by the hard cap (the adaptive limit then shrinks for the others).
             return Ok(Admission::Admitted(self.grant()));
         }
         if rank == last && last > 0 {
@@ -172,23 +168,7 @@ impl Limiter {
             return Ok(Admission::Overflow);
         }
         let far = Instant::now() + Duration::from_secs(3600);
-        Err(match rank {
-            // At the hard cap the first class waits for a slot (first in line).
-            0 if in_flight >= self.max_requests => far,
-            // Below it, first in line for the next slot under the adaptive limit, but only
-            // briefly: then it goes above the limit (see `queue`).
-            0 => Instant::now() + self.first_class_wait(),
-            _ => Instant::now() + self.wait_bound(rank, last),
-        })
-    }
-
-    /// How long the first class waits for a slot under the adaptive limit before it takes one
-    /// above it: a quarter of the no-load latency. Waiting first keeps the upstream at its
-    /// limit (a request above it would queue at the upstream behind the others, for up to a
-    /// whole service time); the bound keeps the first class's added latency small.
-    fn first_class_wait(&self) -> Duration {
-        let baseline = self.gradient.as_ref().and_then(|g| g.borrow().baseline()).unwrap_or(DEFAULT_BASELINE);
-        baseline / 4
+        Err(if rank == 0 { far } else { Instant::now() + self.wait_bound(rank, last) })
     }
 
     /// How long a middle class may wait for a slot.
@@ -212,15 +192,6 @@ impl Limiter {
         if waiter.granted.get() {
             guard.admitted = true;
             Admission::Admitted(Permit { limiter: Rc::clone(self), started: None })
-        } else if rank == 0 {
-            // The first class is never shed: past its wait it takes a slot above the adaptive
-            // limit, up to the hard cap.
-            drop(guard);
-            if self.in_flight.get() < self.max_requests {
-                Admission::Admitted(self.grant())
-            } else {
-                Admission::Overflow
-            }
         } else {
             Admission::Shed
         }
@@ -244,8 +215,7 @@ impl Limiter {
         let limit = self.limit();
         let mut waiters = self.waiters.borrow_mut();
         for (rank, queue) in waiters.iter_mut().enumerate() {
-            // With the adaptive limit the first class waits (briefly) for a slot under it too.
-            let cap = if rank == 0 && self.gradient.is_none() { self.max_requests } else { limit };
+            let cap = if rank == 0 { self.max_requests } else { limit };
             while self.in_flight.get() < cap {
                 let Some(w) = queue.pop_front() else { break };
                 self.in_flight.set(self.in_flight.get() + 1);

@@ -159,3 +159,27 @@ fn tls_upstream_with_alpn_h2() {
     assert_eq!(get(gw.addr, "/bytes/10").status, 200);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn refused_streams_are_retried_for_http1_and_http2_clients() {
+    let origin = H2Origin::start(None);
+    let gw = gateway("io_uring", &origin, "");
+    // HTTP/1.1 client: retried on a new stream.
+    let resp = exchange(gw.addr, b"GET /refuse-once/h1 HTTP/1.1\r\nhost: a\r\n\r\n");
+    assert_eq!(resp.status, 200);
+    // HTTP/2 client without a body: retried too.
+    let rt = clients::runtime();
+    rt.block_on(async {
+        let mut send = clients::h2_connect(gw.addr, None).await;
+        let resp = clients::h2_request(&mut send, clients::h2_get("http", "a", "/refuse-once/h2"), None).await.unwrap();
+        assert_eq!(resp.status, 200);
+    });
+    assert_eq!(gw.total("upstream_retries"), 2);
+    let seen = origin.seen();
+    assert_eq!(seen.iter().filter(|s| s.path == "/refuse-once/h1").count(), 2);
+    assert_eq!(seen.iter().filter(|s| s.path == "/refuse-once/h2").count(), 2);
+    // A POST is not retried (not idempotent): the refusal is a 502.
+    let resp = exchange(gw.addr, b"POST /refuse-once/post HTTP/1.1\r\nhost: a\r\ncontent-length: 2\r\n\r\nhi");
+    assert_eq!(resp.status, 502);
+    assert_eq!(gw.total("upstream_retries"), 2);
+}

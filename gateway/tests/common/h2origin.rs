@@ -3,7 +3,8 @@
 //! arrives (so bidirectional streaming shows), with trailers `grpc-status: 0` and
 //! `x-echo-te` telling what TE it saw; `GET /bytes/N` answers N bytes; `GET /hints/N` sends N
 //! `103 Early Hints` (with a `link` field) and then `200` with the body `ok`; `GET /reset` sends
-//! a `200` head and 2 bytes, then resets the stream with INTERNAL_ERROR.
+//! a `200` head and 2 bytes, then resets the stream with INTERNAL_ERROR; `/refuse-once/<x>` is
+//! refused with REFUSED_STREAM the first time and served like any other path after.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -96,6 +97,15 @@ async fn handle(
             tx.send_data(Bytes::from(vec![b'a'; take]), left == 0)?;
         }
         return Ok(());
+    }
+    if parts.uri.path().starts_with("/refuse-once/") {
+        // The first request for a path is refused (not processed, RFC 9113 §8.7), later ones served.
+        let path = parts.uri.path().to_owned();
+        let seen = log.lock().unwrap().iter().filter(|s| s.path == path).count();
+        if seen == 1 {
+            respond.send_reset(h2::Reason::REFUSED_STREAM);
+            return Ok(());
+        }
     }
     if parts.uri.path() == "/reset" {
         let resp = http::Response::builder().status(200).header("content-length", 100).body(()).unwrap();

@@ -272,13 +272,24 @@ async fn to_h2<'a>(
             return H2Outcome::Done(None);
         }
     };
-    let pump =
-        tx.map(|tx| monoio::spawn(h2up::pump(req.body, tx, server.timeouts.body_io, server.limits.max_body_bytes)));
+    // The body (if any) is pumped by its own task; a bodyless request is kept, so that a stream
+    // the upstream refused (not processed, RFC 9113 §8.7) can be retried.
+    let (pump, unsent) = match tx {
+        Some(tx) => {
+            let pump = h2up::pump(req.body, tx, server.timeouts.body_io, server.limits.max_body_bytes);
+            (Some(monoio::spawn(pump)), None)
+        }
+        None => (None, Some(req)),
+    };
     let head = h2up::response_head(worker, response, &mut Interim::H2(respond), try_deadline).await;
     ex.upstream_elapsed = Some(sent_at.elapsed());
-    let resp = match head {
-        Ok(r) => r,
-        Err(e) => {
+    let resp = match (head, unsent) {
+        (Ok(r), _) => r,
+        (Err(e @ UpstreamError::RefusedStream), Some(req)) => {
+            drop(slot);
+            return H2Outcome::Failed(e, req);
+        }
+        (Err(e), _) => {
             fail(worker, local, respond, ex, action, e, is_head);
             return H2Outcome::Done(None);
         }

@@ -23,6 +23,7 @@
 //! | connection limit of 2: the next connection waits and is served when a slot frees | overload.rs `at_the_connection_limit_a_new_connection_waits_and_is_served_when_a_slot_frees` |
 //! | HTTP/2 uppercase names, connection-specific fields, missing `:path`, Host vs `:authority` | h2.rs `malformed_h2_requests_are_refused_and_never_forwarded` |
 //! | HTTP/2 rapid reset, PING/SETTINGS/CONTINUATION/empty DATA floods | h2.rs `*_gets_goaway` |
+//! | HTTP/2 connections stalling flow control (zero window, many streams) | h2_stall.rs (GOAWAY after `stall_timeout`, slots freed, slow readers kept) |
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 mod common;

@@ -249,3 +249,34 @@ fn h2_slow_reader_that_opens_window_is_not_cut() {
     assert!(took > Duration::from_secs(3), "the read was slow ({took:?}), or the test proves nothing");
     assert_eq!(gw.total("h2_abuse_stall"), 0);
 }
+
+#[test]
+fn h2_stall_is_cut_when_the_upstream_speaks_http2_too() {
+    // The relay from an HTTP/2 upstream reports its waits for the client's window as well.
+    let origin = common::h2origin::H2Origin::start(None);
+    let text = config("io_uring", origin.addr, SETTINGS, "")
+        .replace(
+            "name = \"main\"\naddress = \"127.0.0.1:0\"\n",
+            "name = \"main\"\naddress = \"127.0.0.1:0\"\nprotocols = [\"http/1.1\", \"h2\"]\n",
+        )
+        .replace("connect_timeout = \"1s\"\n", "connect_timeout = \"1s\"\nprotocol = \"h2\"\n")
+        // The relay's idle timeout (the route's) far above the stall timeout too.
+        .replace("timeout = \"2s\"\n", "timeout = \"20s\"\n");
+    let gw = TestGateway::start(&text);
+    let mut s = open_streams(gw.addr, 0, "/bytes/1048576", 10);
+    let started = Instant::now();
+    let (goaway, data) = until_goaway(&mut s, Duration::from_secs(15));
+    assert_eq!(goaway, Some(h2raw::ENHANCE_YOUR_CALM), "after {:?}", started.elapsed());
+    assert_eq!(data, 0);
+    assert!(
+        wait_until(Duration::from_secs(5), || gw.total("upstream_requests_active") == 0),
+        "{}",
+        gw.stats()["totals"]
+    );
+    assert_eq!(gw.total("h2_abuse_stall"), 1);
+    runtime().block_on(async {
+        let mut c = h2_connect(gw.addr, None).await;
+        let r = h2_request(&mut c, h2_get("http", "a", "/bytes/4"), None).await.unwrap();
+        assert_eq!((r.status, r.body.len()), (200, 4));
+    });
+}

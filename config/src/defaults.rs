@@ -92,6 +92,12 @@ pub const H2_MAX_CONTROL_FRAMES: u32 = 200;
 /// `server.http2.max_empty_frames`: empty DATA and header-less frames per flood window.
 pub const H2_MAX_EMPTY_FRAMES: u32 = 100;
 
+/// `server.http2.stall_timeout`: a connection whose blocked responses get no window this long
+/// is closed.
+pub const H2_STALL_TIMEOUT: Duration = Duration::from_secs(5);
+/// The shortest `server.http2.stall_timeout` (the longest is `server.timeouts.body_io`).
+pub const H2_MIN_STALL_TIMEOUT: Duration = Duration::from_millis(100);
+
 /// `routes[].timeout` (routes with a `cluster` only).
 pub const ROUTE_TIMEOUT: Duration = Duration::from_secs(15);
 /// `routes[].redirect.status`.

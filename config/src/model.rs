@@ -155,6 +155,11 @@ pub struct Http2 {
     /// Empty DATA frames and CONTINUATION/HEADERS frames without header block bytes a client may
     /// send per `flood_window`.
     pub max_empty_frames: u32,
+    /// How long a connection may have responses waiting for flow-control window without any of
+    /// them being granted window before it is closed with GOAWAY ENHANCE_YOUR_CALM; 100 ms up to
+    /// `server.timeouts.body_io`.
+    #[serde(serialize_with = "ser::duration")]
+    pub stall_timeout: Duration,
 }
 
 /// The access log: written by a background thread from per-worker bounded buffers.

@@ -55,6 +55,7 @@ pub(crate) struct RawHttp2 {
     pub max_resets: Option<i64>,
     pub max_control_frames: Option<i64>,
     pub max_empty_frames: Option<i64>,
+    pub stall_timeout: Option<IntOrStr>,
 }
 
 /// `admin = false`, `admin = true` (the default address) or `admin = { address, token }`.

@@ -50,6 +50,7 @@ fn defaults_of_a_minimal_file() {
             max_resets: 200,
             max_control_frames: 200,
             max_empty_frames: 100,
+            stall_timeout: Duration::from_secs(5),
         },
     };
     assert_eq!(config.server, expected);
@@ -328,6 +329,7 @@ fn full_example_sets_every_key() {
         "max_resets",
         "max_control_frames",
         "max_empty_frames",
+        "stall_timeout",
         "websocket",
         "protocol",
         "tls",

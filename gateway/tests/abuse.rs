@@ -23,6 +23,7 @@
 //! | connection limit of 2: the next connection waits and is served when a slot frees | overload.rs `at_the_connection_limit_a_new_connection_waits_and_is_served_when_a_slot_frees` |
 //! | HTTP/2 uppercase names, connection-specific fields, missing `:path`, Host vs `:authority` | h2.rs `malformed_h2_requests_are_refused_and_never_forwarded` |
 //! | HTTP/2 rapid reset, PING/SETTINGS/CONTINUATION/empty DATA floods | h2.rs `*_gets_goaway` |
+//! | HTTP/2 connections stalling flow control (zero window, many streams) | h2_stall.rs (GOAWAY after `stall_timeout`, slots freed, slow readers kept) |
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 mod common;
@@ -440,8 +441,13 @@ fn h2_zero_window_stall_is_cut_and_others_are_served() {
         "FINDING: a stream stalled on a zero flow-control window is kept open {took:?} (body_io = 1s); {}",
         gw.stats()["totals"]
     );
-    // RFC 9113 §7: the gateway gave up on the stream (CANCEL), it is not an internal error.
-    assert_eq!(outcome.as_deref(), Some("RST_STREAM [0, 0, 0, 8]"), "the stalled stream is reset with CANCEL");
+    // RFC 9113 §7: the gateway gave up on the stream (CANCEL), it is not an internal error. The
+    // stall timeout follows body_io here (1 s): when its check comes first, the whole connection
+    // gets GOAWAY ENHANCE_YOUR_CALM instead (h2_stall.rs covers that path).
+    assert!(
+        matches!(outcome.as_deref(), Some("RST_STREAM [0, 0, 0, 8]" | "GOAWAY [0, 0, 0, 1, 0, 0, 0, 11]")),
+        "the stalled stream is reset with CANCEL or its connection closed with ENHANCE_YOUR_CALM: {outcome:?}"
+    );
     // Whatever the gateway ended, the origin was asked once and others are still served.
     assert!(o.received().iter().filter(|r| r.target == "/bytes/10485760").count() <= 1);
     let rt = runtime();

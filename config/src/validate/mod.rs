@@ -137,6 +137,7 @@ fn convert_server(raw: &RawServer, p: &mut Problems<'_>, path: &KeyPath) -> Serv
             format!("via {via:?} must be a token (letters, digits and !#$%&'*+-.^_`|~), e.g. \"gateway\""),
         );
     }
+    let timeouts = timeouts(raw, p, &path.key("timeouts"));
     Server {
         workers,
         io_driver,
@@ -179,8 +180,8 @@ fn convert_server(raw: &RawServer, p: &mut Problems<'_>, path: &KeyPath) -> Serv
         },
         access_log: raw.access_log.as_ref().and_then(|a| access_log(a, p, &path.key("access_log"))),
         limits: limits(raw, p, &path.key("limits")),
-        timeouts: timeouts(raw, p, &path.key("timeouts")),
-        http2: http2::convert(&raw.http2, p, &path.key("http2")),
+        http2: http2::convert(&raw.http2, p, &path.key("http2"), timeouts.body_io),
+        timeouts,
     }
 }
 

@@ -31,7 +31,8 @@ pub struct Side<'a> {
 /// Where a body goes: an HTTP/1.1 connection, or an HTTP/2 stream (flow control respected).
 pub enum Dest<'a> {
     Stream(&'a mut Stream),
-    H2(&'a mut h2::SendStream<bytes::Bytes>),
+    /// A stream of a downstream connection, whose waits for window are reported to the watch.
+    H2(&'a mut h2::SendStream<bytes::Bytes>, Option<&'a crate::upstream::h2io::FlowWatch>),
 }
 
 impl Dest<'_> {
@@ -47,9 +48,10 @@ impl Dest<'_> {
                 Ok(r) => r,
                 Err(_) => (Err(io::ErrorKind::TimedOut.into()), Vec::new()),
             },
-            Dest::H2(tx) => {
+            Dest::H2(tx, watch) => {
                 let data = bytes::Bytes::copy_from_slice(buf.get(range).unwrap_or_default());
-                let res = match monoio::time::timeout(limit, crate::upstream::h2io::send_data(tx, data, false)).await {
+                let send = crate::upstream::h2io::send_data_watched(tx, data, false, *watch);
+                let res = match monoio::time::timeout(limit, send).await {
                     Ok(r) => r.map_err(io::Error::other),
                     Err(_) => Err(io::ErrorKind::TimedOut.into()),
                 };

@@ -246,7 +246,7 @@ async fn exchange(
         let mut out = Vec::new();
         let side = Side { stream: &mut conn.stream, buf: &mut conn.rbuf, pos: &mut conn.rpos };
         let result =
-            body::transfer(side, Some(Dest::H2(&mut tx)), &mut out, source, false, &limits, &mut scratch).await;
+            body::transfer(side, Some(Dest::H2(&mut tx, None)), &mut out, source, false, &limits, &mut scratch).await;
         worker.buffers.give(scratch);
         match result {
             Ok(n) => {

@@ -13,7 +13,7 @@ use monoio::time::Instant;
 use super::interim::{Interim, MAX_INTERIM};
 use super::UpstreamError;
 use crate::runtime::worker::Worker;
-use crate::upstream::h2io::send_data;
+use crate::upstream::h2io::{send_data, send_data_watched, FlowWatch};
 use crate::upstream::h2pool::{self, H2Endpoint, H2Error, H2Stream};
 
 /// Fields never forwarded between HTTP/2 peers or from HTTP/1.1 into HTTP/2 (RFC 9113 §8.2.2);
@@ -197,7 +197,13 @@ pub async fn pump(mut from: RecvStream, mut to: SendStream<Bytes>, idle: Duratio
 /// the bytes moved; `Err` when it could not be completed: the client's stream is then reset
 /// with CANCEL (RFC 9113 §7: the gateway gave up on the stream, because the upstream failed or
 /// went idle mid-body, or the client stopped reading; neither is an internal error).
-pub async fn relay(mut from: RecvStream, to: &mut SendStream<Bytes>, idle: Duration) -> Result<u64, u64> {
+/// Waits for the client's window are reported to `watch`, the client connection's.
+pub async fn relay(
+    mut from: RecvStream,
+    to: &mut SendStream<Bytes>,
+    idle: Duration,
+    watch: &FlowWatch,
+) -> Result<u64, u64> {
     let mut total = 0u64;
     loop {
         let data = match monoio::time::timeout(idle, from.data()).await {
@@ -210,7 +216,8 @@ pub async fn relay(mut from: RecvStream, to: &mut SendStream<Bytes>, idle: Durat
         };
         let n = data.len();
         total += n as u64;
-        if monoio::time::timeout(idle, send_data(to, data, false)).await.map_or(true, |r| r.is_err()) {
+        let send = send_data_watched(to, data, false, Some(watch));
+        if monoio::time::timeout(idle, send).await.map_or(true, |r| r.is_err()) {
             from.flow_control().release_capacity(n).ok();
             to.send_reset(h2::Reason::CANCEL);
             return Err(total);

@@ -233,6 +233,7 @@ pub const WORKER_FAMILIES: &[WorkerFamily] = &[
             ("h2_abuse_control_flood", Some("control_flood")),
             ("h2_abuse_empty_frames", Some("empty_frames")),
             ("h2_abuse_header_block", Some("header_block")),
+            ("h2_abuse_stall", Some("stall")),
         ],
     },
     per_worker!(

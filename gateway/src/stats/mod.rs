@@ -156,6 +156,9 @@ worker_stats! {
     h2_abuse_empty_frames,
     /// HTTP/2 connections closed for a header block (HEADERS + CONTINUATION) over the limit.
     h2_abuse_header_block,
+    /// HTTP/2 connections closed with GOAWAY ENHANCE_YOUR_CALM for leaving responses without
+    /// flow-control window for `server.http2.stall_timeout`.
+    h2_abuse_stall,
     /// HTTP/2 connections ended by a protocol error (the h2 layer sent or received GOAWAY with an error).
     h2_protocol_errors,
 }

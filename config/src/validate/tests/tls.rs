@@ -156,7 +156,7 @@ fn http2_settings() {
         "[server.http2]\nmax_concurrent_streams = 10000\nmax_header_list_bytes = \"32KiB\"\n\
          initial_stream_window_bytes = 65535\ninitial_connection_window_bytes = 2147483647\n\
          max_frame_bytes = 16777215\nflood_window = \"1s\"\nmax_resets = 1\nmax_control_frames = 50\n\
-         max_empty_frames = 10\n",
+         max_empty_frames = 10\nstall_timeout = \"250ms\"\n",
     );
     let http2 = valid(&text).server.http2;
     assert_eq!(http2.max_concurrent_streams, 10000);
@@ -164,6 +164,7 @@ fn http2_settings() {
     assert_eq!((http2.initial_stream_window_bytes, http2.initial_connection_window_bytes), (65535, 2_147_483_647));
     assert_eq!((http2.max_frame_bytes, http2.flood_window), (16_777_215, Duration::from_secs(1)));
     assert_eq!((http2.max_resets, http2.max_control_frames, http2.max_empty_frames), (1, 50, 10));
+    assert_eq!(http2.stall_timeout, Duration::from_millis(250));
 }
 
 #[test]
@@ -181,6 +182,9 @@ fn bad_http2_settings() {
         ("max_resets", "0", "between 1 and 1000000"),
         ("max_control_frames", "-5", "got -5"),
         ("max_empty_frames", "1000001", "got 1000001"),
+        ("stall_timeout", "\"50ms\"", "between 100ms and server.timeouts.body_io (30s), got 50ms"),
+        ("stall_timeout", "\"31s\"", "got 31s"),
+        ("stall_timeout", "5", "needs a unit"),
         ("max_streams", "1", "unknown field `max_streams`"),
     ] {
         let text = with_listener(&format!("[server.http2]\n{key} = {value}\n"));
@@ -234,4 +238,12 @@ fn route_websocket() {
     assert_one(&text, "routes[0].websocket", Some(7), "only applies to routes with a `cluster`");
     let text = with_listener("[[routes]]\nname = \"r\"\ncluster = \"c\"\nwebsocket = \"yes\"\n");
     assert!(errors(&format!("{text}{base}")).iter().any(|(path, _, _)| path == "routes[0].websocket"));
+}
+
+#[test]
+fn stall_timeout_follows_a_shorter_body_io() {
+    let text = with_listener("[server.timeouts]\nbody_io = \"2s\"\n");
+    assert_eq!(valid(&text).server.http2.stall_timeout, Duration::from_secs(2));
+    let text = with_listener("[server.timeouts]\nbody_io = \"2s\"\n[server.http2]\nstall_timeout = \"3s\"\n");
+    assert_one(&text, "server.http2.stall_timeout", Some(7), "server.timeouts.body_io (2s), got 3s");
 }

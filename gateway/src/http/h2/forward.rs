@@ -22,6 +22,7 @@ use crate::proxy::retry::{Failure, Retries};
 use crate::proxy::{acquire, failure_status, read_response_head_pooled, retry_failure, retry_if_stale, UpstreamError};
 use crate::runtime::io::write_from;
 use crate::runtime::worker::{Local, Worker};
+use crate::upstream::h2io::FlowWatch;
 use crate::upstream::{EndpointState, Outcome, PickHints, UpConn};
 
 pub struct Request<'a> {
@@ -184,7 +185,8 @@ pub async fn forward(
         }
         match result {
             Ok((up, ubuf, upos, resp)) => {
-                relay_response(worker, local, respond, ex, action, endpoint, up, ubuf, upos, resp, is_head).await;
+                let flow = &req.ctx.flow;
+                relay_response(worker, local, respond, ex, action, endpoint, up, ubuf, upos, resp, is_head, flow).await;
             }
             Err(e) => fail(worker, local, respond, ex, action, e, is_head),
         }
@@ -301,7 +303,7 @@ async fn to_h2<'a>(
     let mut head = h2up::client_head(&parts);
     crate::http::decor::Decor::new(&local.snap.config, ex.route, ex.tls).apply_h2(head.headers_mut());
     match respond.send_response(head, end) {
-        Ok(mut tx) if !end => match h2up::relay(body, &mut tx, action.timeout).await {
+        Ok(mut tx) if !end => match h2up::relay(body, &mut tx, action.timeout, &req.ctx.flow).await {
             Ok(n) | Err(n) => {
                 worker.stats.downstream_bytes_out.add(n);
                 ex.bytes_out += n;
@@ -579,6 +581,7 @@ async fn relay_response(
     mut upos: usize,
     resp: ResponseHead,
     is_head: bool,
+    flow: &FlowWatch,
 ) {
     let server = &local.snap.config.server;
     let mut response = {
@@ -612,8 +615,16 @@ async fn relay_response(
             let mut scratch = worker.buffers.take();
             let mut out = Vec::new();
             let side = Side { stream: &mut up.stream, buf: &mut ubuf, pos: &mut upos };
-            let result =
-                body::transfer(side, Some(Dest::H2(&mut tx)), &mut out, source, false, &limits, &mut scratch).await;
+            let result = body::transfer(
+                side,
+                Some(Dest::H2(&mut tx, Some(flow))),
+                &mut out,
+                source,
+                false,
+                &limits,
+                &mut scratch,
+            )
+            .await;
             worker.buffers.give(scratch);
             match result {
                 Ok(n) => {

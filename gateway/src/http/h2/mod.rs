@@ -5,6 +5,7 @@ mod forward;
 pub mod guard;
 mod prefixed;
 mod server;
+mod stall;
 mod stream;
 
 pub use prefixed::Prefixed;

@@ -12,8 +12,10 @@ use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::guard::{FrameGuard, GuardLimits, Violation};
+use super::stall::Stall;
 use crate::http::conn::TlsFacts;
 use crate::runtime::worker::{ListenerHandle, Worker};
+use crate::upstream::h2io::FlowWatch;
 
 /// What every stream of a connection shares.
 pub struct ConnCtx {
@@ -25,6 +27,8 @@ pub struct ConnCtx {
     pub active: Cell<usize>,
     /// When the last stream ended (for the idle timeout).
     pub idle_since: Cell<Instant>,
+    /// The streams' waits for the client's flow-control window (for the stall timeout).
+    pub flow: FlowWatch,
 }
 
 /// Longest wait for the GOAWAY of a connection being closed to be written.
@@ -102,8 +106,14 @@ pub async fn serve<T>(
         tls,
         active: Cell::new(0),
         idle_since: Cell::new(Instant::now()),
+        flow: FlowWatch::default(),
     });
+    let mut stall = Stall::new(settings.stall_timeout);
     drop(local);
+    let tick = stall.tick();
+    // A deadline, not a fresh sleep per event: streams arriving faster than the tick must not
+    // postpone the idle and stall checks.
+    let mut next_tick = monoio::time::Instant::now() + tick;
     let mut stopping = false;
     loop {
         let event = monoio::select! {
@@ -118,7 +128,7 @@ pub async fn serve<T>(
                     Poll::Pending => Poll::Pending,
                 }
             }) => e,
-            _ = monoio::time::sleep(Duration::from_millis(500)) => Event::Tick,
+            _ = monoio::time::sleep_until(next_tick) => Event::Tick,
             _ = stop_signal(&listener, stopping) => Event::Stop,
         };
         match event {
@@ -142,6 +152,18 @@ pub async fn serve<T>(
                 return;
             }
             Event::Tick => {
+                next_tick = monoio::time::Instant::now() + tick;
+                if stall.check(ctx.flow.waiting(), ctx.flow.granted(), Instant::now()) {
+                    worker.stats.h2_abuse_stall.inc();
+                    let waiting = ctx.flow.waiting();
+                    tracing::info!(%peer, waiting, "HTTP/2 client stalled flow control: GOAWAY ENHANCE_YOUR_CALM");
+                    // ENHANCE_YOUR_CALM as for the floods: the client holds resources without
+                    // using them. Dropping the connection fails every stream's pending send at
+                    // once, which frees its upstream connection, buffers and cluster slot.
+                    connection.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+                    let _ = monoio::time::timeout(GOAWAY_FLUSH, poll_fn(|cx| connection.poll_closed(cx))).await;
+                    return;
+                }
                 if !stopping && ctx.active.get() == 0 && ctx.idle_since.get().elapsed() >= idle_timeout {
                     stopping = true;
                     connection.graceful_shutdown();

@@ -276,6 +276,7 @@ async fn to_h2<'a>(
     };
     // The body (if any) is pumped by its own task; a bodyless request is kept, so that a stream
     // the upstream refused (not processed, RFC 9113 §8.7) can be retried.
+    let ctx = req.ctx;
     let (pump, unsent) = match tx {
         Some(tx) => {
             let pump = h2up::pump(req.body, tx, server.timeouts.body_io, server.limits.max_body_bytes);
@@ -303,7 +304,7 @@ async fn to_h2<'a>(
     let mut head = h2up::client_head(&parts);
     crate::http::decor::Decor::new(&local.snap.config, ex.route, ex.tls).apply_h2(head.headers_mut());
     match respond.send_response(head, end) {
-        Ok(mut tx) if !end => match h2up::relay(body, &mut tx, action.timeout, &req.ctx.flow).await {
+        Ok(mut tx) if !end => match h2up::relay(body, &mut tx, action.timeout, &ctx.flow).await {
             Ok(n) | Err(n) => {
                 worker.stats.downstream_bytes_out.add(n);
                 ex.bytes_out += n;

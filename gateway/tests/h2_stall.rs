@@ -280,3 +280,51 @@ fn h2_stall_is_cut_when_the_upstream_speaks_http2_too() {
         assert_eq!((r.status, r.body.len()), (200, 4));
     });
 }
+
+/// Reads frames until the server's first SETTINGS and returns its MAX_CONCURRENT_STREAMS (None:
+/// the connection closed first).
+fn max_streams_announced(s: &mut TcpStream) -> Option<u32> {
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    loop {
+        let (kind, flags, _, payload) = h2raw::read_frame(s).ok()?;
+        if kind == h2raw::SETTINGS && flags & h2raw::FLAG_ACK == 0 {
+            return Some(
+                payload
+                    .chunks(6)
+                    .find(|c| u16::from_be_bytes([c[0], c[1]]) == 0x3)
+                    .map_or(u32::MAX, |c| u32::from_be_bytes([c[2], c[3], c[4], c[5]])),
+            );
+        }
+    }
+}
+
+#[test]
+fn a_source_cut_for_stalling_gets_few_one_stream_connections_for_a_while() {
+    let o = origin();
+    let gw = start(&o);
+    let fresh = |addr| {
+        let mut s = connect(addr);
+        let mut out = h2raw::preface();
+        out.extend(h2raw::settings(&[]));
+        s.write_all(&out).unwrap();
+        s
+    };
+    assert_eq!(max_streams_announced(&mut fresh(gw.addr)), Some(100), "not penalized yet");
+    let mut stalled = open_streams(gw.addr, 0, "/bytes/100000", 4);
+    assert_eq!(until_goaway(&mut stalled, Duration::from_secs(5)).0, Some(0xb));
+    // Now the source may hold four HTTP/2 connections of one stream each; a fifth is closed.
+    let mut held: Vec<TcpStream> = (0..4).map(|_| fresh(gw.addr)).collect();
+    for s in &mut held {
+        assert_eq!(max_streams_announced(s), Some(1));
+    }
+    assert_eq!(max_streams_announced(&mut fresh(gw.addr)), None, "a fifth connection is refused");
+    assert_eq!(gw.total("h2_abuse_penalized"), 1);
+    // A penalized connection still serves, one stream at a time, and HTTP/1.1 is unaffected.
+    drop(held.pop());
+    runtime().block_on(async {
+        let mut c = h2_connect(gw.addr, None).await;
+        let r = h2_request(&mut c, h2_get("http", "a", "/bytes/10"), None).await.unwrap();
+        assert_eq!(r.status, 200);
+    });
+    assert_eq!(get(gw.addr, "/bytes/10").status, 200);
+}

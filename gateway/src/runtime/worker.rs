@@ -50,6 +50,8 @@ pub struct Worker {
     /// Which request's head the request scratch currently describes (see [`Worker::head_scratch`]).
     scratch_owner: Cell<u64>,
     next_token: Cell<u64>,
+    /// Sources recently cut for stalling HTTP/2 flow control.
+    pub h2_penalty: crate::http::h2::penalty::PenaltyBox,
 }
 
 /// One listener as a worker runs it. Its connections close after their current request once
@@ -131,6 +133,7 @@ impl Worker {
             accept_waiters: RefCell::new(Vec::new()),
             scratch_owner: Cell::new(0),
             next_token: Cell::new(0),
+            h2_penalty: Default::default(),
         }
     }
 

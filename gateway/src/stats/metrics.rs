@@ -234,6 +234,7 @@ pub const WORKER_FAMILIES: &[WorkerFamily] = &[
             ("h2_abuse_empty_frames", Some("empty_frames")),
             ("h2_abuse_header_block", Some("header_block")),
             ("h2_abuse_stall", Some("stall")),
+            ("h2_abuse_penalized", Some("penalized")),
         ],
     },
     per_worker!(

@@ -159,6 +159,9 @@ worker_stats! {
     /// HTTP/2 connections closed with GOAWAY ENHANCE_YOUR_CALM for leaving responses without
     /// flow-control window for `server.http2.stall_timeout`.
     h2_abuse_stall,
+    /// HTTP/2 connections refused at once because their source was cut for stalling flow control
+    /// within the last minute and already holds its few allowed connections.
+    h2_abuse_penalized,
     /// HTTP/2 connections ended by a protocol error (the h2 layer sent or received GOAWAY with an error).
     h2_protocol_errors,
 }

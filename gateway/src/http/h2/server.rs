@@ -12,6 +12,7 @@ use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::guard::{FrameGuard, GuardLimits, Violation};
+use super::penalty::{Admit, MAX_STREAMS};
 use super::stall::Stall;
 use crate::http::conn::TlsFacts;
 use crate::runtime::worker::{ListenerHandle, Worker};
@@ -56,6 +57,15 @@ pub async fn serve<T>(
 ) where
     T: AsyncRead + AsyncWrite + Unpin + 'static,
 {
+    // A source recently cut for stalling flow control gets a few one-stream connections.
+    let penalized = match worker.h2_penalty.admit(peer.ip(), Instant::now()) {
+        Admit::Free => None,
+        Admit::Limited => Some(Penalized { worker, ip: peer.ip() }),
+        Admit::Refused => {
+            worker.stats.h2_abuse_penalized.inc();
+            return;
+        }
+    };
     let local = worker.local();
     let server = &local.snap.config.server;
     let settings = &server.http2;
@@ -73,7 +83,7 @@ pub async fn serve<T>(
     let io = FrameGuard::new(io, limits, Rc::clone(&tripped)).observe_header_blocks(Rc::clone(&in_block));
     let mut builder = h2::server::Builder::new();
     builder
-        .max_concurrent_streams(settings.max_concurrent_streams)
+        .max_concurrent_streams(if penalized.is_some() { MAX_STREAMS } else { settings.max_concurrent_streams })
         // The guard enforces the limit on the encoded block first (and counts the abuse); the
         // h2 crate's own check, on the decoded list, is the backstop.
         .max_header_list_size(settings.max_header_list_bytes.saturating_mul(2))
@@ -155,6 +165,7 @@ pub async fn serve<T>(
                 next_tick = monoio::time::Instant::now() + tick;
                 if stall.check(ctx.flow.waiting(), ctx.flow.granted(), Instant::now()) {
                     worker.stats.h2_abuse_stall.inc();
+                    worker.h2_penalty.penalize(peer.ip(), Instant::now());
                     let waiting = ctx.flow.waiting();
                     tracing::info!(%peer, waiting, "HTTP/2 client stalled flow control: GOAWAY ENHANCE_YOUR_CALM");
                     // ENHANCE_YOUR_CALM as for the floods: the client holds resources without
@@ -174,6 +185,18 @@ pub async fn serve<T>(
                 connection.graceful_shutdown();
             }
         }
+    }
+}
+
+/// A penalized source's connection, counted until it ends.
+struct Penalized<'a> {
+    worker: &'a Worker,
+    ip: std::net::IpAddr,
+}
+
+impl Drop for Penalized<'_> {
+    fn drop(&mut self) {
+        self.worker.h2_penalty.closed(self.ip);
     }
 }
 

@@ -375,7 +375,9 @@ impl Outcome {
 pub struct InFlight {
     cluster: Rc<ClusterState>,
     index: usize,
-    started: std::time::Instant,
+    /// When the endpoint was picked; read only for the peak-EWMA balancer (a clock read per
+    /// request is not free).
+    started: Option<std::time::Instant>,
 }
 
 impl InFlight {
@@ -384,8 +386,8 @@ impl InFlight {
         self.index
     }
 
-    /// When the endpoint was picked.
-    pub fn started(&self) -> std::time::Instant {
+    /// When the endpoint was picked (peak-EWMA clusters only).
+    pub fn started(&self) -> Option<std::time::Instant> {
         self.started
     }
 

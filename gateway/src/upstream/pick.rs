@@ -38,7 +38,8 @@ impl ClusterState {
         let ep = self.endpoints.get(index)?;
         ep.outstanding.set(ep.outstanding.get() + 1);
         ep.gauge.in_flight.inc();
-        Some(InFlight { cluster: Rc::clone(self), index, started: std::time::Instant::now() })
+        let started = (self.settings.balancer == Balancer::PeakEwma).then(std::time::Instant::now);
+        Some(InFlight { cluster: Rc::clone(self), index, started })
     }
 
     /// The balancer's choice among eligible endpoints, away from `hints.avoid` when possible.
@@ -104,9 +105,9 @@ impl InFlight {
     pub fn record(&self, outcome: Outcome) {
         let c = &*self.cluster;
         let Some(ep) = c.endpoints.get(self.index) else { return };
-        if c.settings.balancer == Balancer::PeakEwma {
+        if let Some(started) = self.started {
             let now = std::time::Instant::now();
-            let mut rtt = now.saturating_duration_since(self.started);
+            let mut rtt = now.saturating_duration_since(started);
             if outcome.is_gateway_error() {
                 rtt = rtt.max(ewma::ERROR_PENALTY);
             }

@@ -45,6 +45,9 @@ pub struct Overload {
     /// Client networks whose `priority_header` is honoured; empty when there is no
     /// `priority_header`.
     pub trusted_sources: Vec<Cidr>,
+    /// Verified client certificate identities (mTLS listeners) whose `priority_header` is
+    /// honoured, wherever they connect from; empty when there is no `priority_header`.
+    pub trusted_identities: Vec<IdentityMatch>,
     /// How long the most important classes after the first may wait for an upstream slot, as a
     /// multiple of the cluster's measured no-load latency (the class after the first gets this
     /// much, later middle classes proportionally less; the last class never waits).
@@ -346,6 +349,16 @@ pub enum IdentityMatch {
     Exact(String),
     /// Written with a trailing `*`: `spiffe://example.org/ns/prod/*`.
     Prefix(String),
+}
+
+impl IdentityMatch {
+    /// Whether the principal `id` matches.
+    pub fn matches(&self, id: &str) -> bool {
+        match self {
+            IdentityMatch::Exact(w) => id == w,
+            IdentityMatch::Prefix(w) => id.starts_with(w.as_str()),
+        }
+    }
 }
 
 /// Host match, compared case-insensitively against the request host without its port.

@@ -359,6 +359,8 @@ pub(crate) struct RawOverload {
     pub priority_header: Option<String>,
     #[serde(default)]
     pub trusted_sources: Vec<String>,
+    #[serde(default)]
+    pub trusted_identities: Vec<String>,
     pub queue_wait_factor: Option<f64>,
 }
 

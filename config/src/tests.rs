@@ -73,6 +73,7 @@ fn defaults_of_a_minimal_file() {
             default_class: 2,
             priority_header: None,
             trusted_sources: Vec::new(),
+            trusted_identities: Vec::new(),
             queue_wait_factor: 1.0,
         }
     );
@@ -273,6 +274,7 @@ fn full_example_sets_every_key() {
         "default_class",
         "priority_header",
         "trusted_sources",
+        "trusted_identities",
         "queue_wait_factor",
         "priority",
         "rate_limit",

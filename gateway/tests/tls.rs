@@ -356,3 +356,42 @@ direct_response = { status = 403, body = "no" }
     let anon = client_config(&ca, &opts(&[]));
     assert_eq!(tls_exchange(gw.addr, "a.test", anon, req).status, 403, "no certificate, no identity");
 }
+
+/// The served count of priority class `class` on the admin port's metrics.
+fn served(gw: &TestGateway, class: &str) -> u64 {
+    let admin = gw.gw.as_ref().unwrap().admin_addr().unwrap();
+    let text = get(admin, "/metrics").text();
+    let prefix = format!("gateway_priority_requests_total{{priority=\"{class}\",outcome=\"served\"");
+    text.lines().filter(|l| l.starts_with(&prefix)).filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok()).sum()
+}
+
+#[test]
+fn a_trusted_client_identity_may_raise_its_priority() {
+    let o = origin();
+    let certs = Certs::new("trusted-id");
+    let extra = format!("client_auth = {{ ca = \"{}\", mode = \"optional\" }}", certs.path("ca.pem"));
+    let base = config("io_uring", o.addr(), "", "")
+        .replace("admin = false", "admin = { address = \"127.0.0.1:0\" }")
+        .replace(
+            "[[routes]]",
+            "[overload]\npriority_header = \"x-gateway-priority\"\ntrusted_identities = [\"spiffe://example.org/ns/ops/*\"]\n\n[[routes]]",
+        );
+    let listener =
+        format!("name = \"main\"\naddress = \"127.0.0.1:0\"\n\n[listeners.tls]\n{}\n", certs.tls_table(&extra));
+    let gw = TestGateway::start(&base.replacen("name = \"main\"\naddress = \"127.0.0.1:0\"\n", &listener, 1));
+    let ca = certs.pki.ca_pem();
+    let claim = b"GET /headers HTTP/1.1\r\nhost: a.test\r\nx-gateway-priority: critical\r\n\r\n";
+    // A trusted identity (mTLS) may raise its class wherever it connects from ...
+    let ops = certs.pki.client("ops", Some("spiffe://example.org/ns/ops/sa/runner"));
+    let cfg = client_config(&ca, &ClientOpts { cert: Some(ops), ..ClientOpts::default() });
+    assert_eq!(tls_exchange(gw.addr, "a.test", cfg, claim).status, 200);
+    assert_eq!((served(&gw, "critical"), served(&gw, "normal")), (1, 0));
+    // ... another identity and an anonymous client may not; the header never reaches the origin.
+    let prod = certs.pki.client("svc", Some("spiffe://example.org/ns/prod/sa/svc"));
+    let cfg = client_config(&ca, &ClientOpts { cert: Some(prod), ..ClientOpts::default() });
+    assert_eq!(tls_exchange(gw.addr, "a.test", cfg, claim).status, 200);
+    let anon = client_config(&ca, &opts(&[]));
+    assert_eq!(tls_exchange(gw.addr, "a.test", anon, claim).status, 200);
+    assert_eq!((served(&gw, "critical"), served(&gw, "normal")), (1, 2));
+    assert!(o.received().iter().all(|r| r.header("x-gateway-priority").is_none()));
+}

@@ -63,6 +63,18 @@ pub(super) fn convert(raw: &RawOverload, p: &mut Problems<'_>, path: &KeyPath) -
             Err(message) => p.at(&path.key("trusted_sources").index(i), message),
         }
     }
+    let mut trusted_identities = Vec::with_capacity(raw.trusted_identities.len());
+    for (i, text) in raw.trusted_identities.iter().enumerate() {
+        if let Some(m) = super::routes::identity_match(text, p, &path.key("trusted_identities").index(i)) {
+            trusted_identities.push(m);
+        }
+    }
+    if !raw.trusted_identities.is_empty() && raw.priority_header.is_none() {
+        p.at(
+            &path.key("trusted_identities"),
+            "trusted_identities has no effect without priority_header: set priority_header, or remove trusted_identities",
+        );
+    }
     if !raw.trusted_sources.is_empty() && raw.priority_header.is_none() {
         p.at(
             &path.key("trusted_sources"),
@@ -85,6 +97,7 @@ pub(super) fn convert(raw: &RawOverload, p: &mut Problems<'_>, path: &KeyPath) -
         default_class,
         priority_header,
         trusted_sources,
+        trusted_identities,
         queue_wait_factor,
     }
 }

@@ -123,21 +123,8 @@ fn matcher(raw: &RawMatch, p: &mut Problems<'_>, path: &KeyPath) -> RouteMatch {
         }
         headers.push(HeaderMatch { name: header.name.to_ascii_lowercase(), value: header.value.clone() });
     }
-    let client_identity = raw.client_identity.as_ref().and_then(|text| {
-        let at = path.key("client_identity");
-        if text.is_empty() || text == "*" || text.chars().any(|c| c.is_control()) {
-            p.at(&at, format!("invalid client identity {text:?}: give a SPIFFE id, a DNS name or a subject CN, optionally ending in `*`"));
-            return None;
-        }
-        if text.trim_end_matches('*').contains('*') {
-            p.at(&at, "`*` is allowed only at the end (a prefix match)");
-            return None;
-        }
-        Some(match text.strip_suffix('*') {
-            Some(prefix) => IdentityMatch::Prefix(prefix.to_owned()),
-            None => IdentityMatch::Exact(text.clone()),
-        })
-    });
+    let client_identity =
+        raw.client_identity.as_ref().and_then(|text| identity_match(text, p, &path.key("client_identity")));
     RouteMatch { host, path: path_match, methods: raw.methods.clone(), headers, client_identity }
 }
 
@@ -240,4 +227,20 @@ fn redirect(raw: &RawRedirect, p: &mut Problems<'_>, path: &KeyPath) -> Redirect
         path: raw.path.clone(),
         keep_query: raw.keep_query,
     }
+}
+
+/// A verified client identity pattern: exact, or a prefix written with a trailing `*`.
+pub(super) fn identity_match(text: &str, p: &mut Problems<'_>, at: &KeyPath) -> Option<IdentityMatch> {
+    if text.is_empty() || text == "*" || text.chars().any(|c| c.is_control()) {
+        p.at(at, format!("invalid client identity {text:?}: give a SPIFFE id, a DNS name or a subject CN, optionally ending in `*`"));
+        return None;
+    }
+    if text.trim_end_matches('*').contains('*') {
+        p.at(at, "`*` is allowed only at the end (a prefix match)");
+        return None;
+    }
+    Some(match text.strip_suffix('*') {
+        Some(prefix) => IdentityMatch::Prefix(prefix.to_owned()),
+        None => IdentityMatch::Exact(text.to_owned()),
+    })
 }

@@ -31,13 +31,16 @@ pub fn policy(config: &Config) -> Policy {
 }
 
 /// The request's priority class: the route's, or the one named by the priority header when the
-/// client is a trusted source (the header is removed before forwarding either way).
+/// client is trusted: its address is in `trusted_sources`, or its verified client certificate
+/// (mTLS) matches `trusted_identities`. The header is removed before forwarding either way.
 pub fn class_of(worker: &Worker, req: &impl RequestView, local: &Local, route: usize) -> usize {
     let overload = &local.snap.config.overload;
     let route_class = local.snap.config.routes.get(route).map_or(overload.default_class, |r| r.priority);
     let Some(header) = &overload.priority_header else { return route_class };
     let peer = req.peer();
-    if !overload.trusted_sources.iter().any(|c| c.contains(peer)) {
+    let trusted_identity =
+        || req.identity().is_some_and(|id| overload.trusted_identities.iter().any(|m| m.matches(id)));
+    if !overload.trusted_sources.iter().any(|c| c.contains(peer)) && !trusted_identity() {
         return route_class;
     }
     req.with_header(worker, local, header, |v| {
@@ -51,6 +54,8 @@ pub fn class_of(worker: &Worker, req: &impl RequestView, local: &Local, route: u
 pub trait RequestView {
     /// The client's address.
     fn peer(&self) -> std::net::IpAddr;
+    /// The principal of the client's verified certificate (mTLS), if any.
+    fn identity(&self) -> Option<&str>;
     /// Calls `f` with the value of the first field named `name` (ASCII case-insensitive).
     fn with_header<R>(&self, worker: &Worker, local: &Local, name: &str, f: impl FnOnce(&[u8]) -> R) -> Option<R>;
 }

@@ -65,6 +65,10 @@ impl crate::admission::RequestView for Downstream {
         self.peer.ip()
     }
 
+    fn identity(&self) -> Option<&str> {
+        self.tls.as_ref().and_then(|t| t.identity.as_ref()).map(|i| i.principal.as_str())
+    }
+
     fn with_header<R>(&self, worker: &Worker, local: &Local, name: &str, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
         let scratch = request_scratch(worker, self, &local.snap.config.server);
         let buf = self.rbuf.get(self.rpos..).unwrap_or_default();

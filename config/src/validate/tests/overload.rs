@@ -19,6 +19,7 @@ fn default_overload() -> Overload {
         default_class: 2,
         priority_header: None,
         trusted_sources: Vec::new(),
+        trusted_identities: Vec::new(),
         queue_wait_factor: 1.0,
     }
 }
@@ -34,7 +35,8 @@ fn every_key() {
     let text = with_overload(
         "enabled = false\nclasses = [\"gold\", \"silver\", \"bronze\"]\ndefault_class = \"silver\"\n\
          priority_header = \"X-Gateway-Priority\"\n\
-         trusted_sources = [\"127.0.0.1\", \"10.0.0.0/8\", \"::1/128\", \"2001:db8::\"]\nqueue_wait_factor = 2\n",
+         trusted_sources = [\"127.0.0.1\", \"10.0.0.0/8\", \"::1/128\", \"2001:db8::\"]\nqueue_wait_factor = 2\n\
+         trusted_identities = [\"spiffe://example.org/ns/ops/*\", \"batch.internal\"]\n",
     );
     let overload = valid(&text).overload;
     let cidr = |ip: &str, prefix_len| Cidr { network: ip.parse().unwrap(), prefix_len };
@@ -50,6 +52,10 @@ fn every_key() {
                 cidr("10.0.0.0", 8),
                 cidr("::1", 128),
                 cidr("2001:db8::", 128)
+            ],
+            trusted_identities: vec![
+                crate::model::IdentityMatch::Prefix("spiffe://example.org/ns/ops/".to_owned()),
+                crate::model::IdentityMatch::Exact("batch.internal".to_owned()),
             ],
             queue_wait_factor: 2.0,
         }
@@ -227,4 +233,26 @@ fn broken_overload_leaves_priorities_unchecked() {
     let text = with_priority("default_class = \"x\"\n", "priority = \"y\"\n");
     let found: Vec<(String, Option<usize>)> = errors(&text).into_iter().map(|(p, l, _)| (p, l)).collect();
     assert_eq!(found, [("overload.default_class".to_owned(), Some(5)), ("routes[0].priority".to_owned(), Some(9))]);
+}
+
+#[test]
+fn trusted_identities_need_the_header_and_valid_patterns() {
+    let text = with_overload("trusted_identities = [\"spiffe://a/*\"]\n");
+    let errors = super::errors(&text);
+    assert!(
+        errors
+            .iter()
+            .any(|(p, _, m)| p == "overload.trusted_identities" && m.contains("no effect without priority_header")),
+        "{errors:?}"
+    );
+    let text = with_overload("priority_header = \"x-p\"\ntrusted_identities = [\"a*b\", \"\"]\n");
+    let errors = super::errors(&text);
+    assert!(
+        errors.iter().any(|(p, _, m)| p == "overload.trusted_identities[0]" && m.contains("only at the end")),
+        "{errors:?}"
+    );
+    assert!(
+        errors.iter().any(|(p, _, m)| p == "overload.trusted_identities[1]" && m.contains("invalid client identity")),
+        "{errors:?}"
+    );
 }

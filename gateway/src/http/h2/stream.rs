@@ -28,6 +28,10 @@ impl RequestView for View<'_> {
         self.ctx.peer.ip()
     }
 
+    fn identity(&self) -> Option<&str> {
+        self.ctx.tls.as_ref().and_then(|t| t.identity.as_ref()).map(|i| i.principal.as_str())
+    }
+
     fn with_header<R>(&self, _: &Worker, _: &Local, name: &str, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
         self.headers.get(name).map(|v| f(v.as_bytes()))
     }

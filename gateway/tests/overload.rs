@@ -104,6 +104,8 @@ fn sheddable_is_refused_at_once_with_503_and_reaches_no_origin() {
             r#"gateway_priority_requests_total{priority="sheddable",outcome="shed",worker="0"} 1"#,
             r#"gateway_priority_requests_total{priority="normal",outcome="served",worker="0"} 1"#,
             r#"gateway_admission_decisions_total{decision="shed",worker="0"} 1"#,
+            r#"gateway_route_admission_total{route="sheddable",outcome="shed",worker="0"} 1"#,
+            r#"gateway_route_admission_total{route="normal",outcome="served",worker="0"} 1"#,
         ] {
             assert!(metrics.lines().any(|l| l == line), "{d}: missing {line}");
         }

@@ -309,7 +309,12 @@ pub(crate) async fn handle(worker: &Rc<Worker>, conn: &mut Downstream, local: &R
     conn.ex.route = Some(index);
     let started = Instant::now();
     let class = crate::admission::class_of(worker, conn, local, index);
-    let count = |outcome| worker.metrics.count_class(class, outcome);
+    let count = |outcome| {
+        worker.metrics.count_class(class, outcome);
+        if let Some(m) = local.route_metrics.get(index) {
+            m.decide(outcome);
+        }
+    };
     // Rate limit first (it applies to every kind of route), then the cluster's admission.
     match crate::admission::rate_limit(worker, conn, local, index).await {
         Ok(()) => {}

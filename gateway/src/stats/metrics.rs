@@ -251,6 +251,12 @@ pub const ROUTE_REQUESTS: Family = Family {
     labels: &["route", "class", "worker"],
     help: "Final responses sent downstream for requests matched to a route, by status class.",
 };
+pub const ROUTE_DECISIONS: Family = Family {
+    name: "gateway_route_admission_total",
+    kind: Kind::Counter,
+    labels: &["route", "outcome", "worker"],
+    help: "Admission decisions for requests matched to a route: served, shed (503), overflow (503, a cap), rate_limited (429).",
+};
 pub const ROUTE_DURATION: Family = Family {
     name: "gateway_route_request_duration_seconds",
     kind: Kind::Histogram,
@@ -390,6 +396,7 @@ pub const UPTIME: Family = Family {
 pub const FAMILIES: &[Family] = &[
     PRIORITY_REQUESTS,
     ROUTE_REQUESTS,
+    ROUTE_DECISIONS,
     ROUTE_DURATION,
     ROUTE_SPLITS,
     ROUTE_MIRRORS,

@@ -14,7 +14,7 @@ use super::metrics::{
     Family, ACCESS_LOG_LINES, ACCESS_LOG_WRITE_ERRORS, CLUSTER_CONNECTS, CLUSTER_DURATION, CLUSTER_EJECTED,
     CLUSTER_EJECTIONS, CLUSTER_FAILURES, CLUSTER_LIMIT, CLUSTER_PANIC_PICKS, CLUSTER_REQUESTS, CLUSTER_REUSES,
     CONFIG_RELOADS, CONFIG_VERSION, DRAINING, ENDPOINT_HEALTHY, HEALTH_CHECKS, HEALTH_TRANSITIONS, PRIORITY_REQUESTS,
-    ROUTE_DURATION, ROUTE_MIRRORS, ROUTE_REQUESTS, ROUTE_SPLITS, UPTIME, WORKER_FAMILIES,
+    ROUTE_DECISIONS, ROUTE_DURATION, ROUTE_MIRRORS, ROUTE_REQUESTS, ROUTE_SPLITS, UPTIME, WORKER_FAMILIES,
 };
 use super::recorder::ProcessHandle;
 use super::series::{ClusterMetrics, FailureReason, RouteMetrics, SplitMetrics, WorkerMetrics, CLASS_OUTCOMES};
@@ -124,6 +124,15 @@ impl Writer<'_> {
                 for (class, value) in STATUS_CLASSES.iter().zip(metrics.requests()) {
                     let labels = [("route", &**route), ("class", class), ("worker", &view.id)];
                     self.sample(ROUTE_REQUESTS.name, "", &labels, value);
+                }
+            }
+        }
+        self.header(&ROUTE_DECISIONS);
+        for view in views {
+            for (route, metrics) in &view.routes {
+                for (outcome, value) in CLASS_OUTCOMES.iter().zip(metrics.decisions()) {
+                    let labels = [("route", &**route), ("outcome", outcome), ("worker", &view.id)];
+                    self.sample(ROUTE_DECISIONS.name, "", &labels, value);
                 }
             }
         }

@@ -36,6 +36,8 @@ pub enum FailureReason {
 #[repr(align(128))] // own cache lines (and the adjacent-line prefetch pair) per worker
 pub struct RouteMetrics {
     requests: [Counter; 5],
+    /// Admission decisions by [`ClassOutcome`].
+    decisions: [Counter; CLASS_OUTCOMES.len()],
     latency: Histogram,
     /// Mirror copies by [`MirrorResult`].
     mirror: [Counter; MIRROR_RESULTS.len()],
@@ -157,6 +159,19 @@ impl RouteMetrics {
     /// Request durations.
     pub fn latency(&self) -> HistogramSnapshot {
         self.latency.snapshot()
+    }
+
+    /// Counts an admission decision for a request of this route. Owning worker only.
+    #[inline]
+    pub fn decide(&self, outcome: ClassOutcome) {
+        if let Some(c) = self.decisions.get(outcome as usize) {
+            c.inc();
+        }
+    }
+
+    /// Admission decisions, indexed like [`CLASS_OUTCOMES`].
+    pub fn decisions(&self) -> [u64; CLASS_OUTCOMES.len()] {
+        self.decisions.each_ref().map(Counter::value)
     }
 
     /// Counts a mirror copy. Owning worker only.

@@ -97,7 +97,12 @@ async fn serve(
     let started = Instant::now();
     let view = View { ctx, headers: &parts.headers };
     let class = crate::admission::class_of(worker, &view, local, index);
-    let count = |outcome| worker.metrics.count_class(class, outcome);
+    let count = |outcome| {
+        worker.metrics.count_class(class, outcome);
+        if let Some(m) = local.route_metrics.get(index) {
+            m.decide(outcome);
+        }
+    };
     if let Err(headers) = crate::admission::rate_limit(worker, &view, local, index).await {
         worker.stats.requests_rate_limited.inc();
         count(ClassOutcome::RateLimited);

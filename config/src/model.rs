@@ -672,12 +672,7 @@ mod ser {
 
     /// Durations as the config writes them: `"250ms"`, `"15s"`.
     pub fn duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        let ms = d.as_millis();
-        if ms.is_multiple_of(1000) {
-            s.serialize_str(&format!("{}s", ms / 1000))
-        } else {
-            s.serialize_str(&format!("{ms}ms"))
-        }
+        s.serialize_str(&crate::units::show_duration(*d))
     }
 
     pub fn opt_duration<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {

@@ -10,6 +10,8 @@
 //! each try is cut to what remains of it at run time.
 
 use std::fmt::Write as _;
+
+use crate::units::show_duration;
 use std::time::Duration;
 
 use crate::model::{Action, Config, RetryOn};
@@ -43,10 +45,10 @@ impl RouteBudget {
              lower retry.num_retries or retry.per_try_timeout, or raise timeout",
             self.route,
             self.tries,
-            show(self.per_try.unwrap_or(self.timeout)),
-            show(self.backoff),
-            show(worst),
-            show(self.timeout),
+            show_duration(self.per_try.unwrap_or(self.timeout)),
+            show_duration(self.backoff),
+            show_duration(worst),
+            show_duration(self.timeout),
         ))
     }
 }
@@ -91,11 +93,11 @@ pub fn table(budgets: &[RouteBudget]) -> String {
         .map(|b| {
             [
                 b.route.clone(),
-                show(b.timeout),
+                show_duration(b.timeout),
                 b.tries.to_string(),
-                b.per_try.map_or_else(|| "shared".to_owned(), show),
-                show(b.backoff),
-                b.worst.map_or_else(|| "<= timeout".to_owned(), show),
+                b.per_try.map_or_else(|| "shared".to_owned(), crate::units::show_duration),
+                show_duration(b.backoff),
+                b.worst.map_or_else(|| "<= timeout".to_owned(), crate::units::show_duration),
                 if b.fits() { "ok".to_owned() } else { "DOES NOT FIT".to_owned() },
             ]
         })
@@ -113,15 +115,6 @@ pub fn table(budgets: &[RouteBudget]) -> String {
         let _ = writeln!(out, "{}", line.join("  ").trim_end());
     }
     out
-}
-
-fn show(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms.is_multiple_of(1000) {
-        format!("{}s", ms / 1000)
-    } else {
-        format!("{ms}ms")
-    }
 }
 
 #[cfg(test)]

@@ -38,6 +38,16 @@ pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
     Ok(bytes)
 }
 
+/// A duration as the config writes it: `"250ms"`, `"15s"` (whole milliseconds).
+pub(crate) fn show_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
 /// Parses a duration: `"250ms"`, `"10s"`, `"2m"`, `"1h"`. The result is greater than zero and
 /// at most [`MAX_DURATION`] (24h).
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {

@@ -20,31 +20,7 @@ const ORIGIN_REPLY: &[u8] =
 
 /// An origin answering every request with [`ORIGIN_REPLY`].
 fn origin_with_fields() -> SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { return };
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                loop {
-                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match s.read(&mut chunk) {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                        }
-                    }
-                    let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-                    buf.drain(..end);
-                    if s.write_all(ORIGIN_REPLY).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    addr
+    origin_replying(ORIGIN_REPLY.to_vec())
 }
 
 /// Routes before the default proxy route: a direct response, a redirect, and `/hsts/...`

@@ -15,36 +15,6 @@ use common::*;
 const HINTS: &[u8] = b"HTTP/1.1 103 Early Hints\r\nlink: </a.css>; rel=preload\r\n\r\n";
 const FINAL: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
 
-/// An origin answering every request on every connection with `reply` (read head, write reply).
-fn origin_replying(reply: Vec<u8>) -> SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { return };
-            let reply = reply.clone();
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                loop {
-                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match s.read(&mut chunk) {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                        }
-                    }
-                    let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-                    buf.drain(..end);
-                    if s.write_all(&reply).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    addr
-}
-
 fn hints_then_final(n: usize) -> Vec<u8> {
     let mut r = HINTS.repeat(n);
     r.extend_from_slice(FINAL);

@@ -8,6 +8,7 @@ use crate::locate::KeyPath;
 use crate::model::{Caps, RetryBudget, RetryOn, RetryPolicy};
 use crate::problems::Problems;
 use crate::raw::{RawRetry, RawRetryBudget};
+use crate::units::show_duration;
 
 use super::fields::{duration, int_in, size};
 
@@ -48,8 +49,8 @@ pub(super) fn policy(raw: Option<&RawRetry>, timeout: Duration, p: &mut Problems
             &path.key("per_try_timeout"),
             format!(
                 "per_try_timeout ({}) is longer than the route timeout ({}): no try can use it",
-                show(t),
-                show(timeout)
+                show_duration(t),
+                show_duration(timeout)
             ),
         ),
         _ => {}
@@ -96,7 +97,11 @@ pub(super) fn policy(raw: Option<&RawRetry>, timeout: Duration, p: &mut Problems
     if backoff_max < backoff_base {
         p.at(
             &backoff_path.key("max"),
-            format!("backoff max ({}) must not be below base ({})", show(backoff_max), show(backoff_base)),
+            format!(
+                "backoff max ({}) must not be below base ({})",
+                show_duration(backoff_max),
+                show_duration(backoff_base)
+            ),
         );
     }
     let max_replay_bytes =
@@ -144,14 +149,4 @@ pub(super) fn budget(raw: &RawRetryBudget, caps: &Caps, p: &mut Problems<'_>, pa
         );
     }
     RetryBudget { percent: percent.clamp(0.0, 100.0), min_concurrent }
-}
-
-/// A duration as the config writes it.
-pub(crate) fn show(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms.is_multiple_of(1000) {
-        format!("{}s", ms / 1000)
-    } else {
-        format!("{ms}ms")
-    }
 }

@@ -77,15 +77,10 @@ pub fn choose(split: &Split, headers: &impl Headers, rng: &XorShift) -> (usize, 
     }
 }
 
-/// A stable 64-bit hash of a sticky key: FNV-1a followed by the SplitMix64 finalizer (so every
-/// bit of the key reaches the high bits [`scale`] uses). The same everywhere and forever: no
-/// per-process seed, so one user lands on one target in every worker and every gateway.
-pub fn stable_hash(key: &[u8]) -> u64 {
-    let mut z = crate::snapshot::fnv1a64(key);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
+/// A stable 64-bit hash of a sticky key: the one consistent hashing uses (FNV-1a and the
+/// SplitMix64 finalizer), with no per-process seed, so one user lands on one target in every
+/// worker and every gateway.
+pub use crate::upstream::hashkey::hash_bytes as stable_hash;
 
 /// `hash` mapped uniformly onto `0..total` by multiply-shift (`total` > 0).
 fn scale(hash: u64, total: u64) -> u64 {
@@ -116,7 +111,7 @@ fn sticky_hash(key: &StickyKey, headers: &impl Headers) -> Option<u64> {
             });
         }
         StickyKey::Cookie(name) => {
-            headers.any_value("cookie", &mut |v| match cookie_value(v, name.as_bytes()) {
+            headers.any_value("cookie", &mut |v| match crate::upstream::hashkey::cookie_value(v, name.as_bytes()) {
                 Some(value) => {
                     hash = (!value.is_empty()).then(|| stable_hash(value));
                     true
@@ -126,16 +121,6 @@ fn sticky_hash(key: &StickyKey, headers: &impl Headers) -> Option<u64> {
         }
     }
     hash
-}
-
-/// The value of cookie `name` in a `Cookie` field value (`a=1; b=2`), as sent.
-fn cookie_value<'a>(field: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
-    field.split(|&b| b == b';').find_map(|pair| {
-        let pair = pair.trim_ascii();
-        let eq = pair.iter().position(|&b| b == b'=')?;
-        let (n, v) = (pair.get(..eq)?, pair.get(eq + 1..)?);
-        (n.trim_ascii() == name).then(|| v.trim_ascii())
-    })
 }
 
 impl Headers for H1Headers<'_> {

@@ -100,8 +100,8 @@ fn sticky_cookie_is_found_among_cookies_and_crumbs() {
         assert_eq!(choose(&s, &h, &rng), alone, "{h:?}");
     }
     assert_eq!(choose(&s, &headers(&[("cookie", "UID=u-42")]), &rng).1, SplitReason::Weight, "names are exact");
-    assert_eq!(cookie_value(b"a=1; uid=; b=2", b"uid"), Some(&b""[..]));
-    assert_eq!(cookie_value(b"a=1; b", b"b"), None);
+    assert_eq!(crate::upstream::hashkey::cookie_value(b"a=1; uid=; b=2", b"uid"), Some(&b""[..]));
+    assert_eq!(crate::upstream::hashkey::cookie_value(b"a=1; b", b"b"), None);
 }
 
 #[test]

@@ -12,12 +12,7 @@ use crate::runtime::worker::Worker;
 
 /// A well-mixed 64-bit hash of `bytes`, stable across processes, builds and platforms.
 pub fn hash_bytes(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    mix64(h)
+    mix64(crate::snapshot::fnv1a64(bytes))
 }
 
 /// The SplitMix64 finaliser: every input bit affects every output bit.
@@ -81,17 +76,20 @@ fn header<'a>(mut fields: impl Iterator<Item = (&'a [u8], &'a [u8])>, name: &[u8
 /// The hash of the value of the first cookie named `name` in any `Cookie` field (HTTP/2 may
 /// split cookies over several fields).
 fn cookie<'a>(fields: impl Iterator<Item = (&'a [u8], &'a [u8])>, name: &[u8]) -> Option<u64> {
-    for (_, value) in fields.filter(|(n, _)| n.eq_ignore_ascii_case(b"cookie")) {
-        for pair in value.split(|&b| b == b';') {
-            let pair = pair.trim_ascii();
-            let Some(eq) = pair.iter().position(|&b| b == b'=') else { continue };
-            let (n, v) = pair.split_at(eq);
-            if n == name {
-                return Some(hash_bytes(v.get(1..).unwrap_or_default()));
-            }
-        }
-    }
-    None
+    fields
+        .filter(|(n, _)| n.eq_ignore_ascii_case(b"cookie"))
+        .find_map(|(_, value)| cookie_value(value, name))
+        .map(hash_bytes)
+}
+
+/// The value of cookie `name` in a `Cookie` field value (`a=1; b=2`).
+pub(crate) fn cookie_value<'a>(field: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+    field.split(|&b| b == b';').find_map(|pair| {
+        let pair = pair.trim_ascii();
+        let eq = pair.iter().position(|&b| b == b'=')?;
+        let (n, v) = (pair.get(..eq)?, pair.get(eq + 1..)?);
+        (n.trim_ascii() == name).then(|| v.trim_ascii())
+    })
 }
 
 #[cfg(test)]

@@ -200,16 +200,22 @@ fn start_successor(
     }
     // The successor must not inherit this process's connections (io_uring accepts them without
     // close-on-exec): they would stay open after this process exits. It gets the listening
-    // sockets over the upgrade socket; keep only stdin, stdout and stderr.
+    // sockets over the upgrade socket; keep only stdin, stdout and stderr. The descriptors are
+    // marked close-on-exec rather than closed here: the pipe on which the standard library
+    // reports a failed exec to this process (e.g. a binary the dropped user may not execute)
+    // must stay open until the exec, so that the failure is an error here, not an abort there.
     use std::os::unix::process::CommandExt;
-    // SAFETY: runs in the child between fork and exec; close_range is async-signal-safe and
-    // touches only the child's descriptor table.
+    // SAFETY: runs in the child between fork and exec; close_range and fcntl are
+    // async-signal-safe and touch only the child's descriptor table.
     unsafe {
         command.pre_exec(|| {
-            if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) != 0 {
-                // Kernels before 5.9: close them one by one.
+            if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) != 0 {
+                // Kernels before 5.11: mark them one by one.
                 for fd in 3..4096 {
-                    libc::close(fd);
+                    let flags = libc::fcntl(fd, libc::F_GETFD);
+                    if flags >= 0 {
+                        libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+                    }
                 }
             }
             Ok(())

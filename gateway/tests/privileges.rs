@@ -154,7 +154,11 @@ fn user_nobody_switches_every_thread_serves_and_reloads() {
     let socket = nobody_dir(&dir).join("upgrade.sock");
     let extra = format!("user = \"nobody\"\ngroup = \"nogroup\"\nupgrade_socket = \"{}\"", socket.display());
     write_config(&path, o.addr(), "v1", &extra);
-    let mut p = GatewayProcess::start_with(&path, true, &[]);
+    // The successor started on SIGUSR2 runs as nobody, who must be able to execute the binary:
+    // the build directory may not be reachable for it (a checkout in a 0700 directory).
+    let bin = dir.path("gateway");
+    std::fs::copy(BIN, &bin).unwrap();
+    let mut p = GatewayProcess::start_binary(&bin, &path, true, &[]);
     assert!(p.log_contains("switched to an unprivileged user"), "{}", p.log_text());
     assert_all_threads_are(p.child.id(), NOBODY, true);
     // Served: direct and proxied, and the admin port.
@@ -202,4 +206,36 @@ fn user_nobody_switches_every_thread_serves_and_reloads() {
     assert_eq!(served, "v2");
     assert!(p.log_contains("is the user the gateway runs as: nothing to switch"), "{}", p.log_text());
     assert!(ids.iter().all(|(u, _, _)| u == &format!("Uid:\t{NOBODY}\t{NOBODY}\t{NOBODY}\t{NOBODY}")), "{ids:?}");
+}
+
+#[test]
+fn a_successor_the_dropped_user_cannot_execute_is_an_error_and_the_gateway_keeps_serving() {
+    if !is_root() {
+        eprintln!("skipped: not running as root");
+        return;
+    }
+    let o = origin();
+    let dir = TempDir::new("priv-noexec");
+    let path = dir.path("gateway.toml");
+    let socket = nobody_dir(&dir).join("upgrade.sock");
+    let extra = format!("user = \"nobody\"\ngroup = \"nogroup\"\nupgrade_socket = \"{}\"", socket.display());
+    write_config(&path, o.addr(), "v1", &extra);
+    // The binary sits in a directory only root may enter: root starts it, nobody cannot exec it.
+    let private = dir.path("private");
+    std::fs::create_dir(&private).unwrap();
+    std::fs::set_permissions(&private, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let bin = private.join("gateway");
+    std::fs::copy(BIN, &bin).unwrap();
+    let mut p = GatewayProcess::start_binary(&bin, &path, true, &[]);
+    assert!(p.log_contains("switched to an unprivileged user"), "{}", p.log_text());
+    p.signal("USR2");
+    assert!(
+        wait_until(Duration::from_secs(5), || p.log_contains("SIGUSR2: cannot start the successor")),
+        "{}",
+        p.log_text()
+    );
+    assert!(!p.log_contains("fatal runtime error"), "{}", p.log_text());
+    assert_eq!(get(p.listener, "/").text(), "v1", "the running gateway keeps serving");
+    p.signal("TERM");
+    assert!(p.wait_exit(Duration::from_secs(8)).is_some_and(|s| s.success()));
 }

@@ -54,7 +54,12 @@ impl GatewayProcess {
 
     /// As [`GatewayProcess::start`], with `extra` arguments after `run --config path`.
     pub fn start_with(path: &Path, expect_admin: bool, extra: &[&str]) -> Self {
-        let mut child = Command::new(BIN)
+        Self::start_binary(Path::new(BIN), path, expect_admin, extra)
+    }
+
+    /// As [`GatewayProcess::start_with`], running the gateway binary at `bin`.
+    pub fn start_binary(bin: &Path, path: &Path, expect_admin: bool, extra: &[&str]) -> Self {
+        let mut child = Command::new(bin)
             .args(["run", "--config"])
             .arg(path)
             .args(extra)

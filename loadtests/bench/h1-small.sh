@@ -1,62 +1,112 @@
 #!/usr/bin/env bash
-# h1-small: small keep-alive HTTP/1.1 GETs through the gateway (io_uring and epoll drivers) and
-# through nginx as a reverse proxy, with a direct run (wrk straight to the origin) as the floor.
+# h1-small: keep-alive HTTP/1.1 GETs through the gateway (io_uring and epoll drivers), nginx and
+# HAProxy as reverse proxies, with a direct run (wrk straight to the origin) as the floor.
 #
-#   loadtests/bench/h1-small.sh
+#   loadtests/bench/h1-small.sh                      # SCENARIO=small
+#   SCENARIO=16k loadtests/bench/h1-small.sh         # 16 KiB bodies
+#   SCENARIO=https loadtests/bench/h1-small.sh       # TLS 1.3 keep-alive (no direct run)
+#   SCENARIO=latency loadtests/bench/h1-small.sh     # one connection, one request at a time
+#   SCENARIO=openloop loadtests/bench/h1-small.sh    # constant-rate latency at fractions of peak
 #
 # Environment (defaults in brackets):
+#   SCENARIO [small]   small: 2-byte bodies, 64 connections (report h1-small); 16k: 16 KiB bodies
+#                      (h1-16k); https: 2-byte bodies over TLS 1.3 to the proxies (https);
+#                      latency: CONNECTIONS=1 (latency); openloop: each proxy's peak with wrk,
+#                      then `openloop` at FRACTIONS of that peak (openloop)
 #   DURATION [10]      seconds of each measured wrk run
 #   WARMUP [2]         seconds of the unmeasured wrk run before each measured run
 #   ROUNDS [3]         interleaved rounds: every proxy once per round, in PROXIES order
-#   CONNECTIONS [64]   wrk connections (one wrk thread)
-#   PROXIES ["gateway-uring gateway-epoll nginx direct"]; also gateway-uring-log (access log
-#                      on, JSON to /dev/null) and gateway-baseline (BASELINE_GATEWAY_BIN, io_uring:
-#                      another build of the gateway, e.g. an older commit, measured in the same run)
+#   CONNECTIONS [64]   wrk connections (one wrk thread); 1 for SCENARIO=latency
+#   FRACTIONS ["0.25 0.5 0.75 0.9"]  SCENARIO=openloop: rates, as fractions of the proxy's peak
+#   PROXIES ["gateway-uring gateway-epoll nginx haproxy direct"] (no direct for https); also
+#                      gateway-uring-log (access log on, JSON to /dev/null) and gateway-baseline
+#                      (BASELINE_GATEWAY_BIN, io_uring: another build of the gateway, e.g. an
+#                      older commit, measured in the same run)
 #   PROXY_CPU [0]      CPU the proxies are pinned to
 #   LOAD_CPU [1]       CPU the origin and wrk share
 #   SKIP_BUILD [0]     1: use the existing target/release/gateway instead of building it
-#   RESULTS_DIR [loadtests/results]
+#   RESULTS_DIR [loadtests/results], RESULT_NAME [<report>-<UTC timestamp>]
 #   KEEP_WORK [0]      1: keep the temporary directory (configs, logs, raw wrk output)
 #
-# The origin is nginx (1 worker, `return 200 "ok"`). Every proxy has one worker and upstream
-# keep-alive, and is started once and kept running across all rounds. The proxy's CPU time is
-# utime+stime (+cutime+cstime) of all its processes from /proc/PID/stat, read right before and
-# right after each measured run, divided by the requests wrk completed in that run.
+# The origin is nginx (1 worker, `return 200 "ok"`, or a 16 KiB static file). Every proxy has
+# one worker and upstream keep-alive, and is started once and kept running across all rounds.
+# The proxy's CPU time is utime+stime (+cutime+cstime) of all its processes from /proc/PID/stat,
+# read right before and right after each measured run, divided by the requests completed.
 #
-# Writes loadtests/results/h1-small-<UTC timestamp>.{json,md} and prints the table.
+# Writes loadtests/results/<report>-<UTC timestamp>.{json,md} and prints the table.
 
 set -euo pipefail
 
+SCENARIO=${SCENARIO:-small}
+TLS=0
+case $SCENARIO in
+small) REPORT=h1-small ;;
+16k)
+    REPORT=h1-16k
+    ORIGIN_BODY_SIZE=16384
+    ;;
+https)
+    REPORT=https
+    TLS=1
+    ;;
+latency)
+    REPORT=latency
+    CONNECTIONS=${CONNECTIONS:-1}
+    ;;
+openloop) REPORT=openloop ;;
+*)
+    echo "h1-small: unknown SCENARIO '$SCENARIO' (small 16k https latency openloop)" >&2
+    exit 2
+    ;;
+esac
 DURATION=${DURATION:-10}
 WARMUP=${WARMUP:-2}
 ROUNDS=${ROUNDS:-3}
 CONNECTIONS=${CONNECTIONS:-64}
-PROXIES=${PROXIES:-"gateway-uring gateway-epoll nginx direct"}
+FRACTIONS=${FRACTIONS:-"0.25 0.5 0.75 0.9"}
+if ((TLS)); then
+    PROXIES=${PROXIES:-"gateway-uring gateway-epoll nginx haproxy"}
+else
+    PROXIES=${PROXIES:-"gateway-uring gateway-epoll nginx haproxy direct"}
+fi
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 SKIP_BUILD=${SKIP_BUILD:-0}
 KEEP_WORK=${KEEP_WORK:-0}
 
 # Shared with the other benchmarks: log/die, cleanup on exit, tools, ports, pinned processes,
-# CPU accounting, nginx config parts, write_report. bench_init sets ROOT, RESULTS_DIR, STAMP, WORK.
+# CPU accounting, nginx and HAProxy config parts, the origin, test certificates, write_report.
+# bench_init sets ROOT, RESULTS_DIR, STAMP, WORK.
 # shellcheck source=SCRIPTDIR/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-bench_init h1-small
+bench_init "$REPORT"
 
 declare -A PROXY_PID=()    # proxy name -> PID of its (main) process
 declare -A PROXY_PORT=()   # proxy name -> port wrk loads
 ACTIVE=()                  # proxies that started and answered correctly
 SKIPPED_JSON=()            # {"proxy":..,"reason":..} for the ones that did not
 GATEWAY_BIN=""
+OPENLOOP_BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/openloop
+HAPROXY=""
+PKI=$WORK/pki
+SCHEME=http
 ORIGIN_PID=""
 ORIGIN_PORT=""
 LOADAVG=""                 # /proc/loadavg when the measured rounds start
+CIPHER=""                  # SCENARIO=https: the cipher suite each proxy negotiated
 
 main() {
     check_params
-    install_tools nginx wrk
+    install_tools nginx wrk haproxy openssl
+    HAPROXY=$(sbin_path haproxy)
     check_cpus
+    raise_fd_limit
+    take_lock
     build_gateway
+    if ((TLS)); then
+        make_test_pki "$PKI"
+        SCHEME=https CHECK_SCHEME=https CHECK_CA=$PKI/ca.pem
+    fi
     start_nginx_origin
     start_proxies
     ((${#ACTIVE[@]} > 0)) || die "nothing to measure"
@@ -72,24 +122,32 @@ check_params() {
     local v
     whole_numbers DURATION WARMUP ROUNDS CONNECTIONS PROXY_CPU LOAD_CPU
     ((DURATION > 0 && ROUNDS > 0 && CONNECTIONS > 0)) || die "DURATION, ROUNDS, CONNECTIONS must be > 0"
+    for v in $FRACTIONS; do
+        [[ $v =~ ^(0?\.[0-9]+|1(\.0*)?)$ ]] || die "FRACTIONS must be numbers in (0, 1], not '$v'"
+    done
     for v in $PROXIES; do
         case $v in
-        gateway-uring | gateway-epoll | gateway-uring-log | nginx | direct) ;;
+        gateway-uring | gateway-epoll | gateway-uring-log | nginx | haproxy) ;;
+        direct) ((!TLS)) || die "direct has no TLS (the origin is plain HTTP): drop it from PROXIES" ;;
         gateway-baseline) [[ -x ${BASELINE_GATEWAY_BIN:-} ]] || die "gateway-baseline needs BASELINE_GATEWAY_BIN (an executable)" ;;
-        *) die "unknown proxy '$v' in PROXIES (gateway-uring gateway-epoll gateway-uring-log gateway-baseline nginx direct)" ;;
+        *) die "unknown proxy '$v' in PROXIES (gateway-uring gateway-epoll gateway-uring-log gateway-baseline nginx haproxy direct)" ;;
         esac
     done
+    [[ $SCENARIO != openloop || $SKIP_BUILD == 0 || -x $OPENLOOP_BIN ]] ||
+        die "SCENARIO=openloop needs $OPENLOOP_BIN (cargo build --release -p loadtests)"
 }
 
 build_gateway() {
-    [[ " $PROXIES " == *" gateway-"* ]] || return 0
-    local bin=${CARGO_TARGET_DIR:-$ROOT/target}/release/gateway
+    local bin=${CARGO_TARGET_DIR:-$ROOT/target}/release/gateway packages=(-p gateway)
+    [[ $SCENARIO == openloop ]] && packages+=(-p loadtests)
+    [[ " $PROXIES " == *" gateway-"* || $SCENARIO == openloop ]] || return 0
     if [[ $SKIP_BUILD == 1 ]]; then
         log "SKIP_BUILD=1: using $bin as it is"
     else
-        log "building the gateway: cargo build --release -p gateway"
-        if ! (cd "$ROOT" && cargo build --release -p gateway) >"$WORK/gateway-build.log" 2>&1; then
+        log "building: cargo build --release ${packages[*]}"
+        if ! (cd "$ROOT" && cargo build --release "${packages[@]}") >"$WORK/gateway-build.log" 2>&1; then
             tail -n 15 "$WORK/gateway-build.log" >&2
+            [[ $SCENARIO != openloop ]] || die "the release build failed (cargo build --release ${packages[*]})"
             skip_gateway "the release build failed (cargo build --release -p gateway)"
             return 0
         fi
@@ -136,6 +194,7 @@ start_proxies() {
         gateway-uring-log) start_gateway "$p" io_uring "$GATEWAY_BIN" $'[server.access_log]\nformat = "json"\npath = "/dev/null"' ;;
         gateway-baseline) start_gateway "$p" io_uring "$BASELINE_GATEWAY_BIN" ;;
         nginx) start_nginx_proxy ;;
+        haproxy) start_haproxy_proxy ;;
         direct)
             PROXY_PORT[direct]=$ORIGIN_PORT
             ACTIVE+=(direct)
@@ -143,12 +202,31 @@ start_proxies() {
         esac
     done
     log "measuring: ${ACTIVE[*]:-nothing}"
+    ((TLS)) && record_ciphers
+    return 0
+}
+
+# record_ciphers: the TLS 1.3 cipher suite each proxy negotiates with OpenSSL's default client
+# offer (what wrk sends), into CIPHER.
+record_ciphers() {
+    local p c list=()
+    for p in "${ACTIVE[@]}"; do
+        c=$(openssl s_client -connect "127.0.0.1:${PROXY_PORT[$p]}" -tls1_3 </dev/null 2>/dev/null |
+            sed -nE 's/^New, TLSv1.3, Cipher is (.*)/\1/p' | head -n 1)
+        list+=("$p ${c:-unknown}")
+    done
+    CIPHER=$(IFS=';'; echo "${list[*]}" | sed 's/;/; /g')
+    log "negotiated: $CIPHER"
 }
 
 start_gateway() { # NAME DRIVER [BINARY [EXTRA_SERVER_TOML]]
-    local name=$1 driver=$2 bin=${3:-$GATEWAY_BIN} extra=${4:-} dir=$WORK/$1
+    local name=$1 driver=$2 bin=${3:-$GATEWAY_BIN} extra=${4:-} dir=$WORK/$1 tls=""
     mkdir -p "$dir"
     pick_port
+    if ((TLS)); then
+        tls=$(printf '%s\n' 'protocols = ["h2", "http/1.1"]' '' '[listeners.tls]' \
+            "certificates = [{ cert = \"$PKI/leaf-chain.pem\", key = \"$PKI/leaf.key\" }]")
+    fi
     cat >"$dir/gateway.toml" <<EOF
 [server]
 workers = 1
@@ -160,6 +238,7 @@ $extra
 [[listeners]]
 name = "bench"
 address = "127.0.0.1:$PORT"
+$tls
 
 [[routes]]
 name = "all"
@@ -189,7 +268,9 @@ start_nginx_proxy() {
         keepalive_requests 10000000;
     }
     server {
-        listen 127.0.0.1:$PORT;
+        listen 127.0.0.1:$PORT$( ((TLS)) && echo " ssl");
+$( ((TLS)) && printf '        %s\n' "ssl_certificate $PKI/leaf-chain.pem;" "ssl_certificate_key $PKI/leaf.key;" \
+            "ssl_protocols TLSv1.2 TLSv1.3;")
         location / {
             proxy_pass http://origin;
             proxy_http_version 1.1;
@@ -201,6 +282,16 @@ EOF
     } >"$dir/nginx.conf"
     start_nginx "$PROXY_CPU" "$dir" "$dir/nginx.conf"
     check_started nginx "$PID" "$PORT" "$dir/error.log"
+}
+
+start_haproxy_proxy() {
+    local dir=$WORK/haproxy bind=""
+    mkdir -p "$dir"
+    pick_port
+    ((TLS)) && bind="ssl crt $PKI/leaf-chain-key.pem alpn h2,http/1.1"
+    write_haproxy_config "$PORT" 4096 "$bind" >"$dir/haproxy.cfg"
+    start_pinned "$PROXY_CPU" "$dir/haproxy.log" "$HAPROXY" -db -f "$dir/haproxy.cfg"
+    check_started haproxy "$PID" "$PORT" "$dir/haproxy.log"
 }
 
 # check_started NAME PID PORT LOG: keeps NAME if it accepts and answers 200 "ok", else skips it.
@@ -215,7 +306,7 @@ check_started() {
     fi
     tail -n 15 "$logfile" >&2 2>/dev/null || true
     kill -TERM "$pid" 2>/dev/null || true
-    skip "$name" "did not start or did not answer 200 ok through 127.0.0.1:$port (see its log above)"
+    skip "$name" "did not start or did not answer 200 and the origin's body through $SCHEME://127.0.0.1:$port (see its log above)"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -237,7 +328,7 @@ EOF
 # run_wrk PORT SECONDS OUTFILE
 run_wrk() {
     taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d"$2"s --latency -s "$WORK/report.lua" \
-        "http://127.0.0.1:$1/" >"$3" 2>&1
+        "$SCHEME://127.0.0.1:$1/" >"$3" 2>&1
 }
 
 run_rounds() {
@@ -247,8 +338,52 @@ run_rounds() {
     log "load average before the rounds: $LOADAVG"
     for ((round = 1; round <= ROUNDS; round++)); do
         for p in "${ACTIVE[@]}"; do
-            measure "$p" "$round"
+            if [[ $SCENARIO == openloop ]]; then
+                measure_openloop "$p" "$round"
+            else
+                measure "$p" "$round"
+            fi
         done
+    done
+}
+
+# measure_openloop NAME ROUND: the proxy's peak (a wrk run as in measure), then the open-loop
+# generator at each of FRACTIONS of that peak for DURATION s (after 1 s unrecorded at the same
+# rate); appends a JSON line per fraction to runs.jsonl, with the generator's report in it.
+measure_openloop() {
+    local name=$1 round=$2 port=${PROXY_PORT[$1]} peak f rate out proxy_pids=() p0 p1
+    measure "$name" "$round" || return 0
+    peak=$(tail -n 1 "$WORK/runs.jsonl" | jq -r 'select(.test == "peak" and .proxy == "'"$name"'") | .rps')
+    [[ -n $peak ]] || return 0
+    if [[ $name != direct ]]; then
+        read -r -a proxy_pids <<<"${PROXY_PID[$name]} $(descendants "${PROXY_PID[$name]}")"
+    fi
+    for f in $FRACTIONS; do
+        rate=$(jq -n "$peak * $f | floor")
+        out=$WORK/openloop-$name-$round-$f.json
+        p0=$(cpu_ticks "${proxy_pids[@]}")
+        if ! taskset -c "$LOAD_CPU" "$OPENLOOP_BIN" --target "$SCHEME://127.0.0.1:$port/" --rate "$rate" \
+            --connections "$CONNECTIONS" --duration-s "$DURATION" --warmup-s 1 --out "$out" \
+            2>"$out.log" || [[ ! -s $out ]]; then
+            tail -n 5 "$out.log" >&2
+            log "round $round $name at $f of peak: openloop failed, point not recorded"
+            continue
+        fi
+        p1=$(cpu_ticks "${proxy_pids[@]}")
+        jq -c --arg proxy "$name" --argjson round "$round" --argjson f "$f" --argjson peak "$peak" \
+            --argjson ticks "$((p1 - p0))" --argjson tck "$CLK_TCK" \
+            --argjson has_proxy "$([[ $name == direct ]] && echo false || echo true)" '
+            {test: "openloop", proxy: $proxy, round: $round, fraction: $f, peak_rps: $peak,
+             rate: .rate, achieved_rps: .achieved_rps, completed: .completed,
+             p50_us: .latency_us.p50, p90_us: .latency_us.p90, p99_us: .latency_us.p99,
+             p999_us: .latency_us.p999, max_us: .latency_us.max,
+             errors: ([.errors[]] | add), valid: .valid, invalid_reason: .invalid_reason,
+             send_lag_p99_us: .send_lag_us.p99,
+             cpu_us_per_req: (if $has_proxy and .completed > 0 then $ticks * 1e6 / $tck / .completed else null end)}' \
+            "$out" >>"$WORK/runs.jsonl"
+        log "$(jq -r '"round \(.round) \(.proxy) at \(.fraction) of \(.peak_rps | floor) req/s: \(.achieved_rps | floor) req/s, " +
+            "p50 \(.p50_us) us, p99 \(.p99_us) us, p99.9 \(.p999_us) us, errors \(.errors)" +
+            (if .valid then "" else " (INVALID: \(.invalid_reason))" end)' <<<"$(tail -n 1 "$WORK/runs.jsonl")")"
     done
 }
 
@@ -287,9 +422,10 @@ measure() {
         --argjson status "${r[status]}" --argjson timeout "${r[timeout]}" \
         --argjson proxy_ticks "$((p1 - p0))" --argjson origin_ticks "$((o1 - o0))" \
         --argjson has_proxy "$([[ $name == direct ]] && echo false || echo true)" \
-        --argjson tck "$CLK_TCK" '
+        --argjson tck "$CLK_TCK" --arg scenario "$SCENARIO" '
         def per_req(ticks): if $requests > 0 then ticks * 1e6 / $tck / $requests else null end;
         {
+          test: (if $scenario == "openloop" then "peak" else "wrk" end),
           proxy: $proxy, round: $round, requests: $requests,
           duration_s: ($duration_us / 1e6), rps: ($requests * 1e6 / $duration_us),
           p50_us: $p50, p90_us: $p90, p99_us: $p99, max_us: $max, bytes: $bytes,
@@ -312,7 +448,9 @@ report() {
         --arg wrk "$(wrk -v 2>&1 | head -n 1 | cut -d' ' -f2 || true)" \
         --argjson duration "$DURATION" --argjson warmup "$WARMUP" --argjson rounds "$ROUNDS" \
         --argjson conns "$CONNECTIONS" --argjson pcpu "$PROXY_CPU" --argjson lcpu "$LOAD_CPU" \
-        --arg order "${ACTIVE[*]}"
+        --arg order "${ACTIVE[*]}" --arg scenario "$SCENARIO" --arg report "$REPORT" \
+        --argjson body "$ORIGIN_BODY_SIZE" --argjson tls "$TLS" --arg fractions "$FRACTIONS" \
+        --arg cipher "$CIPHER"
 }
 
 summary_jq() {
@@ -322,7 +460,7 @@ def median: sort | if length == 0 then null
   else (.[length / 2 - 1] + .[length / 2]) / 2 end;
 def stats(f): [.[] | f | select(. != null)] |
   if length == 0 then null else {median: median, min: min, max: max} end;
-($runs | group_by(.proxy) | map({
+($runs | map(select(.test != "openloop")) | group_by(.proxy) | map({
   key: .[0].proxy,
   value: {
     proxy: .[0].proxy, rounds: length,
@@ -333,22 +471,44 @@ def stats(f): [.[] | f | select(. != null)] |
   }
 }) | from_entries) as $by
 | ($by.nginx // null) as $ng
-| {
-  benchmark: "h1-small",
-  description: "small keep-alive HTTP/1.1 GETs of / (2-byte body), one wrk thread",
+| ($by.haproxy // null) as $hp
+| def point(f): {median: (map(f) | median), min: (map(f) | min), max: (map(f) | max)};
+{
+  benchmark: $report,
+  scenario: $scenario,
+  description: ({
+    "h1-small": "small keep-alive HTTP/1.1 GETs of / (2-byte body), one wrk thread",
+    "h1-16k": "keep-alive HTTP/1.1 GETs of / with a 16 KiB body, one wrk thread",
+    "https": "keep-alive HTTP/1.1 GETs of / (2-byte body) over TLS 1.3 to the proxy, one wrk thread",
+    "latency": "one connection, one request at a time: the latency each proxy adds",
+    "openloop": "latency at constant request rates, fractions of each proxy's own peak"}[$report]),
   timestamp: $stamp,
   machine: {kernel: $kernel, nproc: $nproc, cpu_model: $cpu, nginx: $nginx, wrk: $wrk,
             loadavg_before: $loadavg},
   git: {commit: $commit, dirty: $dirty},
   params: {duration_s: $duration, warmup_s: $warmup, rounds: $rounds, connections: $conns,
-           wrk_threads: 1, proxy_cpu: $pcpu, load_cpu: $lcpu, origin: "nginx 1 worker, return 200 ok",
+           wrk_threads: 1, proxy_cpu: $pcpu, load_cpu: $lcpu, body_bytes: $body, tls: ($tls == 1),
+           tls_cipher: (if $tls == 1 then $cipher else null end),
+           fractions: (if $scenario == "openloop" then ($fractions | split(" ") | map(tonumber)) else null end),
+           origin: (if $body == 2 then "nginx 1 worker, return 200 ok" else "nginx 1 worker, a \($body)-byte static file" end),
            proxies_restarted_per_round: false},
   skipped: $skipped,
   summary: [($order | split(" ") | .[]) as $p | $by[$p] | select(. != null) | . + {
     rps_vs_nginx: (if $ng and $ng.rps then .rps.median / $ng.rps.median else null end),
     cpu_vs_nginx: (if $ng and $ng.cpu_us_per_req and .cpu_us_per_req
-                   then .cpu_us_per_req.median / $ng.cpu_us_per_req.median else null end)
-  }],
+                   then .cpu_us_per_req.median / $ng.cpu_us_per_req.median else null end),
+    cpu_vs_haproxy: (if $hp and $hp.cpu_us_per_req and .cpu_us_per_req
+                   then .cpu_us_per_req.median / $hp.cpu_us_per_req.median else null end)
+  } + (if $scenario == "openloop" then
+    (.proxy as $p | {peak_rps: .rps, points: ($runs | map(select(.test == "openloop" and .proxy == $p))
+      | group_by(.fraction) | map({
+          fraction: .[0].fraction, rounds: length, rate: (map(.rate) | median),
+          achieved_rps: point(.achieved_rps), p50_us: point(.p50_us), p90_us: point(.p90_us),
+          p99_us: point(.p99_us), p999_us: point(.p999_us), max_us: (map(.max_us) | max),
+          errors: (map(.errors) | add), valid: (map(.valid) | all),
+          invalid: [.[] | select(.valid | not) | .invalid_reason],
+          cpu_us_per_req: point(.cpu_us_per_req)}))})
+    else {} end)],
   runs: $runs
 }
 EOF
@@ -356,21 +516,32 @@ EOF
 
 markdown() {
     jq -r '
-    def fixed(n): if n == 0 then round | tostring
+    def fixed(n): if . == null then "–" elif n == 0 then round | tostring
       else pow(10; n) as $m | (. * $m | round) as $c | ($c % $m | tostring) as $f
         | "\($c / $m | floor).\([range(n - ($f | length))] | map("0") | join(""))\($f)" end;
     def cell(n): if . == null then "–"
+      elif .min == .max then (.median | fixed(n))
       else "\(.median | fixed(n)) (\(.min | fixed(n))–\(.max | fixed(n)))" end;
     def ratio: if . == null then "–" else fixed(2) end;
-    "## h1-small \(.timestamp)",
+    .params as $p |
+    "## \(.benchmark) \(.timestamp)",
     "",
-    "Small keep-alive GETs of `/` (2-byte body): wrk -t1 -c\(.params.connections), \(.params.duration_s) s per run after \(.params.warmup_s) s warm-up, \(.params.rounds) interleaved round(s), median (min–max) over rounds. Proxies pinned to CPU \(.params.proxy_cpu), one worker each, kept running across rounds; origin (nginx, 1 worker) and wrk pinned to CPU \(.params.load_cpu). CPU/req: utime+stime of all the proxy'"'"'s processes per completed request.",
+    "\(.description | .[:1] | ascii_upcase)\(.description | .[1:]): \(if .benchmark == "openloop" then "the peak from" else "" end) wrk -t1 -c\($p.connections) to \(if $p.tls then "https" else "http" end)://127.0.0.1:PORT/, \($p.duration_s) s per run after \($p.warmup_s) s warm-up, \($p.rounds) interleaved round(s), median (min–max) over rounds. Proxies pinned to CPU \($p.proxy_cpu), one worker each, kept running across rounds; origin (\($p.origin)) and the load generator pinned to CPU \($p.load_cpu). CPU/req: utime+stime of all the proxy'"'"'s processes per completed request.\(if $p.tls then " TLS: the same ECDSA P-256 certificate everywhere; negotiated \($p.tls_cipher)." else "" end)",
     "",
     "Machine: Linux \(.machine.kernel), \(.machine.nproc) CPUs (\(.machine.cpu_model)), load average \(.machine.loadavg_before) before the rounds; nginx \(.machine.nginx); wrk \(.machine.wrk); commit \(.git.commit)\(if .git.dirty then " (dirty tree)" else "" end).",
     "",
-    "| proxy | req/s | µs CPU/req | p50 µs | p99 µs | errors | req/s vs nginx | CPU/req vs nginx | origin µs CPU/req |",
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    (.summary[] | "| \(.proxy) | \(.rps | cell(0)) | \(.cpu_us_per_req | cell(1)) | \(.p50_us | cell(0)) | \(.p99_us | cell(0)) | \(.errors) | \(.rps_vs_nginx | ratio) | \(.cpu_vs_nginx | ratio) | \(.origin_cpu_us_per_req | cell(1)) |"),
+    if .benchmark == "openloop" then
+      "Then `openloop` (loadtests/src/openloop.rs: one thread, \($p.connections) keep-alive connections, requests scheduled at a constant rate, latency from each request'"'"'s scheduled time, so queueing behind a slow answer counts) at \($p.fractions | map(tostring) | join(", ")) of each proxy'"'"'s own peak for \($p.duration_s) s. A point is invalid when the generator itself fell behind its schedule.",
+      "",
+      "| proxy | peak req/s | fraction | rate | p50 µs | p90 µs | p99 µs | p99.9 µs | µs CPU/req | errors | valid |",
+      "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+      (.summary[] | . as $s | .points[] |
+        "| \($s.proxy) | \($s.peak_rps | cell(0)) | \(.fraction) | \(.rate | fixed(0)) | \(.p50_us | cell(0)) | \(.p90_us | cell(0)) | \(.p99_us | cell(0)) | \(.p999_us | cell(0)) | \(.cpu_us_per_req | cell(1)) | \(.errors) | \(if .valid then "yes" else "no: " + (.invalid | unique | join("; ")) end) |")
+    else
+      "| proxy | req/s | µs CPU/req | p50 µs | p99 µs | errors | req/s vs nginx | CPU/req vs nginx | CPU/req vs HAProxy | origin µs CPU/req |",
+      "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+      (.summary[] | "| \(.proxy) | \(.rps | cell(0)) | \(.cpu_us_per_req | cell(1)) | \(.p50_us | cell(0)) | \(.p99_us | cell(0)) | \(.errors) | \(.rps_vs_nginx | ratio) | \(.cpu_vs_nginx | ratio) | \(.cpu_vs_haproxy | ratio) | \(.origin_cpu_us_per_req | cell(1)) |")
+    end,
     (if (.skipped | length) > 0 then "", "Skipped: " + ([.skipped[] | "\(.proxy) (\(.reason))"] | join("; ")) else empty end)
     ' "$1"
 }

@@ -168,6 +168,7 @@ check_cpus() {
 # raise_fd_limit: the soft file descriptor limit up to the hard one (many connections; HAProxy
 # sizes its tables by maxconn). Children inherit it.
 raise_fd_limit() {
+    ((EUID != 0)) || (($(ulimit -Hn) >= 65536)) || ulimit -Hn 65536 2>/dev/null || true
     ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
     log "file descriptor limit: $(ulimit -n)"
 }
@@ -231,11 +232,23 @@ wait_ready() {
     return 1
 }
 
-# answers_ok PORT [PATH]: a GET of PATH (/) through it returns 200 "ok".
+# answers_ok PORT [PATH]: a GET of PATH (/) through it returns 200 and the origin's body: "ok",
+# or ORIGIN_BODY_SIZE bytes when that is not 2. Over TLS (https, verifying the certificate
+# against CHECK_CA) when CHECK_SCHEME is https.
+CHECK_SCHEME=http
+CHECK_CA=""
+ORIGIN_BODY_SIZE=${ORIGIN_BODY_SIZE:-2}
 answers_ok() {
-    local code
-    code=$(curl -sS --max-time 5 -o "$WORK/check.body" -w '%{http_code}' "http://127.0.0.1:$1${2:-/}") || return 1
-    [[ $code == 200 && $(<"$WORK/check.body") == ok ]]
+    local code tls=()
+    [[ $CHECK_SCHEME == http ]] || tls=(--cacert "$CHECK_CA")
+    code=$(curl -sS --max-time 5 "${tls[@]}" -o "$WORK/check.body" -w '%{http_code}' \
+        "$CHECK_SCHEME://127.0.0.1:$1${2:-/}") || return 1
+    [[ $code == 200 ]] || return 1
+    if ((ORIGIN_BODY_SIZE == 2)); then
+        [[ $(<"$WORK/check.body") == ok ]]
+    else
+        [[ $(stat -c %s "$WORK/check.body") == "$ORIGIN_BODY_SIZE" ]]
+    fi
 }
 
 # descendants PID: every descendant of PID (nginx workers), from the ppid field of /proc/*/stat.
@@ -377,10 +390,11 @@ make_test_pki() {
 
 # write_report [JQ_ARGS...]: summarises WORK/runs.jsonl with the script's summary_jq, given the
 # skipped runs (SKIPPED_JSON), the machine, the commit, LOADAVG and JQ_ARGS, into
-# RESULTS_DIR/BENCH-STAMP.json; renders that with the script's markdown into the .md next to
+# RESULTS_DIR/BENCH-STAMP.json (RESULTS_DIR/RESULT_NAME.json when RESULT_NAME is set: the suite
+# runner names its files by scenario); renders that with the script's markdown into the .md next to
 # it, and prints it.
 write_report() {
-    local base=$RESULTS_DIR/$BENCH-$STAMP json md
+    local base=$RESULTS_DIR/${RESULT_NAME:-$BENCH-$STAMP} json md
     mkdir -p "$RESULTS_DIR"
     json=$base.json
     md=$base.md
@@ -401,21 +415,30 @@ write_report() {
 }
 
 # The origin h1-small and tls-h2 measure through: nginx, one worker on LOAD_CPU, answering
-# every request with a 2-byte 200; sets ORIGIN_PORT and ORIGIN_PID.
+# every request with a 200: "ok" (2 bytes, `return 200`), or, when ORIGIN_BODY_SIZE is not 2, a
+# static file of that many bytes (sendfile); sets ORIGIN_PORT and ORIGIN_PID.
 start_nginx_origin() {
-    local dir=$WORK/origin
-    mkdir -p "$dir"
+    local dir=$WORK/origin answer
+    mkdir -p "$dir/www"
     pick_port
     ORIGIN_PORT=$PORT
+    if ((ORIGIN_BODY_SIZE == 2)); then
+        answer='return 200 "ok";'
+    else
+        head -c "$ORIGIN_BODY_SIZE" /dev/zero | tr '\0' 'x' >"$dir/www/body"
+        chmod 755 "$WORK" "$dir" "$dir/www" # nginx's worker runs as nobody when started as root
+        answer="root $dir/www; try_files /body =404; default_type text/plain;"
+    fi
     {
         write_nginx_common "$dir" 4096
         echo "http {"
         write_nginx_http_common "$dir"
         cat <<EOF
+    sendfile on;
     server {
         listen 127.0.0.1:$ORIGIN_PORT backlog=4096;
         location / {
-            return 200 "ok";
+            $answer
         }
     }
 }
@@ -427,8 +450,38 @@ EOF
         cat "$dir/stderr.log" "$dir/error.log" >&2 2>/dev/null
         die "the origin (nginx) did not start"
     }
-    answers_ok "$ORIGIN_PORT" || die "the origin does not answer 200 ok"
-    log "origin: nginx on 127.0.0.1:$ORIGIN_PORT (CPU $LOAD_CPU)"
+    CHECK_SCHEME=http answers_ok "$ORIGIN_PORT" || die "the origin does not answer 200 with its $ORIGIN_BODY_SIZE-byte body"
+    log "origin: nginx on 127.0.0.1:$ORIGIN_PORT (CPU $LOAD_CPU), $ORIGIN_BODY_SIZE-byte answers"
+}
+
+# write_haproxy_config PORT MAXCONN [BIND_OPTIONS]: HAProxy with one thread, keep-alive on both
+# sides (http-reuse always), no log, proxying everything to ORIGIN_PORT. BIND_OPTIONS (e.g.
+# "ssl crt FILE alpn h2,http/1.1") are appended to the bind line.
+write_haproxy_config() {
+    cat <<EOF
+global
+    nbthread 1
+    maxconn $2
+    ssl-default-bind-options ssl-min-ver TLSv1.2 ssl-max-ver TLSv1.3
+
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 120s
+    timeout http-request 120s
+    timeout http-keep-alive 120s
+    timeout server 30s
+    option http-keep-alive
+
+frontend bench
+    bind 127.0.0.1:$1 ${3:-}
+    maxconn $2
+    default_backend origin
+
+backend origin
+    http-reuse always
+    server origin 127.0.0.1:$ORIGIN_PORT
+EOF
 }
 
 # gateway_root_args BIN: sets GATEWAY_ROOT_ARGS to (--allow-root) when this script runs as root

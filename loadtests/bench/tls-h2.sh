@@ -2,7 +2,8 @@
 # tls-h2: TLS termination through the gateway, nginx and HAProxy, side by side in one run:
 #   1. full TLS 1.3 handshakes, one connection per request (openssl s_time -new);
 #   2. HTTP/2 over TLS with many streams (h2load -c 16 -m 32);
-#   3. memory per idle TLS connection (tls-idle.py holds IDLE_CONNECTIONS open).
+#   3. memory per idle keep-alive connection, TLS and plain (tls-idle.py opens IDLE_CONNECTIONS,
+#      makes one request on each and holds them open).
 #
 #   loadtests/bench/tls-h2.sh
 #   SMOKE=1 PROXIES="nginx haproxy" loadtests/bench/tls-h2.sh   # one short round
@@ -17,7 +18,7 @@
 #   HANDSHAKE_CLIENTS [8]  parallel `openssl s_time -new` processes
 #   H2_CONNECTIONS [16]    h2load connections (-c)
 #   H2_STREAMS [32]        h2load concurrent streams per connection (-m)
-#   IDLE_CONNECTIONS [2000] idle TLS connections held open for the memory test
+#   IDLE_CONNECTIONS [10000] idle connections held open for the memory tests
 #   PROXY_CPU [0]          CPU the proxies are pinned to
 #   LOAD_CPU [1]           CPU the origin and the load generators share
 #   SKIP_BUILD [0]         1: do not build the gateway, use GATEWAY_BIN as it is
@@ -48,7 +49,7 @@ PROXIES=${PROXIES:-"gateway nginx haproxy"}
 HANDSHAKE_CLIENTS=${HANDSHAKE_CLIENTS:-8}
 H2_CONNECTIONS=${H2_CONNECTIONS:-16}
 H2_STREAMS=${H2_STREAMS:-32}
-IDLE_CONNECTIONS=${IDLE_CONNECTIONS:-2000}
+IDLE_CONNECTIONS=${IDLE_CONNECTIONS:-10000}
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 SKIP_BUILD=${SKIP_BUILD:-0}
@@ -73,6 +74,7 @@ SKIP_REASON=""             # set by start_proxy when it returns 1
 HAPROXY=""
 ORIGIN_PID=""
 ORIGIN_PORT=""
+PLAIN_PORT=""              # set by start_proxy: the proxy's plain-HTTP listener (idle test)
 LOADAVG=""
 
 main() {
@@ -81,8 +83,8 @@ main() {
     HAPROXY=$(sbin_path haproxy)
     check_cpus
     raise_fd_limit
-    (($(ulimit -n) >= 2 * IDLE_CONNECTIONS + 1024)) ||
-        die "file descriptor limit $(ulimit -n) is too low for IDLE_CONNECTIONS=$IDLE_CONNECTIONS (needs $((2 * IDLE_CONNECTIONS + 1024)))"
+    (($(ulimit -n) >= IDLE_CONNECTIONS + 1024)) ||
+        die "file descriptor limit $(ulimit -n) is too low for IDLE_CONNECTIONS=$IDLE_CONNECTIONS (needs $((IDLE_CONNECTIONS + 1024)))"
     take_lock
     build_gateway
     make_test_pki "$PKI"
@@ -156,6 +158,8 @@ start_proxies() {
 start_proxy() {
     local name=$1 dir=$2 logfile out
     mkdir -p "$dir"
+    pick_port
+    PLAIN_PORT=$PORT
     pick_port
     case $name in
     gateway)
@@ -234,6 +238,17 @@ workers = 1
 admin = false
 log_level = "warn"
 
+[server.limits]
+max_connections_per_worker = $((IDLE_CONNECTIONS + 1024))
+
+[server.timeouts]
+header_read = "120s"
+idle = "120s"
+
+[[listeners]]
+name = "plain"
+address = "127.0.0.1:$PLAIN_PORT"
+
 [[listeners]]
 name = "bench"
 address = "127.0.0.1:$PORT"
@@ -266,6 +281,8 @@ nginx_config() { # DIR
     }
     server {
         listen 127.0.0.1:$PORT ssl http2 backlog=4096;
+        listen 127.0.0.1:$PLAIN_PORT backlog=4096;
+        client_header_timeout 120s;
         ssl_certificate $PKI/leaf-chain.pem;
         ssl_certificate_key $PKI/leaf.key;
         ssl_protocols TLSv1.2 TLSv1.3;
@@ -291,11 +308,13 @@ defaults
     timeout connect 5s
     timeout client 120s
     timeout http-keep-alive 120s
+    timeout http-request 120s
     timeout server 30s
     option http-keep-alive
 
 frontend bench
     bind 127.0.0.1:$PORT ssl crt $PKI/leaf-chain-key.pem alpn h2,http/1.1
+    bind 127.0.0.1:$PLAIN_PORT
     maxconn $((IDLE_CONNECTIONS + 1024))
     default_backend origin
 
@@ -321,7 +340,8 @@ run_rounds() {
             measure_h2 "$p" "$round"
         done
         for p in "${ACTIVE[@]}"; do
-            measure_idle "$p" "$round"
+            measure_idle "$p" "$round" tls
+            measure_idle "$p" "$round" plain
         done
     done
 }
@@ -418,22 +438,26 @@ measure_h2() { # NAME ROUND
          cpu_us_per_op: (if $completed > 0 then $ticks * 1e6 / $tck / $completed else null end)}')"
 }
 
-# measure_idle NAME ROUND: a fresh instance of the proxy; its Pss and RSS before and after
-# IDLE_CONNECTIONS TLS connections (handshake done, no request) are opened and held.
+# measure_idle NAME ROUND tls|plain: a fresh instance of the proxy; its Pss and RSS before and
+# after IDLE_CONNECTIONS keep-alive connections (TLS 1.3 to its TLS port, or plain TCP to its
+# plain port), each having made one GET / and read its answer, are held open, idle.
 measure_idle() {
-    local name=$1 round=$2 dir=$WORK/$1-idle-$2 pids client i ready=""
+    local name=$1 round=$2 mode=$3 dir=$WORK/$1-idle-$3-$2 pids client i ready="" test=idle args=()
+    [[ $mode == tls ]] || { test=idle_plain; args=(--plain); }
     if ! start_proxy "$name" "$dir"; then
-        log "round $round idle $name: $SKIP_REASON, run not recorded"
+        log "round $round $test $name: $SKIP_REASON, run not recorded"
         return 0
     fi
     local proxy=$PID port=$PORT
+    [[ $mode == tls ]] || port=$PLAIN_PORT
     sleep 0.5
     read -r -a pids <<<"$proxy $(descendants "$proxy")"
     local pss0 rss0 fd0 pss1 rss1 fd1
     pss0=$(pss_kb "${pids[@]}")
     rss0=$(status_kb VmRSS "${pids[@]}")
     fd0=$(socket_fds "${pids[@]}")
-    start_pinned "$LOAD_CPU" "$dir/idle-client.txt" python3 "$IDLE_CLIENT" --port "$port" --count "$IDLE_CONNECTIONS"
+    start_pinned "$LOAD_CPU" "$dir/idle-client.txt" python3 "$IDLE_CLIENT" --port "$port" --count "$IDLE_CONNECTIONS" \
+        --request "${args[@]}"
     client=$PID
     # At least 20 connections/s (a slow client on a busy machine does about 500), then give up.
     for ((i = 0; i < 10 * (IDLE_CONNECTIONS / 20 + 10); i++)); do
@@ -445,7 +469,7 @@ measure_idle() {
     if [[ -z $ready ]] || ! alive "$client"; then
         tail -n 5 "$dir/idle-client.txt" >&2
         stop "$client" "$proxy"
-        log "round $round idle $name: the idle client did not open its connections, run not recorded"
+        log "round $round $test $name: the idle client did not open its connections, run not recorded"
         return 0
     fi
     sleep 1 # let the proxy finish with the last handshakes (session tickets)
@@ -455,10 +479,10 @@ measure_idle() {
     stop "$client" "$proxy"
     local opened=${ready#*opened=}
     opened=${opened%% *}
-    record "$(jq -cn --arg proxy "$name" --argjson round "$round" --argjson opened "$opened" \
+    record "$(jq -cn --arg proxy "$name" --argjson round "$round" --argjson opened "$opened" --arg test "$test" \
         --argjson pss0 "$pss0" --argjson pss1 "$pss1" --argjson rss0 "$rss0" --argjson rss1 "$rss1" \
         --argjson fd0 "$fd0" --argjson fd1 "$fd1" '
-        {test: "idle", proxy: $proxy, round: $round, opened: $opened,
+        {test: $test, proxy: $proxy, round: $round, opened: $opened,
          pss_kb_before: $pss0, pss_kb_after: $pss1, rss_kb_before: $rss0, rss_kb_after: $rss1,
          sockets_added: ($fd1 - $fd0),
          pss_kib_per_conn: (if $opened > 0 then ($pss1 - $pss0) / $opened else null end),
@@ -481,7 +505,7 @@ report() {
         --arg gateway_bin "$GATEWAY_BIN" \
         --arg cmd_handshake "$HANDSHAKE_CLIENTS x taskset -c $LOAD_CPU openssl s_time -connect 127.0.0.1:PORT -new -tls1_3 -www / -time $DURATION" \
         --arg cmd_h2 "taskset -c $LOAD_CPU h2load -t 1 -c $H2_CONNECTIONS -m $H2_STREAMS -D $DURATION https://127.0.0.1:PORT/" \
-        --arg cmd_idle "taskset -c $LOAD_CPU python3 loadtests/bench/tls-idle.py --port PORT --count $IDLE_CONNECTIONS"
+        --arg cmd_idle "taskset -c $LOAD_CPU python3 loadtests/bench/tls-idle.py --port PORT --count $IDLE_CONNECTIONS --request [--plain]"
 }
 
 summary_jq() {
@@ -501,7 +525,10 @@ def of(test): map(select(.test == test));
     h2: (of("h2") | {runs: length, per_s: stats(.per_s), cpu_us: stats(.cpu_us_per_op),
                      failed: (map(.failed) | add // 0)}),
     idle: (of("idle") | {runs: length, pss_kib: stats(.pss_kib_per_conn), rss_kib: stats(.rss_kib_per_conn),
-                         opened: stats(.opened), sockets_added: stats(.sockets_added)})
+                         opened: stats(.opened), sockets_added: stats(.sockets_added)}),
+    idle_plain: (of("idle_plain") | {runs: length, pss_kib: stats(.pss_kib_per_conn),
+                         rss_kib: stats(.rss_kib_per_conn), opened: stats(.opened),
+                         sockets_added: stats(.sockets_added)})
   }
 }) | from_entries) as $by
 | ($by.nginx // null) as $ng
@@ -522,7 +549,7 @@ def of(test): map(select(.test == test));
   skipped: $skipped,
   summary: [($order | split(" ") | .[]) as $p | $by[$p] | select(. != null) | . + {
     vs_nginx: {handshake_cpu: vs(.handshake.cpu_us.median), h2_cpu: vs(.h2.cpu_us.median),
-               idle_pss: vs(.idle.pss_kib.median)}
+               idle_pss: vs(.idle.pss_kib.median), idle_plain_pss: vs(.idle_plain.pss_kib.median)}
   }],
   runs: $runs
 }
@@ -545,15 +572,15 @@ markdown() {
     "",
     "- handshakes: `\($p.commands.handshake)` — one TCP connection, one full TLS 1.3 handshake (no resumption: `-new`), one `GET / HTTP/1.0` proxied to the origin, close;",
     "- HTTP/2: `\($p.commands.h2)`;",
-    "- idle: `\($p.commands.idle)` — TLS 1.3 handshake with ALPN http/1.1, then no request.",
+    "- idle: `\($p.commands.idle)` — TLS 1.3 handshake with ALPN http/1.1 (or plain TCP with `--plain`, to the proxy'"'"'s plain listener), one `GET /` and its answer, then nothing: keep-alive connections at rest.",
     "",
     "Machine: Linux \(.machine.kernel), \(.machine.nproc) CPUs (\(.machine.cpu_model)), load average \(.machine.loadavg_before) before the rounds; nginx \(.machine.nginx); HAProxy \(.machine.haproxy); h2load \(.machine.h2load); OpenSSL \(.machine.openssl); Python \(.machine.python); commit \(.git.commit)\(if .git.dirty then " (dirty tree)" else "" end).",
     "",
-    "| proxy | handshakes/s | µs CPU/handshake | h2 req/s | µs CPU/h2 req | h2 failed | idle KiB/conn (Pss) | idle KiB/conn (RSS) | CPU/handshake vs nginx | CPU/h2 req vs nginx | idle Pss vs nginx |",
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    (.summary[] | "| \(.proxy) | \(.handshake.per_s | cell(0)) | \(.handshake.cpu_us | cell(0)) | \(.h2.per_s | cell(0)) | \(.h2.cpu_us | cell(1)) | \(.h2.failed) | \(.idle.pss_kib | cell(1)) | \(.idle.rss_kib | cell(1)) | \(.vs_nginx.handshake_cpu | ratio) | \(.vs_nginx.h2_cpu | ratio) | \(.vs_nginx.idle_pss | ratio) |"),
+    "| proxy | handshakes/s | µs CPU/handshake | h2 req/s | µs CPU/h2 req | h2 failed | idle TLS KiB/conn (Pss) | idle TLS KiB/conn (RSS) | idle plain KiB/conn (Pss) | idle plain KiB/conn (RSS) | CPU/handshake vs nginx | CPU/h2 req vs nginx | idle TLS Pss vs nginx | idle plain Pss vs nginx |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    (.summary[] | "| \(.proxy) | \(.handshake.per_s | cell(0)) | \(.handshake.cpu_us | cell(0)) | \(.h2.per_s | cell(0)) | \(.h2.cpu_us | cell(1)) | \(.h2.failed) | \(.idle.pss_kib | cell(2)) | \(.idle.rss_kib | cell(2)) | \(.idle_plain.pss_kib | cell(2)) | \(.idle_plain.rss_kib | cell(2)) | \(.vs_nginx.handshake_cpu | ratio) | \(.vs_nginx.h2_cpu | ratio) | \(.vs_nginx.idle_pss | ratio) | \(.vs_nginx.idle_plain_pss | ratio) |"),
     "",
-    "Handshakes/s and h2 req/s are bounded by the single load CPU (openssl s_time costs more CPU per handshake than any proxy here): **the µs CPU columns and KiB/conn compare the proxies**. Idle runs: \([.summary[] | "\(.proxy) \(.idle.opened | cell(0)) opened, \(.idle.sockets_added | cell(0)) sockets added"] | join("; ")).",
+    "Handshakes/s and h2 req/s are bounded by the single load CPU (openssl s_time costs more CPU per handshake than any proxy here): **the µs CPU columns and KiB/conn compare the proxies**. Idle runs (TLS / plain): \([.summary[] | "\(.proxy) \(.idle.opened | cell(0)) / \(.idle_plain.opened | cell(0)) opened, \(.idle.sockets_added | cell(0)) / \(.idle_plain.sockets_added | cell(0)) sockets added"] | join("; ")).",
     (if (.skipped | length) > 0 then "", "Skipped: " + ([.skipped[] | "\(.proxy) (\(.reason))"] | join("; ")) else empty end)
     ' "$1"
 }

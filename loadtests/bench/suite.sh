@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# suite: every benchmark scenario, gateway vs nginx vs HAProxy (and no proxy, the floor), in one
+# command, then one report: summary.json, summary.md (tables, ratios against nginx and HAProxy,
+# the targets met or not) and SVG plots.
+#
+#   loadtests/bench/suite.sh              # the full run (about 45 minutes on 2 CPUs)
+#   SMOKE=1 loadtests/bench/suite.sh      # gateway only, a few seconds per scenario (CI)
+#   ONLY="small latency" loadtests/bench/suite.sh
+#
+# Scenarios, in this order (each is one of the scripts next to this one, run with its own
+# defaults unless said here; see loadtests/README.md):
+#   small     h1-small.sh            HTTP/1.1 keep-alive, 2-byte body (also gateway-uring-log:
+#                                    the access log on)
+#   16k       h1-small.sh SCENARIO=16k   16 KiB body
+#   https     h1-small.sh SCENARIO=https TLS 1.3 keep-alive, HTTP/1.1
+#   latency   h1-small.sh SCENARIO=latency   one connection, one request at a time
+#   openloop  h1-small.sh SCENARIO=openloop  constant-rate latency at fractions of each peak
+#   tls-h2    tls-h2.sh              handshakes, HTTP/2 over TLS (h2load), 10,000 idle
+#                                    keep-alive connections, TLS and plain
+#   overload  overload.sh            the overload issue's scenario
+#
+# Environment (defaults in brackets):
+#   SMOKE [0]        1: gateway only, one round of 2 s per scenario, small counts; results go to
+#                    a temporary directory unless RESULTS_DIR is set, and the run fails if any
+#                    scenario has no gateway row (it keeps the runner working; it measures nothing)
+#   ONLY [all]       the scenarios to run, by name
+#   ROUNDS [3]       rounds of the h1 scenarios and tls-h2 (overload: 1)
+#   DURATION [10]    seconds per measured run of the h1 scenarios and tls-h2
+#   SKIP_BUILD [0]   1: use the existing release binaries
+#   RESULTS_DIR [loadtests/results/suite-<UTC timestamp>]
+#   PROXY_CPU [0], LOAD_CPU [1]: as in every scenario
+#
+# A scenario that fails is reported and the others still run; the exit status is 1 if any failed.
+
+set -euo pipefail
+
+SMOKE=${SMOKE:-0}
+ONLY=${ONLY:-"small 16k https latency openloop tls-h2 overload"}
+SKIP_BUILD=${SKIP_BUILD:-0}
+KEEP_WORK=${KEEP_WORK:-0}
+PROXY_CPU=${PROXY_CPU:-0}
+LOAD_CPU=${LOAD_CPU:-1}
+USER_RESULTS_DIR=${RESULTS_DIR:-}
+
+# shellcheck source=SCRIPTDIR/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_init suite
+
+if [[ $SMOKE == 1 ]]; then
+    ROUNDS=${ROUNDS:-1}
+    DURATION=${DURATION:-2}
+    SUITE_DIR=${USER_RESULTS_DIR:-$WORK/results}
+else
+    ROUNDS=${ROUNDS:-3}
+    DURATION=${DURATION:-10}
+    SUITE_DIR=${USER_RESULTS_DIR:-$RESULTS_DIR/suite-$STAMP}
+fi
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}/release
+FAILED=()
+
+main() {
+    local s
+    whole_numbers SMOKE ROUNDS DURATION PROXY_CPU LOAD_CPU
+    for s in $ONLY; do
+        case $s in
+        small | 16k | https | latency | openloop | tls-h2 | overload) ;;
+        *) die "unknown scenario '$s' in ONLY (small 16k https latency openloop tls-h2 overload)" ;;
+        esac
+    done
+    install_tools nginx wrk haproxy h2load:nghttp2-client openssl python3
+    check_cpus
+    build
+    mkdir -p "$SUITE_DIR"
+    log "results: $SUITE_DIR"
+    for s in $ONLY; do
+        scenario "$s"
+    done
+    summarize
+    ((${#FAILED[@]} == 0)) || die "failed: ${FAILED[*]}"
+}
+
+build() {
+    if [[ $SKIP_BUILD == 1 ]]; then
+        log "SKIP_BUILD=1: using the binaries in $TARGET"
+    else
+        log "building: cargo build --release -p gateway -p loadtests"
+        (cd "$ROOT" && cargo build --release -p gateway -p loadtests) >"$WORK/build.log" 2>&1 || {
+            tail -n 20 "$WORK/build.log" >&2
+            die "the release build failed (cargo build --release -p gateway -p loadtests)"
+        }
+    fi
+    local bin
+    for bin in gateway openloop overload-load capacity-origin bench-report; do
+        [[ -x $TARGET/$bin ]] || die "no $TARGET/$bin (cargo build --release -p gateway -p loadtests)"
+    done
+}
+
+# scenario NAME: runs it with its environment; a failure is recorded, not fatal.
+scenario() {
+    local name=$1 env=(SKIP_BUILD=1 RESULTS_DIR="$SUITE_DIR" RESULT_NAME="$1" PROXY_CPU="$PROXY_CPU"
+        LOAD_CPU="$LOAD_CPU" KEEP_WORK="$KEEP_WORK") script=h1-small.sh
+    local h1=(ROUNDS="$ROUNDS" DURATION="$DURATION")
+    ((SMOKE)) && h1+=(WARMUP=1)
+    case $name in
+    small)
+        env+=(SCENARIO=small "${h1[@]}")
+        if ((SMOKE)); then
+            env+=(PROXIES="gateway-uring gateway-uring-log")
+        else
+            env+=(PROXIES="gateway-uring gateway-epoll gateway-uring-log nginx haproxy direct")
+        fi
+        ;;
+    16k | https | latency)
+        env+=(SCENARIO="$name" "${h1[@]}")
+        ((SMOKE)) && env+=(PROXIES="gateway-uring")
+        ;;
+    openloop)
+        env+=(SCENARIO=openloop "${h1[@]}")
+        if ((SMOKE)); then
+            env+=(PROXIES="gateway-uring" FRACTIONS="0.5")
+        else
+            env+=(PROXIES="gateway-uring gateway-epoll nginx haproxy direct")
+        fi
+        ;;
+    tls-h2)
+        script=tls-h2.sh
+        env+=(ROUNDS="$ROUNDS" DURATION="$DURATION")
+        ((SMOKE)) && env+=(SMOKE=1 WARMUP=1 PROXIES="gateway" IDLE_CONNECTIONS=200)
+        ;;
+    overload)
+        script=overload.sh
+        ((SMOKE)) && env+=(PROXIES="gateway-on" DURATION=4 UNLOADED_DURATION=2)
+        ;;
+    esac
+    log "== $name: ${env[*]} $script"
+    if env "${env[@]}" "$SCRIPT_DIR/$script" >"$WORK/$name.log" 2>&1 && [[ -s $SUITE_DIR/$name.json ]]; then
+        if ((SMOKE)) && ! has_gateway_row "$SUITE_DIR/$name.json"; then
+            tail -n 20 "$WORK/$name.log" >&2
+            log "== $name: FAILED: no gateway row in $SUITE_DIR/$name.json"
+            FAILED+=("$name")
+        else
+            log "== $name: done"
+        fi
+    else
+        tail -n 30 "$WORK/$name.log" >&2
+        log "== $name: FAILED (its log is above)"
+        FAILED+=("$name")
+    fi
+    cp "$WORK/$name.log" "$SUITE_DIR/$name.log" 2>/dev/null || true
+}
+
+has_gateway_row() { # FILE: some summary entry (or overload proxy) is the gateway's
+    jq -e '[.. | objects | (.proxy? // empty) | strings | select(startswith("gateway"))] | length > 0' "$1" >/dev/null
+}
+
+summarize() {
+    local cmd="loadtests/bench/suite.sh"
+    ((SMOKE)) && cmd="SMOKE=1 $cmd"
+    [[ $ONLY == "small 16k https latency openloop tls-h2 overload" ]] || cmd="ONLY=\"$ONLY\" $cmd"
+    if "$TARGET/bench-report" summarize "$SUITE_DIR" --command "$cmd" >"$WORK/summarize.log" 2>&1; then
+        cat "$SUITE_DIR/summary.md"
+        log "wrote $SUITE_DIR/summary.{json,md} and the plots"
+    else
+        cat "$WORK/summarize.log" >&2
+        FAILED+=(summary)
+    fi
+}
+
+main "$@"

@@ -15,6 +15,7 @@ pub mod abuse;
 pub mod capacity;
 pub mod origin;
 pub mod overload;
+pub mod suite;
 
 pub use origin::{pattern, Origin, OriginConfig, ReceivedRequest};
 

@@ -1,0 +1,86 @@
+use serde_json::{json, Value};
+
+use super::*;
+use crate::suite::model::Summary;
+use crate::suite::{norm_http, norm_tls};
+
+fn http(name: &str, rows: &[(&str, f64, f64, f64)]) -> crate::suite::model::HttpScenario {
+    let summary: Vec<Value> = rows
+        .iter()
+        .map(|(p, cpu, p50, p99)| json!({"proxy": p, "cpu_us_per_req": cpu, "p50_us": p50, "p99_us": p99}))
+        .collect();
+    norm_http::scenario(name, &json!({ "summary": summary }), &mut Vec::new())
+}
+
+fn find<'a>(targets: &'a [Target], prefix: &str) -> &'a Target {
+    targets.iter().find(|t| t.target.starts_with(prefix)).unwrap()
+}
+
+#[test]
+fn cpu_targets_met_missed_and_missing() {
+    let mut s = Summary::default();
+    s.http.push(http(
+        "h1-small",
+        &[("gateway-uring", 8.0, 0.0, 0.0), ("nginx", 10.0, 0.0, 0.0), ("haproxy", 9.0, 0.0, 0.0)],
+    ));
+    s.http.push(http("https", &[("gateway-uring", 8.0, 0.0, 0.0), ("haproxy", 12.0, 0.0, 0.0)]));
+    let t = evaluate(&s);
+    let nginx = find(&t, "h1-small: CPU µs/request ≤ 0.8x nginx");
+    assert_eq!((nginx.met, nginx.measured.as_str()), (Verdict::Yes, "0.80x; 8.00 vs 10.0 µs"));
+    assert_eq!(find(&t, "h1-small: CPU µs/request ≤ 0.8x HAProxy").met, Verdict::No);
+    let no_nginx = find(&t, "https: CPU µs/request ≤ 0.8x nginx");
+    assert_eq!((no_nginx.met, no_nginx.measured.as_str()), (Verdict::Missing, "– (no nginx figure)"));
+    assert_eq!(no_nginx.met.label(), "–");
+    assert_eq!(find(&t, "https: CPU µs/request ≤ 0.8x HAProxy").met, Verdict::Yes);
+    let no_file = find(&t, "h1-16k: CPU");
+    assert_eq!((no_file.met, no_file.measured.as_str()), (Verdict::Missing, "– (no h1-16k.json)"));
+    assert_eq!(find(&t, "h2: CPU").measured, "– (no tls-h2.json)");
+}
+
+#[test]
+fn latency_targets_use_the_added_latency() {
+    let mut s = Summary::default();
+    s.http.push(http(
+        "latency",
+        &[("gateway-uring", 1.0, 60.0, 140.0), ("nginx", 1.0, 70.0, 100.0), ("direct", 1.0, 40.0, 50.0)],
+    ));
+    let t = evaluate(&s);
+    let p50 = find(&t, "added latency per hop: p50");
+    assert_eq!((p50.met, p50.measured.as_str()), (Verdict::Yes, "0.67x; 20.0 vs 30.0 µs"));
+    let p99 = find(&t, "added latency per hop: p99");
+    assert_eq!((p99.met, p99.measured.as_str()), (Verdict::No, "1.80x; 90.0 vs 50.0 µs"));
+}
+
+#[test]
+fn tls_targets_fall_back_to_the_plain_gateway_name() {
+    let entry = |p: &str, hs: f64, h2: f64, idle: f64| json!({"proxy": p, "handshake": {"cpu_us": hs}, "h2": {"cpu_us": h2}, "idle": {"pss_kib": idle}});
+    let doc = json!({"summary": [entry("gateway", 400.0, 15.0, 14.0), entry("nginx", 800.0, 20.0, 13.0)]});
+    let s = Summary { tls_h2: Some(norm_tls::tls_h2(&doc, &mut Vec::new())), ..Summary::default() };
+    let t = evaluate(&s);
+    assert_eq!(find(&t, "TLS handshake: CPU per handshake ≤ nginx (gateway)").met, Verdict::Yes);
+    assert_eq!(find(&t, "h2: CPU µs/request ≤ 0.8x nginx").met, Verdict::Yes);
+    assert_eq!(find(&t, "h2: CPU µs/request ≤ 0.8x HAProxy").measured, "– (no HAProxy figure)");
+    assert_eq!(find(&t, "idle memory per TLS").met, Verdict::No);
+    assert_eq!(find(&t, "idle memory per plain").measured, "– (no gateway figure)");
+}
+
+#[test]
+fn access_log_and_io_uring_are_stated() {
+    let mut s = Summary::default();
+    s.http.push(http(
+        "h1-small",
+        &[("gateway-uring", 10.0, 0.0, 0.0), ("gateway-uring-log", 11.0, 0.0, 0.0), ("gateway-epoll", 12.5, 0.0, 0.0)],
+    ));
+    let t = evaluate(&s);
+    let log = find(&t, "h1-small: access log cost");
+    assert_eq!((log.met, log.measured.as_str()), (Verdict::Stated, "+1.00 µs (+10.0%): 11.0 vs 10.0"));
+    let io = find(&t, "h1-small: io_uring vs epoll");
+    assert_eq!(io.measured, "io_uring cheaper: 10.0 vs 12.5 µs (0.80x)");
+}
+
+#[test]
+fn an_empty_summary_has_only_missing_rows() {
+    let t = evaluate(&Summary::default());
+    assert!(t.iter().all(|t| t.met == Verdict::Missing), "{t:?}");
+    assert_eq!(t.len(), 15);
+}

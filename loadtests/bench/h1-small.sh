@@ -87,6 +87,7 @@ ACTIVE=()                  # proxies that started and answered correctly
 SKIPPED_JSON=()            # {"proxy":..,"reason":..} for the ones that did not
 GATEWAY_BIN=""
 OPENLOOP_BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/openloop
+REPORT_BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/bench-report
 HAPROXY=""
 PKI=$WORK/pki
 SCHEME=http
@@ -135,19 +136,23 @@ check_params() {
     done
     [[ $SCENARIO != openloop || $SKIP_BUILD == 0 || -x $OPENLOOP_BIN ]] ||
         die "SCENARIO=openloop needs $OPENLOOP_BIN (cargo build --release -p loadtests)"
+    [[ $SKIP_BUILD == 0 || -x $REPORT_BIN ]] || die "no $REPORT_BIN (cargo build --release -p loadtests)"
 }
 
 build_gateway() {
-    local bin=${CARGO_TARGET_DIR:-$ROOT/target}/release/gateway packages=(-p gateway)
-    [[ $SCENARIO == openloop ]] && packages+=(-p loadtests)
-    [[ " $PROXIES " == *" gateway-"* || $SCENARIO == openloop ]] || return 0
+    local bin=${CARGO_TARGET_DIR:-$ROOT/target}/release/gateway
     if [[ $SKIP_BUILD == 1 ]]; then
         log "SKIP_BUILD=1: using $bin as it is"
     else
-        log "building: cargo build --release ${packages[*]}"
-        if ! (cd "$ROOT" && cargo build --release "${packages[@]}") >"$WORK/gateway-build.log" 2>&1; then
+        # loadtests: bench-report reads wrk's output, openloop is the constant-rate generator.
+        (cd "$ROOT" && cargo build --release -p loadtests) >"$WORK/loadtests-build.log" 2>&1 || {
+            tail -n 15 "$WORK/loadtests-build.log" >&2
+            die "the release build of the load tools failed (cargo build --release -p loadtests)"
+        }
+        [[ " $PROXIES " == *" gateway-"* ]] || return 0
+        log "building the gateway: cargo build --release -p gateway"
+        if ! (cd "$ROOT" && cargo build --release -p gateway) >"$WORK/gateway-build.log" 2>&1; then
             tail -n 15 "$WORK/gateway-build.log" >&2
-            [[ $SCENARIO != openloop ]] || die "the release build failed (cargo build --release ${packages[*]})"
             skip_gateway "the release build failed (cargo build --release -p gateway)"
             return 0
         fi
@@ -409,21 +414,22 @@ measure() {
     p1=$(cpu_ticks "${proxy_pids[@]}")
     o1=$(cpu_ticks "${origin_pids[@]}")
 
-    local -A r=()
-    for kv in $(grep '^RESULT ' "$out" | head -n 1 | cut -d' ' -f2-); do
-        r[${kv%%=*}]=${kv#*=}
-    done
-    jq -cn \
+    # bench-report parses wrk's output (loadtests/src/suite/wrk.rs, unit-tested); .result is
+    # the RESULT line our done hook printed.
+    if ! "$REPORT_BIN" parse wrk "$out" >"$out.json" 2>"$out.err" || ! jq -e '.result.requests' "$out.json" >/dev/null; then
+        cat "$out.err" "$out" >&2
+        log "round $round $name: cannot read wrk's output, run not recorded"
+        return 0
+    fi
+    jq -c '.result' "$out.json" | jq -c \
         --arg proxy "$name" --argjson round "$round" \
-        --argjson requests "${r[requests]}" --argjson duration_us "${r[duration_us]}" \
-        --argjson p50 "${r[p50_us]}" --argjson p90 "${r[p90_us]}" --argjson p99 "${r[p99_us]}" \
-        --argjson max "${r[max_us]}" --argjson bytes "${r[bytes]}" \
-        --argjson connect "${r[connect]}" --argjson read "${r[read]}" --argjson write "${r[write]}" \
-        --argjson status "${r[status]}" --argjson timeout "${r[timeout]}" \
         --argjson proxy_ticks "$((p1 - p0))" --argjson origin_ticks "$((o1 - o0))" \
         --argjson has_proxy "$([[ $name == direct ]] && echo false || echo true)" \
         --argjson tck "$CLK_TCK" --arg scenario "$SCENARIO" '
-        def per_req(ticks): if $requests > 0 then ticks * 1e6 / $tck / $requests else null end;
+        .requests as $requests | .duration_us as $duration_us | .p50_us as $p50 | .p90_us as $p90
+        | .p99_us as $p99 | .max_us as $max | .bytes as $bytes | .connect as $connect | .read as $read
+        | .write as $write | .status as $status | .timeout as $timeout
+        | def per_req(ticks): if $requests > 0 then ticks * 1e6 / $tck / $requests else null end;
         {
           test: (if $scenario == "openloop" then "peak" else "wrk" end),
           proxy: $proxy, round: $round, requests: $requests,
@@ -526,7 +532,7 @@ markdown() {
     .params as $p |
     "## \(.benchmark) \(.timestamp)",
     "",
-    "\(.description | .[:1] | ascii_upcase)\(.description | .[1:]): \(if .benchmark == "openloop" then "the peak from" else "" end) wrk -t1 -c\($p.connections) to \(if $p.tls then "https" else "http" end)://127.0.0.1:PORT/, \($p.duration_s) s per run after \($p.warmup_s) s warm-up, \($p.rounds) interleaved round(s), median (min–max) over rounds. Proxies pinned to CPU \($p.proxy_cpu), one worker each, kept running across rounds; origin (\($p.origin)) and the load generator pinned to CPU \($p.load_cpu). CPU/req: utime+stime of all the proxy'"'"'s processes per completed request.\(if $p.tls then " TLS: the same ECDSA P-256 certificate everywhere; negotiated \($p.tls_cipher)." else "" end)",
+    "\(.description | .[:1] | ascii_upcase)\(.description | .[1:]): \(if .benchmark == "openloop" then "the peak from " else "" end)wrk -t1 -c\($p.connections) to \(if $p.tls then "https" else "http" end)://127.0.0.1:PORT/, \($p.duration_s) s per run after \($p.warmup_s) s warm-up, \($p.rounds) interleaved round(s), median (min–max) over rounds. Proxies pinned to CPU \($p.proxy_cpu), one worker each, kept running across rounds; origin (\($p.origin)) and the load generator pinned to CPU \($p.load_cpu). CPU/req: utime+stime of all the proxy'"'"'s processes per completed request.\(if $p.tls then " TLS: the same ECDSA P-256 certificate everywhere; negotiated \($p.tls_cipher)." else "" end)",
     "",
     "Machine: Linux \(.machine.kernel), \(.machine.nproc) CPUs (\(.machine.cpu_model)), load average \(.machine.loadavg_before) before the rounds; nginx \(.machine.nginx); wrk \(.machine.wrk); commit \(.git.commit)\(if .git.dirty then " (dirty tree)" else "" end).",
     "",

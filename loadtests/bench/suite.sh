@@ -25,6 +25,7 @@
 #                    scenario has no gateway row (it keeps the runner working; it measures nothing)
 #   ONLY [all]       the scenarios to run, by name
 #   ROUNDS [3]       rounds of the h1 scenarios and tls-h2 (overload: 1)
+#   OPENLOOP_ROUNDS [1]  rounds of openloop (each is a peak run and four constant-rate runs)
 #   DURATION [10]    seconds per measured run of the h1 scenarios and tls-h2
 #   SKIP_BUILD [0]   1: use the existing release binaries
 #   RESULTS_DIR [loadtests/results/suite-<UTC timestamp>]
@@ -115,7 +116,7 @@ scenario() {
         ((SMOKE)) && env+=(PROXIES="gateway-uring")
         ;;
     openloop)
-        env+=(SCENARIO=openloop "${h1[@]}")
+        env+=(SCENARIO=openloop "${h1[@]}" ROUNDS="${OPENLOOP_ROUNDS:-1}")
         if ((SMOKE)); then
             env+=(PROXIES="gateway-uring" FRACTIONS="0.5")
         else

@@ -64,6 +64,7 @@ bench_init tls-h2
 
 GATEWAY_BIN=${GATEWAY_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/gateway}
 IDLE_CLIENT=$SCRIPT_DIR/tls-idle.py
+REPORT_BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/bench-report
 PKI=$WORK/pki
 declare -A PROXY_PID=()    # proxy name -> PID of its (main) process, for tests 1 and 2
 declare -A PROXY_PORT=()   # proxy name -> its TLS port
@@ -113,6 +114,15 @@ check_params() {
 }
 
 build_gateway() {
+    if [[ $SKIP_BUILD == 1 ]]; then
+        [[ -x $REPORT_BIN ]] || die "no $REPORT_BIN (cargo build --release -p loadtests)"
+    else
+        # bench-report reads h2load's and openssl s_time's output.
+        (cd "$ROOT" && cargo build --release -p loadtests) >"$WORK/loadtests-build.log" 2>&1 || {
+            tail -n 15 "$WORK/loadtests-build.log" >&2
+            die "the release build of the load tools failed (cargo build --release -p loadtests)"
+        }
+    fi
     [[ " $PROXIES " == *" gateway "* ]] || return 0
     if [[ $SKIP_BUILD == 1 ]]; then
         log "SKIP_BUILD=1: using $GATEWAY_BIN as it is"
@@ -392,10 +402,17 @@ measure_handshakes() { # NAME ROUND
     fi
     t1=$(date +%s%N)
     c1=$(cpu_ticks "${pids[@]}")
-    # "<N> connections in <S> real seconds, <B> bytes read per connection", one per client
-    local conns bytes
-    read -r conns bytes < <(awk '/ connections in [0-9.]+ real seconds/ { n += $1; b += $1 * $(NF - 4) }
-        END { printf "%d %d\n", n, (n > 0 ? b / n : 0) }' "$out".*)
+    # bench-report parses each client's output (loadtests/src/suite/stime.rs, unit-tested).
+    local conns bytes i
+    for ((i = 1; i <= HANDSHAKE_CLIENTS; i++)); do
+        "$REPORT_BIN" parse stime "$out.$i" || {
+            log "round $round handshake $name: cannot read $out.$i" >&2
+            return 0
+        }
+    done >"$out.jsonl"
+    read -r conns bytes < <(jq -rs 'map(.new // {connections: 0, bytes_read: 0})
+        | (map(.connections) | add) as $n | "\($n) \(if $n > 0 then (map(.bytes_read) | add) / $n | floor else 0 end)"' \
+        "$out.jsonl")
     record "$(jq -cn --arg proxy "$name" --argjson round "$round" --argjson n "$conns" --argjson bytes "$bytes" \
         --argjson ns "$((t1 - t0))" --argjson ticks "$((c1 - c0))" --argjson tck "$CLK_TCK" '
         {test: "handshake", proxy: $proxy, round: $round, handshakes: $n, seconds: ($ns / 1e9),
@@ -415,20 +432,21 @@ measure_h2() { # NAME ROUND
         return 0
     fi
     c1=$(cpu_ticks "${pids[@]}")
-    if ! grep -q '^Application protocol: h2$' "$out" || ! grep -q '^TLS Protocol: TLSv1.3$' "$out"; then
+    # bench-report parses h2load's summary (loadtests/src/suite/h2load.rs, unit-tested).
+    if ! "$REPORT_BIN" parse h2load "$out" >"$out.json" 2>"$out.err"; then
+        cat "$out.err" >&2
+        tail -n 12 "$out" >&2
+        log "round $round h2 $name: could not read h2load's summary, run not recorded"
+        return 0
+    fi
+    if [[ $(jq -r '"\(.application_protocol) \(.tls_protocol)"' "$out.json") != "h2 TLSv1.3" ]]; then
         grep -E '^(TLS Protocol|Application protocol)' "$out" >&2 || tail -n 5 "$out" >&2
         log "round $round h2 $name: not HTTP/2 over TLS 1.3, run not recorded"
         return 0
     fi
     local secs completed ok failed errored timeout
-    secs=$(sed -nE 's/^finished in ([0-9.]+)(m?s),.*/\1 \2/p' "$out" | awk '{ print ($2 == "ms" ? $1 / 1000 : $1) }')
-    read -r completed ok failed errored timeout < <(sed -nE \
-        's/^requests: [0-9]+ total, [0-9]+ started, ([0-9]+) done, ([0-9]+) succeeded, ([0-9]+) failed, ([0-9]+) errored, ([0-9]+) timeout$/\1 \2 \3 \4 \5/p' "$out")
-    [[ -n ${secs:-} && -n ${ok:-} ]] || {
-        tail -n 12 "$out" >&2
-        log "round $round h2 $name: could not read h2load's summary, run not recorded"
-        return 0
-    }
+    read -r secs completed ok failed errored timeout < <(jq -r \
+        '"\(.finished_in_us / 1e6) \(.done) \(.succeeded) \(.failed) \(.errored) \(.timeout)"' "$out.json")
     record "$(jq -cn --arg proxy "$name" --argjson round "$round" --argjson secs "$secs" \
         --argjson completed "$completed" --argjson ok "$ok" --argjson failed "$failed" --argjson errored "$errored" \
         --argjson timeout "$timeout" --argjson ticks "$((c1 - c0))" --argjson tck "$CLK_TCK" '

@@ -126,7 +126,7 @@ scenario() {
     tls-h2)
         script=tls-h2.sh
         env+=(ROUNDS="$ROUNDS" DURATION="$DURATION")
-        ((SMOKE)) && env+=(SMOKE=1 WARMUP=1 PROXIES="gateway" IDLE_CONNECTIONS=200)
+        ((SMOKE)) && env+=(SMOKE=1 WARMUP=1 PROXIES="gateway-uring" IDLE_CONNECTIONS=200)
         ;;
     overload)
         script=overload.sh

@@ -6,7 +6,7 @@
 #      makes one request on each and holds them open).
 #
 #   loadtests/bench/tls-h2.sh
-#   SMOKE=1 PROXIES="nginx haproxy" loadtests/bench/tls-h2.sh   # one short round
+#   SMOKE=1 PROXIES="gateway-uring nginx" loadtests/bench/tls-h2.sh   # one short round
 #
 # Environment (defaults in brackets):
 #   DURATION [10]          seconds of each measured handshake and h2 run
@@ -14,7 +14,7 @@
 #   ROUNDS [3]             interleaved rounds: in each, every proxy once per test, in PROXIES order
 #   SMOKE [0]              1: one short round (defaults ROUNDS=1, DURATION=3, WARMUP=1,
 #                          IDLE_CONNECTIONS=500), for a quick check that everything works
-#   PROXIES ["gateway nginx haproxy"]
+#   PROXIES ["gateway-uring gateway-epoll nginx haproxy"]
 #   HANDSHAKE_CLIENTS [8]  parallel `openssl s_time -new` processes
 #   H2_CONNECTIONS [16]    h2load connections (-c)
 #   H2_STREAMS [32]        h2load concurrent streams per connection (-m)
@@ -45,7 +45,7 @@ fi
 DURATION=${DURATION:-10}
 WARMUP=${WARMUP:-2}
 ROUNDS=${ROUNDS:-3}
-PROXIES=${PROXIES:-"gateway nginx haproxy"}
+PROXIES=${PROXIES:-"gateway-uring gateway-epoll nginx haproxy"}
 HANDSHAKE_CLIENTS=${HANDSHAKE_CLIENTS:-8}
 H2_CONNECTIONS=${H2_CONNECTIONS:-16}
 H2_STREAMS=${H2_STREAMS:-32}
@@ -107,8 +107,9 @@ check_params() {
         die "DURATION, ROUNDS, HANDSHAKE_CLIENTS, H2_CONNECTIONS, H2_STREAMS, IDLE_CONNECTIONS must be > 0"
     for v in $PROXIES; do
         case $v in
-        gateway | nginx | haproxy) ;;
-        *) die "unknown proxy '$v' in PROXIES (gateway nginx haproxy)" ;;
+        gateway-uring | gateway-epoll | nginx | haproxy) ;;
+        gateway) die "PROXIES: 'gateway' is now gateway-uring (io_driver = io_uring) or gateway-epoll" ;;
+        *) die "unknown proxy '$v' in PROXIES (gateway-uring gateway-epoll nginx haproxy)" ;;
         esac
     done
 }
@@ -123,7 +124,7 @@ build_gateway() {
             die "the release build of the load tools failed (cargo build --release -p loadtests)"
         }
     fi
-    [[ " $PROXIES " == *" gateway "* ]] || return 0
+    [[ " $PROXIES " == *" gateway-"* ]] || return 0
     if [[ $SKIP_BUILD == 1 ]]; then
         log "SKIP_BUILD=1: using $GATEWAY_BIN as it is"
     else
@@ -172,12 +173,12 @@ start_proxy() {
     PLAIN_PORT=$PORT
     pick_port
     case $name in
-    gateway)
+    gateway-uring | gateway-epoll)
         [[ -z $GATEWAY_SKIP ]] || {
             SKIP_REASON=$GATEWAY_SKIP
             return 1
         }
-        gateway_config "$dir" >"$dir/proxy.conf"
+        gateway_config "$dir" "$([[ $name == gateway-uring ]] && echo io_uring || echo epoll)" >"$dir/proxy.conf"
         if ! out=$("$GATEWAY_BIN" check --config "$dir/proxy.conf" 2>&1); then
             log "ERROR: the gateway ($GATEWAY_BIN) rejects the TLS listener config $dir/proxy.conf:"
             printf '%s\n' "$out" | tail -n 15 >&2
@@ -241,10 +242,11 @@ tls_checks() {
 # Proxy configs: TLS 1.2 + 1.3, the same certificate, ALPN h2 + http/1.1, one worker, no access
 # log, upstream keep-alive to the origin over plain HTTP/1.1. Each reads PORT and ORIGIN_PORT.
 
-gateway_config() { # DIR
+gateway_config() { # DIR DRIVER
     cat <<EOF
 [server]
 workers = 1
+io_driver = "$2"
 admin = false
 log_level = "warn"
 

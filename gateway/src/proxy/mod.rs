@@ -31,7 +31,7 @@ pub mod mirror;
 mod response_head;
 pub(crate) mod retry;
 pub mod websocket;
-use crate::runtime::io::{read_append_timeout, write_from};
+use crate::runtime::io::{read_append_timeout, write_from, write_from_until};
 use crate::runtime::worker::{Local, Worker};
 use crate::stats::metrics::FailureReason;
 use crate::upstream::{EndpointState, Outcome, PickHints, UpConn};
@@ -192,8 +192,8 @@ pub async fn forward(
     let propagate = (conn.ex.deadline.grpc, server.deadline_header.as_deref());
 
     worker.stats.upstream_requests_active.inc();
-    permit.start();
     let sent_at = Instant::now();
+    permit.start_at(sent_at.into_std());
     let mut avoid = None;
     let next = loop {
         let Some(inflight) = cluster.pick_with(&worker.rng, PickHints { hash, avoid }) else {
@@ -567,16 +567,16 @@ async fn send_request(
     wbuf: &mut Vec<u8>,
     deadline: Instant,
 ) -> Result<(), UpstreamError> {
-    let left = deadline.saturating_duration_since(Instant::now());
     let source = match head.body {
         BodyFraming::None => {
-            let (res, b) = write_from(up, std::mem::take(wbuf), 0, left).await;
+            let (res, b) = write_from_until(up, std::mem::take(wbuf), 0, deadline).await;
             *wbuf = b;
             return res.map_err(UpstreamError::Send);
         }
         BodyFraming::Length(n) => Source::Length(n),
         BodyFraming::Chunked => Source::Chunked,
     };
+    let left = deadline.saturating_duration_since(Instant::now());
     if head.expect_continue && conn.rbuf.len() == conn.rpos {
         let (res, _) =
             write_from(&mut conn.stream, b"HTTP/1.1 100 Continue\r\n\r\n".to_vec(), 0, server.timeouts.body_io).await;

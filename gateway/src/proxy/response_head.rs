@@ -7,7 +7,7 @@ use monoio::time::Instant;
 
 use super::{interim, websocket, UpstreamError};
 use crate::http::h1::{self, ResponseHead};
-use crate::runtime::io::{make_room, read_append_timeout};
+use crate::runtime::io::{make_room, read_append_until};
 use crate::runtime::stream::Stream;
 use crate::runtime::worker::Worker;
 use crate::upstream::UpConn;
@@ -90,8 +90,7 @@ pub(crate) async fn read_response_head(
         if !make_room(ubuf, &mut upos, 1024, max + 1) {
             return Err(UpstreamError::Protocol("response head too large"));
         }
-        let left = deadline.saturating_duration_since(Instant::now());
-        let (res, b) = read_append_timeout(up, std::mem::take(ubuf), left).await;
+        let (res, b) = read_append_until(up, std::mem::take(ubuf), deadline).await;
         *ubuf = b;
         match res {
             Ok(0) if !received_any => return Err(UpstreamError::ClosedEarly),

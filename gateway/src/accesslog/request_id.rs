@@ -48,7 +48,8 @@ impl AsRef<[u8]> for RequestId {
 /// as tokens.
 #[derive(Debug)]
 pub struct RequestIds {
-    hi: u64,
+    /// `hi` in hex, fixed for the generator's life (encoded once, not per id).
+    hi_hex: [u8; 16],
     key: u64,
     counter: u64,
 }
@@ -56,7 +57,7 @@ pub struct RequestIds {
 impl RequestIds {
     pub fn new(worker: usize) -> Self {
         let seed = *PROCESS_SEED.get_or_init(|| random_u64(0));
-        Self { hi: fmix64(seed ^ worker as u64), key: random_u64(worker as u64), counter: 0 }
+        Self { hi_hex: hex16(fmix64(seed ^ worker as u64)), key: random_u64(worker as u64), counter: 0 }
     }
 
     /// The next id.
@@ -65,12 +66,21 @@ impl RequestIds {
         self.counter = self.counter.wrapping_add(1);
         let lo = fmix64(self.counter ^ self.key);
         let mut out = [0u8; REQUEST_ID_LEN];
-        let digits = (0..16).rev().map(|i| self.hi >> (4 * i)).chain((0..16).rev().map(|i| lo >> (4 * i)));
-        for (slot, nibble) in out.iter_mut().zip(digits) {
-            *slot = b"0123456789abcdef".get((nibble & 0xf) as usize).copied().unwrap_or(b'0');
-        }
+        let (hi, rest) = out.split_at_mut(16);
+        hi.copy_from_slice(&self.hi_hex);
+        rest.copy_from_slice(&hex16(lo));
         RequestId(out)
     }
+}
+
+/// `v` as 16 lowercase hex digits, most significant first.
+fn hex16(v: u64) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    for (i, slot) in out.iter_mut().enumerate() {
+        let nibble = (v >> (60 - 4 * i)) & 0xf;
+        *slot = b"0123456789abcdef".get(nibble as usize).copied().unwrap_or(b'0');
+    }
+    out
 }
 
 /// Whether a client-supplied `x-request-id` is kept (and logged and forwarded as is): 1 to
@@ -128,6 +138,13 @@ mod tests {
         let (mut a, mut b) = (RequestIds::new(3), RequestIds::new(3));
         let first: HashSet<RequestId> = (0..10_000).map(|_| a.next()).collect();
         assert!((0..10_000).all(|_| !first.contains(&b.next())));
+    }
+
+    #[test]
+    fn hex16_matches_the_formatter() {
+        for v in [0, 1, 0xf, 0x10, 0xdead_beef, u64::MAX, 0x0123_4567_89ab_cdef, fmix64(7)] {
+            assert_eq!(hex16(v).as_slice(), format!("{v:016x}").as_bytes());
+        }
     }
 
     #[test]

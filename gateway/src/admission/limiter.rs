@@ -246,7 +246,12 @@ pub struct Permit {
 impl Permit {
     /// Marks the moment the request was sent upstream.
     pub fn start(&mut self) {
-        self.started = Some(Instant::now());
+        self.start_at(Instant::now());
+    }
+
+    /// [`Permit::start`] with a clock reading the caller already has.
+    pub fn start_at(&mut self, now: Instant) {
+        self.started = Some(now);
     }
 
     /// Reports a successful exchange: its upstream latency feeds the adaptive limit.

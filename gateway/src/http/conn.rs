@@ -14,7 +14,7 @@ use super::h1::{self, BodyFraming, RequestHead, RequestLimits};
 use super::response;
 use crate::admission::limiter::Admission;
 use crate::route::RequestFacts;
-use crate::runtime::io::{make_room, read_append_timeout, write_from};
+use crate::runtime::io::{make_room, read_append_until, write_from};
 use crate::runtime::worker::{ListenerHandle, Local, Worker};
 use crate::stats::metrics::ClassOutcome;
 use std::time::Instant;
@@ -116,8 +116,10 @@ pub async fn serve(
 }
 
 async fn serve_requests(worker: &Rc<Worker>, conn: &mut Downstream) {
+    // When the previous request ended (the idle timeout counts from there).
+    let mut ended = None;
     loop {
-        if conn.rpos >= conn.rbuf.len() && !wait_for_request(worker, conn).await {
+        if conn.rpos >= conn.rbuf.len() && !wait_for_request(worker, conn, ended).await {
             return;
         }
         let local = worker.local();
@@ -141,7 +143,7 @@ async fn serve_requests(worker: &Rc<Worker>, conn: &mut Downstream) {
             conn.ex.tls = conn.tls.is_some();
         }
         let next = Box::pin(handle(worker, conn, &local, &head)).await;
-        conn.ex.finish(worker, &local, conn.peer.ip());
+        ended = Some(conn.ex.finish(worker, &local, conn.peer.ip()));
         worker.stats.requests_active.sub(1);
         conn.served += 1;
         if next == Next::Close || conn.closing() {
@@ -151,13 +153,19 @@ async fn serve_requests(worker: &Rc<Worker>, conn: &mut Downstream) {
 }
 
 /// Waits, without holding a buffer, until the client sends the first byte of a request.
-/// False when the connection should close (idle timeout, drain, client gone).
-async fn wait_for_request(worker: &Rc<Worker>, conn: &mut Downstream) -> bool {
+/// False when the connection should close (idle timeout, drain, client gone). `ended`: when the
+/// previous request ended (read already; the wait's limit counts from then), if any.
+async fn wait_for_request(worker: &Rc<Worker>, conn: &mut Downstream, ended: Option<Instant>) -> bool {
     let buf = std::mem::take(&mut conn.rbuf);
     worker.buffers.give(buf);
     conn.rpos = 0;
     let timeouts = &worker.local().snap.config.server.timeouts;
     let limit = if conn.served == 0 { timeouts.header_read } else { timeouts.idle };
+    let since = ended.map_or_else(monoio::time::Instant::now, monoio::time::Instant::from_std);
+    let limit = match since.checked_add(limit) {
+        Some(deadline) => monoio::time::sleep_until(deadline),
+        None => monoio::time::sleep(limit),
+    };
     if conn.stream.is_tls() {
         return wait_for_tls_request(worker, conn, limit).await;
     }
@@ -166,7 +174,7 @@ async fn wait_for_request(worker: &Rc<Worker>, conn: &mut Downstream) -> bool {
     let first = conn.served == 0;
     let ready = monoio::select! {
         r = conn.stream.readable(relaxed) => r.is_ok(),
-        _ = monoio::time::sleep(limit) => false,
+        _ = limit => false,
         _ = stop_unless_first(&conn.listener, first) => false,
     };
     if ready {
@@ -187,12 +195,12 @@ async fn stop_unless_first(listener: &ListenerHandle, first: bool) {
 
 /// TLS cannot report readability without decrypting, so an idle TLS connection waits in a read
 /// into a small buffer (not a pooled one: idle connections should cost little memory).
-async fn wait_for_tls_request(worker: &Rc<Worker>, conn: &mut Downstream, limit: Duration) -> bool {
+async fn wait_for_tls_request(worker: &Rc<Worker>, conn: &mut Downstream, limit: monoio::time::Sleep) -> bool {
     let small = Vec::with_capacity(512);
     let first = conn.served == 0;
     let read = monoio::select! {
         r = conn.stream.read_append(small) => Some(r),
-        _ = monoio::time::sleep(limit) => None,
+        _ = limit => None,
         _ = stop_unless_first(&conn.listener, first) => None,
     };
     match read {
@@ -237,9 +245,8 @@ async fn read_head(worker: &Rc<Worker>, conn: &mut Downstream, local: &Local) ->
         if !make_room(&mut conn.rbuf, &mut conn.rpos, 1024, limits.max_header_bytes + 1) {
             return Err(HeadEnd::Reply(431));
         }
-        let left = deadline.saturating_duration_since(monoio::time::Instant::now());
         let had_bytes = conn.rbuf.len() > conn.rpos;
-        let (res, buf) = read_append_timeout(&mut conn.stream, std::mem::take(&mut conn.rbuf), left).await;
+        let (res, buf) = read_append_until(&mut conn.stream, std::mem::take(&mut conn.rbuf), deadline).await;
         conn.rbuf = buf;
         match res {
             Ok(0) => return Err(HeadEnd::Close),
@@ -307,7 +314,8 @@ pub(crate) async fn handle(worker: &Rc<Worker>, conn: &mut Downstream, local: &R
         return answer_locally(worker, conn, local, head, Local404).await;
     };
     conn.ex.route = Some(index);
-    let started = Instant::now();
+    // The request's start, as `Exchange::begin` just read it (one clock read per request).
+    let started = conn.ex.started.unwrap_or_else(Instant::now);
     let class = crate::admission::class_of(worker, conn, local, index);
     let count = |outcome| {
         worker.metrics.count_class(class, outcome);

@@ -162,9 +162,11 @@ impl Exchange {
         self.referer = f.referer.map(&mut keep);
     }
 
-    /// Reports the finished request: stats, metrics, access log.
-    pub fn finish(&self, worker: &Worker, local: &Local, client: std::net::IpAddr) {
-        let elapsed = self.started.map(|s| s.elapsed()).unwrap_or_default();
+    /// Reports the finished request: stats, metrics, access log. Returns the clock reading it
+    /// took (the request's end), for the caller's next timer.
+    pub fn finish(&self, worker: &Worker, local: &Local, client: std::net::IpAddr) -> Instant {
+        let now = Instant::now();
+        let elapsed = self.started.map(|s| now.saturating_duration_since(s)).unwrap_or_default();
         if self.status != 0 {
             worker.stats.count_status(self.status);
         }
@@ -175,7 +177,7 @@ impl Exchange {
             m.observe(self.status, up);
         }
         if !worker.access_log_enabled() {
-            return;
+            return now;
         }
         let config = &local.snap.config;
         let field = |r: &Range<usize>| self.fields.get(r.clone()).unwrap_or_default();
@@ -200,5 +202,6 @@ impl Exchange {
             referer: self.referer.as_ref().map(field),
         };
         worker.log(&entry);
+        now
     }
 }

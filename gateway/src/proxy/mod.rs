@@ -31,7 +31,7 @@ pub mod mirror;
 mod response_head;
 pub(crate) mod retry;
 pub mod websocket;
-use crate::runtime::io::{read_append_timeout, write_from};
+use crate::runtime::io::{read_append_timeout, write_from, write_from_until};
 use crate::runtime::worker::{Local, Worker};
 use crate::stats::metrics::FailureReason;
 use crate::upstream::{EndpointState, Outcome, PickHints, UpConn};
@@ -192,8 +192,8 @@ pub async fn forward(
     let propagate = (conn.ex.deadline.grpc, server.deadline_header.as_deref());
 
     worker.stats.upstream_requests_active.inc();
-    permit.start();
     let sent_at = Instant::now();
+    permit.start_at(sent_at.into_std());
     let mut avoid = None;
     let next = loop {
         let Some(inflight) = cluster.pick_with(&worker.rng, PickHints { hash, avoid }) else {
@@ -567,16 +567,16 @@ async fn send_request(
     wbuf: &mut Vec<u8>,
     deadline: Instant,
 ) -> Result<(), UpstreamError> {
-    let left = deadline.saturating_duration_since(Instant::now());
     let source = match head.body {
         BodyFraming::None => {
-            let (res, b) = write_from(up, std::mem::take(wbuf), 0, left).await;
+            let (res, b) = write_from_until(up, std::mem::take(wbuf), 0, deadline).await;
             *wbuf = b;
             return res.map_err(UpstreamError::Send);
         }
         BodyFraming::Length(n) => Source::Length(n),
         BodyFraming::Chunked => Source::Chunked,
     };
+    let left = deadline.saturating_duration_since(Instant::now());
     if head.expect_continue && conn.rbuf.len() == conn.rpos {
         let (res, _) =
             write_from(&mut conn.stream, b"HTTP/1.1 100 Continue\r\n\r\n".to_vec(), 0, server.timeouts.body_io).await;
@@ -655,19 +655,44 @@ async fn relay_response(
                 read_timeout: action.timeout,
                 write_timeout: server.timeouts.body_io,
             };
-            let mut scratch = worker.buffers.take();
-            let side = Side { stream: &mut up.stream, buf: &mut ubuf, pos: &mut upos };
-            let result = body::transfer(
-                side,
-                Some(body::Dest::Stream(&mut conn.stream)),
-                &mut wbuf,
-                source,
-                chunk_out,
-                &limits,
-                &mut scratch,
-            )
-            .await;
-            worker.buffers.give(scratch);
+            // The head and the body bytes that came with it go out in one write straight from
+            // the read buffer, the head copied in front of them (instead of the body behind it).
+            let mut source = source;
+            let mut sent = Ok(0);
+            if let Some((start, take)) = head_before_body(&mut ubuf, upos, &wbuf, source, chunk_out) {
+                wbuf.clear();
+                let end = upos + take;
+                let write = conn.stream.write_all_range(std::mem::take(&mut ubuf), start..end);
+                let (res, b) = match monoio::time::timeout(server.timeouts.body_io, write).await {
+                    Ok(r) => r,
+                    Err(_) => (Err(io::ErrorKind::TimedOut.into()), Vec::new()),
+                };
+                ubuf = b;
+                upos = end;
+                sent = res.map(|()| take as u64).map_err(TransferError::Write);
+                if let Source::Length(n) = source {
+                    source = Source::Length(n.saturating_sub(take as u64));
+                }
+            }
+            let result = match sent {
+                Ok(done) if source != Source::Length(0) || done == 0 => {
+                    let mut scratch = worker.buffers.take();
+                    let side = Side { stream: &mut up.stream, buf: &mut ubuf, pos: &mut upos };
+                    let result = body::transfer(
+                        side,
+                        Some(body::Dest::Stream(&mut conn.stream)),
+                        &mut wbuf,
+                        source,
+                        chunk_out,
+                        &limits,
+                        &mut scratch,
+                    )
+                    .await;
+                    worker.buffers.give(scratch);
+                    result.map(|n| n + done)
+                }
+                other => other,
+            };
             match result {
                 Ok(n) => {
                     worker.stats.downstream_bytes_out.add(head_bytes + n);
@@ -695,6 +720,31 @@ async fn relay_response(
     } else {
         Next::Close
     }
+}
+
+/// Places the response head `head` right before the body bytes buffered at `ubuf[upos..]`, so
+/// that both can be written as `ubuf[start..upos + take]` (`take` body bytes): only for a
+/// `Content-Length` body passed through as is, when there is room before the body and the
+/// head is shorter than the buffered body (copying it is the cheaper copy).
+fn head_before_body(
+    ubuf: &mut [u8],
+    upos: usize,
+    head: &[u8],
+    source: Source,
+    chunk_out: bool,
+) -> Option<(usize, usize)> {
+    let Source::Length(n) = source else { return None };
+    if chunk_out {
+        return None;
+    }
+    let avail = ubuf.len().checked_sub(upos)?;
+    let take = avail.min(usize::try_from(n).unwrap_or(usize::MAX));
+    if take <= head.len() {
+        return None;
+    }
+    let start = upos.checked_sub(head.len())?;
+    ubuf.get_mut(start..upos)?.copy_from_slice(head);
+    Some((start, take))
 }
 
 /// Answers with a gateway error (`extra`: header lines), keeping the connection unless `close`.
@@ -726,4 +776,36 @@ async fn reply(
 async fn fail(worker: &Rc<Worker>, conn: &mut Downstream, local: &Local, status: u16) -> Next {
     reply_and_close(worker, conn, status, local).await;
     Next::Close
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn head_goes_right_before_the_buffered_body() {
+        // 4 bytes of room, a 3-byte upstream head, then 6 body bytes and 2 extra bytes.
+        let mut ubuf = b"....HHHbodyXYzz".to_vec();
+        let (start, take) = head_before_body(&mut ubuf, 7, b"NEW", Source::Length(6), false).unwrap_or_default();
+        assert_eq!((start, take), (4, 6));
+        assert_eq!(&ubuf[start..7 + take], b"NEWbodyXY");
+        assert_eq!(&ubuf[7 + take..], b"zz", "bytes past the body are not part of the write");
+    }
+
+    #[test]
+    fn head_before_body_only_when_it_fits_and_pays() {
+        let mut ubuf = b"HHbody".to_vec();
+        // No room before the body.
+        assert_eq!(head_before_body(&mut ubuf, 2, b"NEW", Source::Length(4), false), None);
+        // The buffered body is not longer than the head.
+        assert_eq!(head_before_body(&mut ubuf, 2, b"N", Source::Length(1), false), None);
+        // Chunked output, other framings.
+        assert_eq!(head_before_body(&mut ubuf, 2, b"N", Source::Length(4), true), None);
+        assert_eq!(head_before_body(&mut ubuf, 2, b"N", Source::Chunked, false), None);
+        assert_eq!(head_before_body(&mut ubuf, 2, b"N", Source::UntilClose, false), None);
+        assert_eq!(ubuf, b"HHbody", "nothing was written");
+        // A body longer than what is buffered: only the buffered part.
+        assert_eq!(head_before_body(&mut ubuf, 2, b"NN", Source::Length(100), false), Some((0, 4)));
+        assert_eq!(ubuf, b"NNbody");
+    }
 }

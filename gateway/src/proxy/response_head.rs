@@ -7,12 +7,18 @@ use monoio::time::Instant;
 
 use super::{interim, websocket, UpstreamError};
 use crate::http::h1::{self, ResponseHead};
-use crate::runtime::io::{make_room, read_append_timeout};
+use crate::runtime::io::{make_room, read_append_until};
 use crate::runtime::stream::Stream;
 use crate::runtime::worker::Worker;
 use crate::upstream::UpConn;
 
-/// Reads the response head into a pooled buffer (given back on failure).
+/// Bytes left free at the front of the pooled response buffer (before the upstream's head), so
+/// that the rewritten response head can be placed right before the body bytes that arrived with
+/// it and both go out in one write without copying the body (see `relay_response`).
+pub(crate) const HEAD_ROOM: usize = 512;
+
+/// Reads the response head into a pooled buffer (given back on failure), after [`HEAD_ROOM`]
+/// unused bytes: the head starts at the returned offset, never at 0.
 pub(crate) async fn read_response_head_pooled(
     worker: &Rc<Worker>,
     up: &mut UpConn,
@@ -23,6 +29,7 @@ pub(crate) async fn read_response_head_pooled(
     deadline: Instant,
 ) -> Result<(Vec<u8>, usize, ResponseHead), UpstreamError> {
     let mut ubuf = worker.buffers.take();
+    ubuf.resize(HEAD_ROOM, 0);
     match read_response_head(worker, &mut up.stream, &mut ubuf, server, is_head, websocket, interim, deadline).await {
         Ok((upos, resp)) => Ok((ubuf, upos, resp)),
         Err(e) => {
@@ -32,7 +39,8 @@ pub(crate) async fn read_response_head_pooled(
     }
 }
 
-/// Reads until a final (non-1xx) response head is buffered; interim 1xx responses go to
+/// Reads until a final (non-1xx) response head is buffered after the bytes `ubuf` already holds
+/// (which are left alone unless room is needed); interim 1xx responses go to
 /// `interim` (see [`interim`]: at most [`interim::MAX_INTERIM`], then a protocol error).
 /// A 101 is final: accepted when `websocket` (the request was a WebSocket handshake) and it
 /// switches to WebSocket, refused otherwise.
@@ -48,7 +56,7 @@ pub(crate) async fn read_response_head(
     deadline: Instant,
 ) -> Result<(usize, ResponseHead), UpstreamError> {
     let max = server.limits.max_response_header_bytes;
-    let mut upos = 0;
+    let mut upos = ubuf.len();
     let mut received_any = false;
     let mut interims = 0;
     loop {
@@ -90,8 +98,7 @@ pub(crate) async fn read_response_head(
         if !make_room(ubuf, &mut upos, 1024, max + 1) {
             return Err(UpstreamError::Protocol("response head too large"));
         }
-        let left = deadline.saturating_duration_since(Instant::now());
-        let (res, b) = read_append_timeout(up, std::mem::take(ubuf), left).await;
+        let (res, b) = read_append_until(up, std::mem::take(ubuf), deadline).await;
         *ubuf = b;
         match res {
             Ok(0) if !received_any => return Err(UpstreamError::ClosedEarly),

@@ -21,6 +21,19 @@ pub async fn read_append_timeout(stream: &mut Stream, buf: Vec<u8>, limit: Durat
     }
 }
 
+/// [`read_append`] bounded by an absolute `deadline` (no clock read here: callers that already
+/// hold a deadline skip the `now()` a duration would need); a timeout is `ErrorKind::TimedOut`.
+pub async fn read_append_until(
+    stream: &mut Stream,
+    buf: Vec<u8>,
+    deadline: monoio::time::Instant,
+) -> (io::Result<usize>, Vec<u8>) {
+    match monoio::time::timeout_at(deadline, read_append(stream, buf)).await {
+        Ok(r) => r,
+        Err(_) => (Err(io::ErrorKind::TimedOut.into()), Vec::new()),
+    }
+}
+
 /// Writes `buf[from..]` completely, bounded by `limit`; returns the buffer.
 pub async fn write_from(stream: &mut Stream, buf: Vec<u8>, from: usize, limit: Duration) -> (io::Result<()>, Vec<u8>) {
     if from >= buf.len() {
@@ -29,6 +42,24 @@ pub async fn write_from(stream: &mut Stream, buf: Vec<u8>, from: usize, limit: D
     let len = buf.len();
     let fut = stream.write_all_range(buf, from..len);
     match monoio::time::timeout(limit, fut).await {
+        Ok(r) => r,
+        Err(_) => (Err(io::ErrorKind::TimedOut.into()), Vec::new()),
+    }
+}
+
+/// [`write_from`] bounded by an absolute `deadline` instead of a duration.
+pub async fn write_from_until(
+    stream: &mut Stream,
+    buf: Vec<u8>,
+    from: usize,
+    deadline: monoio::time::Instant,
+) -> (io::Result<()>, Vec<u8>) {
+    if from >= buf.len() {
+        return (Ok(()), buf);
+    }
+    let len = buf.len();
+    let fut = stream.write_all_range(buf, from..len);
+    match monoio::time::timeout_at(deadline, fut).await {
         Ok(r) => r,
         Err(_) => (Err(io::ErrorKind::TimedOut.into()), Vec::new()),
     }

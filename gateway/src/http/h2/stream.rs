@@ -51,7 +51,7 @@ pub async fn handle(
     ex.begin_h2(&worker, &parts, local.snap.config.server.deadline_header.as_deref());
     ex.tls = ctx.tls.is_some();
     serve(&worker, &ctx, &local, &parts, body, &mut respond, &mut ex).await;
-    ex.finish(&worker, &local, ctx.peer.ip());
+    let _ = ex.finish(&worker, &local, ctx.peer.ip());
     worker.stats.requests_active.sub(1);
     ctx.active.set(ctx.active.get().saturating_sub(1));
     if ctx.active.get() == 0 {

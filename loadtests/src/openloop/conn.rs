@@ -17,6 +17,8 @@ pub struct Conn {
     /// `head` has been written (maybe partly: `written` bytes) and its answer is awaited.
     pub in_flight: bool,
     pub written: usize,
+    /// The socket is watched for writability too (a connect or a write in progress).
+    pub want_write: bool,
     /// When the connection was last free: connected, or its last answer read.
     pub free_since_ns: u64,
     pub reader: ResponseReader,
@@ -41,6 +43,7 @@ impl Conn {
         self.sock = None;
         self.state = State::Down;
         self.in_flight = false;
+        self.want_write = false;
         self.reader = ResponseReader::default();
         self.buf.clear();
     }

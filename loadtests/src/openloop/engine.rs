@@ -60,6 +60,7 @@ impl<'a> Engine<'a> {
                 head: sched.first_on(c),
                 in_flight: false,
                 written: 0,
+                want_write: false,
                 free_since_ns: 0,
                 reader: ResponseReader::default(),
                 buf: Vec::new(),
@@ -100,6 +101,9 @@ impl<'a> Engine<'a> {
             }
             while self.released < self.total && self.sched.due_ns(self.released) <= now {
                 let c = self.sched.connection(self.released);
+                if self.released >= self.first_measured {
+                    self.rec.timer_lag(now.saturating_sub(self.sched.due_ns(self.released)));
+                }
                 self.released += 1;
                 self.service(c);
             }
@@ -180,15 +184,17 @@ impl<'a> Engine<'a> {
             match sock_ref.write(self.request.get(conn.written..).unwrap_or_default()) {
                 Ok(n) => conn.written += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    let _ = self.poller.modify(sock.as_raw_fd(), c as u64, true);
+                    if !conn.want_write {
+                        conn.want_write = self.poller.modify(sock.as_raw_fd(), c as u64, true).is_ok();
+                    }
                     return;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => return self.fail_head_and_reopen(c, Failure::Read),
             }
         }
-        if conn.written == self.request.len() {
-            let _ = self.poller.modify(sock.as_raw_fd(), c as u64, false);
+        if conn.want_write {
+            conn.want_write = self.poller.modify(sock.as_raw_fd(), c as u64, false).is_err();
         }
     }
 
@@ -221,9 +227,7 @@ impl<'a> Engine<'a> {
         }
         conn.state = State::Open;
         conn.free_since_ns = now;
-        if let Some(sock) = conn.sock.as_ref() {
-            let _ = self.poller.modify(sock.as_raw_fd(), c as u64, false);
-        }
+        conn.want_write = self.poller.modify(sock.as_raw_fd(), c as u64, false).is_err();
         self.service(c);
     }
 
@@ -329,6 +333,7 @@ impl<'a> Engine<'a> {
         let sock = start_connect(self.cfg.target.addr)?;
         self.poller.add(sock.as_raw_fd(), c as u64, true)?;
         conn.sock = Some(sock);
+        conn.want_write = true;
         conn.state = State::Connecting { since_ns: now };
         self.next_sweep_ns = self.next_sweep_ns.min(now.saturating_add(self.timeout_ns));
         Ok(())

@@ -3,12 +3,12 @@
 
 use serde::Serialize;
 
-/// At most this many latencies (and as many send lags) are kept; a run that would keep more is
+/// At most this many latencies (and as many lags of each kind) are kept; a run that would keep more is
 /// reported invalid.
 pub const MAX_SAMPLES: usize = 50_000_000;
-/// A run whose p99 send lag on free connections is above this is invalid: the generator could
-/// not send on time.
-pub const MAX_SEND_LAG_P99_US: u32 = 1000;
+/// A run whose p99 send lag on free connections, or p99 timer lag, is above this is invalid: the
+/// generator could not keep to its schedule.
+pub const MAX_LAG_P99_US: u32 = 1000;
 
 /// The JSON report of one run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -31,6 +31,9 @@ pub struct Report {
     /// From the scheduled time to the send, for requests whose connection was free when they
     /// were due: the generator's own lateness.
     pub send_lag_us: SendLag,
+    /// From the scheduled time to when the generator's loop saw the request due, for every
+    /// request: the generator's lateness even when no connection is ever free.
+    pub timer_lag_us: SendLag,
     pub valid: bool,
     pub invalid_reason: Option<String>,
 }
@@ -56,7 +59,7 @@ pub struct Latency {
     pub mean: Option<f64>,
 }
 
-/// Send lag percentiles in microseconds, and how many requests they cover.
+/// Lag percentiles in microseconds, and how many requests they cover.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SendLag {
     pub p50: Option<u32>,
@@ -82,6 +85,7 @@ pub struct Recorder {
     scheduled: u64,
     latencies: Vec<u32>,
     lags: Vec<u32>,
+    timer_lags: Vec<u32>,
     dropped: u64,
     completed: u64,
     errors: Errors,
@@ -96,6 +100,7 @@ impl Recorder {
             scheduled,
             latencies: Vec::with_capacity(cap),
             lags: Vec::with_capacity(cap),
+            timer_lags: Vec::with_capacity(cap),
             dropped: 0,
             completed: 0,
             errors: Errors::default(),
@@ -124,6 +129,13 @@ impl Recorder {
         }
     }
 
+    /// The loop saw a request due `lag_ns` after its scheduled time.
+    pub fn timer_lag(&mut self, lag_ns: u64) {
+        if self.timer_lags.len() < MAX_SAMPLES {
+            self.timer_lags.push(micros(lag_ns));
+        }
+    }
+
     pub fn connect_error(&mut self) {
         self.errors.connect += 1;
     }
@@ -141,6 +153,7 @@ impl Recorder {
     pub fn finish(mut self, params: Params, measure_start_ns: u64, schedule_end_ns: u64) -> Report {
         self.latencies.sort_unstable();
         self.lags.sort_unstable();
+        self.timer_lags.sort_unstable();
         let window_ns = schedule_end_ns.max(self.last_answer_ns).saturating_sub(measure_start_ns);
         let achieved_rps = if window_ns == 0 { 0.0 } else { self.completed as f64 * 1e9 / window_ns as f64 };
         let l = &self.latencies;
@@ -152,22 +165,20 @@ impl Recorder {
             max: l.last().copied(),
             mean: mean(l),
         };
-        let send_lag_us = SendLag {
-            p50: percentile(&self.lags, 50, 100),
-            p99: percentile(&self.lags, 99, 100),
-            max: self.lags.last().copied(),
-            samples: self.lags.len() as u64,
-        };
+        let (send_lag_us, timer_lag_us) = (lag_summary(&self.lags), lag_summary(&self.timer_lags));
         let invalid_reason = if self.dropped > 0 {
             Some(format!("more than {MAX_SAMPLES} answers: {} latencies were not kept", self.dropped))
         } else {
-            match send_lag_us.p99 {
-                Some(p99) if p99 > MAX_SEND_LAG_P99_US => Some(format!(
-                    "the generator fell behind: p99 send lag {p99} us on free connections (limit \
-                     {MAX_SEND_LAG_P99_US} us); give it a CPU of its own or lower the rate"
-                )),
-                _ => None,
-            }
+            [("send lag on free connections", &send_lag_us), ("timer lag", &timer_lag_us)].iter().find_map(
+                |(what, lag)| {
+                    lag.p99.filter(|&p99| p99 > MAX_LAG_P99_US).map(|p99| {
+                        format!(
+                            "the generator fell behind: p99 {what} {p99} us (limit {MAX_LAG_P99_US} us); \
+                             give it a CPU of its own or lower the rate"
+                        )
+                    })
+                },
+            )
         };
         Report {
             target: params.target,
@@ -181,6 +192,7 @@ impl Recorder {
             achieved_rps,
             latency_us,
             send_lag_us,
+            timer_lag_us,
             valid: invalid_reason.is_none(),
             invalid_reason,
         }
@@ -194,7 +206,7 @@ impl Report {
         let e = &self.errors;
         format!(
             "openloop: {} req/s offered, {:.0} achieved, {}/{} completed, errors connect {} read {} timeout {} \
-             status {}; latency p50 {} p99 {} p99.9 {} max {} us; send lag p99 {} us; {}",
+             status {}; latency p50 {} p99 {} p99.9 {} max {} us; send lag p99 {} us, timer lag p99 {} us; {}",
             self.rate,
             self.achieved_rps,
             self.completed,
@@ -208,6 +220,7 @@ impl Report {
             us(self.latency_us.p999),
             us(self.latency_us.max),
             us(self.send_lag_us.p99),
+            us(self.timer_lag_us.p99),
             match &self.invalid_reason {
                 None => "valid".to_string(),
                 Some(why) => format!("INVALID: {why}"),
@@ -222,6 +235,15 @@ pub fn percentile(sorted: &[u32], num: u64, den: u64) -> Option<u32> {
     let n = sorted.len() as u64;
     let rank = (n * num).div_ceil(den.max(1)).clamp(1, n.max(1));
     sorted.get(usize::try_from(rank - 1).ok()?).copied()
+}
+
+fn lag_summary(sorted: &[u32]) -> SendLag {
+    SendLag {
+        p50: percentile(sorted, 50, 100),
+        p99: percentile(sorted, 99, 100),
+        max: sorted.last().copied(),
+        samples: sorted.len() as u64,
+    }
 }
 
 fn mean(values: &[u32]) -> Option<f64> {
@@ -306,6 +328,15 @@ mod tests {
         assert!(one_late.valid, "one late send in 100 is above p99");
         let two_late = run(2);
         assert!(!two_late.valid);
-        assert!(two_late.invalid_reason.unwrap().contains("p99 send lag 5000 us"));
+        assert!(two_late.invalid_reason.unwrap().contains("p99 send lag on free connections 5000 us"));
+
+        // No connection ever free (an overloaded server): the timer lag still tells.
+        let mut rec = Recorder::new(100);
+        for i in 0..100 {
+            rec.timer_lag(if i < 98 { 10_000 } else { 2_000_000 });
+        }
+        let r = rec.finish(params(), 0, 1);
+        assert_eq!(r.send_lag_us.samples, 0);
+        assert!(r.invalid_reason.unwrap().contains("p99 timer lag 2000 us"));
     }
 }

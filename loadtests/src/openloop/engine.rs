@@ -180,7 +180,8 @@ impl<'a> Engine<'a> {
         let Some(conn) = self.conns.get_mut(c) else { return };
         let Some(sock) = conn.sock.as_ref() else { return };
         let mut sock_ref = sock;
-        while conn.written < self.request.len() {
+        // Answered before it was fully written (an early error answer): the rest is not sent.
+        while conn.in_flight && conn.written < self.request.len() {
             match sock_ref.write(self.request.get(conn.written..).unwrap_or_default()) {
                 Ok(n) => conn.written += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -286,7 +287,8 @@ impl<'a> Engine<'a> {
         conn.head = self.sched.next_on_same(k);
         conn.free_since_ns = now;
         self.unresolved -= 1;
-        if resp.close {
+        // An answer before the whole request was written leaves the stream out of step: reopen.
+        if resp.close || conn.written < self.request.len() {
             self.reopen(c);
         } else {
             self.service(c);

@@ -280,8 +280,14 @@ impl<'a> Engine<'a> {
     fn answered(&mut self, c: usize, resp: Response, now: u64) {
         let Some(conn) = self.conns.get_mut(c) else { return };
         let k = conn.head;
+        let latency = now.saturating_sub(self.sched.due_ns(k));
         if k >= self.first_measured {
-            self.rec.answer(resp.status, now.saturating_sub(self.sched.due_ns(k)), now);
+            if latency > self.timeout_ns {
+                // Read after its deadline, before a sweep saw it: a timeout all the same.
+                self.rec.timeout();
+            } else {
+                self.rec.answer(resp.status, latency, now);
+            }
         }
         conn.in_flight = false;
         conn.head = self.sched.next_on_same(k);

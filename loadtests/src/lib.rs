@@ -5,6 +5,8 @@
 //!   upstream; it also misbehaves on request, for the gateway's upstream-strictness tests.
 //! - [`capacity`]: an origin with a fixed capacity (a worker pool with a FIFO queue), for the
 //!   overload benchmark.
+//! - [`openloop`]: a constant-throughput load generator on one thread (raw epoll), latency from
+//!   the schedule, for microsecond latencies.
 //! - [`overload`]: an open-loop load generator with request classes, for the overload benchmark.
 //! - [`abuse`]: abusive clients and the report of the abuse-RSS benchmark.
 //!
@@ -13,6 +15,7 @@
 
 pub mod abuse;
 pub mod capacity;
+pub mod openloop;
 pub mod origin;
 pub mod overload;
 pub mod suite;

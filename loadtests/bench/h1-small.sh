@@ -506,14 +506,16 @@ def stats(f): [.[] | f | select(. != null)] |
     cpu_vs_haproxy: (if $hp and $hp.cpu_us_per_req and .cpu_us_per_req
                    then .cpu_us_per_req.median / $hp.cpu_us_per_req.median else null end)
   } + (if $scenario == "openloop" then
-    (.proxy as $p | {peak_rps: .rps, points: ($runs | map(select(.test == "openloop" and .proxy == $p))
+    (.proxy as $p | {peak_rps: .rps.median, points: ($runs | map(select(.test == "openloop" and .proxy == $p))
       | group_by(.fraction) | map({
           fraction: .[0].fraction, rounds: length, rate: (map(.rate) | median),
-          achieved_rps: point(.achieved_rps), p50_us: point(.p50_us), p90_us: point(.p90_us),
-          p99_us: point(.p99_us), p999_us: point(.p999_us), max_us: (map(.max_us) | max),
+          achieved_rps: (map(.achieved_rps) | median), p50_us: (map(.p50_us) | median),
+          p90_us: (map(.p90_us) | median), p99_us: (map(.p99_us) | median),
+          p999_us: (map(.p999_us) | median), max_us: (map(.max_us) | max),
           errors: (map(.errors) | add), valid: (map(.valid) | all),
           invalid: [.[] | select(.valid | not) | .invalid_reason],
-          cpu_us_per_req: point(.cpu_us_per_req)}))})
+          cpu_us_per_req: (map(.cpu_us_per_req) | median),
+          range: {p50_us: point(.p50_us), p99_us: point(.p99_us), p999_us: point(.p999_us)}}))})
     else {} end)],
   runs: $runs
 }
@@ -542,7 +544,7 @@ markdown() {
       "| proxy | peak req/s | fraction | rate | p50 µs | p90 µs | p99 µs | p99.9 µs | µs CPU/req | errors | valid |",
       "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
       (.summary[] | . as $s | .points[] |
-        "| \($s.proxy) | \($s.peak_rps | cell(0)) | \(.fraction) | \(.rate | fixed(0)) | \(.p50_us | cell(0)) | \(.p90_us | cell(0)) | \(.p99_us | cell(0)) | \(.p999_us | cell(0)) | \(.cpu_us_per_req | cell(1)) | \(.errors) | \(if .valid then "yes" else "no: " + (.invalid | unique | join("; ")) end) |")
+        "| \($s.proxy) | \($s.peak_rps | fixed(0)) | \(.fraction) | \(.rate | fixed(0)) | \(.range.p50_us | cell(0)) | \(.p90_us | fixed(0)) | \(.range.p99_us | cell(0)) | \(.range.p999_us | cell(0)) | \(.cpu_us_per_req | fixed(1)) | \(.errors) | \(if .valid then "yes" else "no: " + (.invalid | unique | join("; ")) end) |")
     else
       "| proxy | req/s | µs CPU/req | p50 µs | p99 µs | errors | req/s vs nginx | CPU/req vs nginx | CPU/req vs HAProxy | origin µs CPU/req |",
       "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",

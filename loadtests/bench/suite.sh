@@ -98,7 +98,9 @@ build() {
 
 # scenario NAME: runs it with its environment; a failure is recorded, not fatal.
 scenario() {
-    local name=$1 env=(SKIP_BUILD=1 RESULTS_DIR="$SUITE_DIR" RESULT_NAME="$1" PROXY_CPU="$PROXY_CPU"
+    local name=$1 file=$1
+    case $name in small | 16k) file=h1-$name ;; esac # the names bench-report reads
+    local env=(SKIP_BUILD=1 RESULTS_DIR="$SUITE_DIR" RESULT_NAME="$file" PROXY_CPU="$PROXY_CPU"
         LOAD_CPU="$LOAD_CPU" KEEP_WORK="$KEEP_WORK") script=h1-small.sh
     local h1=(ROUNDS="$ROUNDS" DURATION="$DURATION")
     ((SMOKE)) && h1+=(WARMUP=1)
@@ -134,10 +136,10 @@ scenario() {
         ;;
     esac
     log "== $name: ${env[*]} $script"
-    if env "${env[@]}" "$SCRIPT_DIR/$script" >"$WORK/$name.log" 2>&1 && [[ -s $SUITE_DIR/$name.json ]]; then
-        if ((SMOKE)) && ! has_gateway_row "$SUITE_DIR/$name.json"; then
+    if env "${env[@]}" "$SCRIPT_DIR/$script" >"$WORK/$name.log" 2>&1 && [[ -s $SUITE_DIR/$file.json ]]; then
+        if ((SMOKE)) && ! has_gateway_row "$SUITE_DIR/$file.json"; then
             tail -n 20 "$WORK/$name.log" >&2
-            log "== $name: FAILED: no gateway row in $SUITE_DIR/$name.json"
+            log "== $name: FAILED: no gateway row in $SUITE_DIR/$file.json"
             FAILED+=("$name")
         else
             log "== $name: done"
@@ -147,7 +149,7 @@ scenario() {
         log "== $name: FAILED (its log is above)"
         FAILED+=("$name")
     fi
-    cp "$WORK/$name.log" "$SUITE_DIR/$name.log" 2>/dev/null || true
+    cp "$WORK/$name.log" "$SUITE_DIR/$file.log" 2>/dev/null || true
 }
 
 has_gateway_row() { # FILE: some summary entry (or overload proxy) is the gateway's

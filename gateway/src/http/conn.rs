@@ -14,7 +14,7 @@ use super::h1::{self, BodyFraming, RequestHead, RequestLimits};
 use super::response;
 use crate::admission::limiter::Admission;
 use crate::route::RequestFacts;
-use crate::runtime::io::{make_room, read_append_timeout, write_from};
+use crate::runtime::io::{make_room, read_append_until, write_from};
 use crate::runtime::worker::{ListenerHandle, Local, Worker};
 use crate::stats::metrics::ClassOutcome;
 use std::time::Instant;
@@ -111,7 +111,10 @@ pub async fn serve(
     worker.buffers.give(std::mem::take(&mut conn.rbuf));
     if conn.stream.is_tls() {
         // close_notify, so the client can tell a complete response from a truncated one.
-        let _ = monoio::time::timeout(Duration::from_secs(1), conn.stream.shutdown()).await;
+        monoio::select! {
+            _ = conn.stream.shutdown() => {}
+            _ = worker.idle_timer.after(Duration::from_secs(1)) => {}
+        }
     }
 }
 
@@ -126,7 +129,8 @@ async fn serve_requests(worker: &Rc<Worker>, conn: &mut Downstream) {
             Err(HeadEnd::Close) => return,
             Err(HeadEnd::Reply(status)) => {
                 worker.stats.requests_rejected.inc();
-                reply_and_close(worker, conn, status, &local).await;
+                // Boxed: its write timeout would otherwise size every connection's task.
+                Box::pin(reply_and_close(worker, conn, status, &local)).await;
                 worker.stats.count_status(status);
                 return;
             }
@@ -151,7 +155,9 @@ async fn serve_requests(worker: &Rc<Worker>, conn: &mut Downstream) {
 }
 
 /// Waits, without holding a buffer, until the client sends the first byte of a request.
-/// False when the connection should close (idle timeout, drain, client gone).
+/// False when the connection should close (idle timeout, drain, client gone). The timeout is
+/// on the worker's coarse timer (`runtime::idle_timer`): an idle connection's task holds no
+/// timer entry of its own.
 async fn wait_for_request(worker: &Rc<Worker>, conn: &mut Downstream) -> bool {
     let buf = std::mem::take(&mut conn.rbuf);
     worker.buffers.give(buf);
@@ -166,7 +172,7 @@ async fn wait_for_request(worker: &Rc<Worker>, conn: &mut Downstream) -> bool {
     let first = conn.served == 0;
     let ready = monoio::select! {
         r = conn.stream.readable(relaxed) => r.is_ok(),
-        _ = monoio::time::sleep(limit) => false,
+        _ = worker.idle_timer.after(limit) => false,
         _ = stop_unless_first(&conn.listener, first) => false,
     };
     if ready {
@@ -192,7 +198,7 @@ async fn wait_for_tls_request(worker: &Rc<Worker>, conn: &mut Downstream, limit:
     let first = conn.served == 0;
     let read = monoio::select! {
         r = conn.stream.read_append(small) => Some(r),
-        _ = monoio::time::sleep(limit) => None,
+        _ = worker.idle_timer.after(limit) => None,
         _ = stop_unless_first(&conn.listener, first) => None,
     };
     match read {
@@ -220,7 +226,8 @@ async fn read_head(worker: &Rc<Worker>, conn: &mut Downstream, local: &Local) ->
         max_header_bytes: server.limits.max_header_bytes,
         max_headers: server.limits.max_headers,
     };
-    let deadline = monoio::time::Instant::now() + server.timeouts.header_read;
+    // On the worker's coarse timer: a monoio `Sleep` here would size every connection's task.
+    let deadline = Instant::now() + server.timeouts.header_read;
     loop {
         let parsed = {
             let mut scratch = worker.scratch(server.limits.max_headers);
@@ -237,9 +244,9 @@ async fn read_head(worker: &Rc<Worker>, conn: &mut Downstream, local: &Local) ->
         if !make_room(&mut conn.rbuf, &mut conn.rpos, 1024, limits.max_header_bytes + 1) {
             return Err(HeadEnd::Reply(431));
         }
-        let left = deadline.saturating_duration_since(monoio::time::Instant::now());
         let had_bytes = conn.rbuf.len() > conn.rpos;
-        let (res, buf) = read_append_timeout(&mut conn.stream, std::mem::take(&mut conn.rbuf), left).await;
+        let expiry = worker.idle_timer.at(deadline);
+        let (res, buf) = read_append_until(&mut conn.stream, std::mem::take(&mut conn.rbuf), expiry).await;
         conn.rbuf = buf;
         match res {
             Ok(0) => return Err(HeadEnd::Close),

@@ -236,10 +236,12 @@ pub struct Limits {
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Timeouts {
     /// Time allowed to receive a complete request head once its first byte arrived (or the
-    /// connection opened); expiry -> 408 and close.
+    /// connection opened); expiry -> 408 and close. Like `idle`, checked on a coarse 100 ms
+    /// timer: never early, up to about 0.2 s late.
     #[serde(serialize_with = "ser::duration")]
     pub header_read: Duration,
-    /// How long an idle keep-alive connection is kept open between requests.
+    /// How long an idle keep-alive connection is kept open between requests (coarse, as
+    /// `header_read`).
     #[serde(serialize_with = "ser::duration")]
     pub idle: Duration,
     /// Longest wait for the client to send the next piece of a request body, or to accept the

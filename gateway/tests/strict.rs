@@ -169,3 +169,31 @@ fn upgrade_h2c_is_never_tunnelled() {
         assert_eq!(req.header("http2-settings"), None);
     });
 }
+
+#[test]
+fn idle_keep_alive_connections_close_after_the_idle_timeout_counted_from_the_last_request() {
+    // The idle wait runs on the worker's coarse timer (100 ms resolution): never early, and at
+    // most about two ticks late.
+    const IDLE: &str = "\n[server.timeouts]\nheader_read = \"5s\"\nidle = \"600ms\"\n";
+    each_driver(|d| {
+        let o = origin();
+        let gw = TestGateway::start(&config(d, o.addr(), IDLE, ""));
+        let request = b"GET /bytes/1 HTTP/1.1\r\nhost: a\r\n\r\n";
+        // Busy: a request every 200 ms for longer than the idle timeout keeps the connection.
+        let mut busy = BufReader::new(connect(gw.addr));
+        for i in 0..6 {
+            busy.get_mut().write_all(request).unwrap();
+            assert_eq!(read_response(&mut busy, false).unwrap().status, 200, "{d}: request {i}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        // Idle after one request: closed once the idle timeout (not header_read) has passed.
+        let started = Instant::now();
+        busy.get_mut().write_all(request).unwrap();
+        assert_eq!(read_response(&mut busy, false).unwrap().status, 200, "{d}");
+        assert!(is_closed(&mut busy), "{d}: idle connection closed");
+        let waited = started.elapsed();
+        assert!(waited >= Duration::from_millis(600) && waited < Duration::from_secs(3), "{d}: {waited:?}");
+        // Others are unharmed.
+        assert_eq!(get(gw.addr, "/bytes/2").status, 200);
+    });
+}

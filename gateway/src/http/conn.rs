@@ -14,7 +14,8 @@ use super::h1::{self, BodyFraming, RequestHead, RequestLimits};
 use super::response;
 use crate::admission::limiter::Admission;
 use crate::route::RequestFacts;
-use crate::runtime::io::{make_room, read_append_until, write_from};
+use crate::runtime::idle_timer::Expiry;
+use crate::runtime::io::{make_room, read_append_expiry, write_from};
 use crate::runtime::worker::{ListenerHandle, Local, Worker};
 use crate::stats::metrics::ClassOutcome;
 use std::time::Instant;
@@ -111,7 +112,10 @@ pub async fn serve(
     worker.buffers.give(std::mem::take(&mut conn.rbuf));
     if conn.stream.is_tls() {
         // close_notify, so the client can tell a complete response from a truncated one.
-        let _ = monoio::time::timeout(Duration::from_secs(1), conn.stream.shutdown()).await;
+        monoio::select! {
+            _ = conn.stream.shutdown() => {}
+            _ = worker.idle_timer.after(Duration::from_secs(1)) => {}
+        }
     }
 }
 
@@ -128,7 +132,8 @@ async fn serve_requests(worker: &Rc<Worker>, conn: &mut Downstream) {
             Err(HeadEnd::Close) => return,
             Err(HeadEnd::Reply(status)) => {
                 worker.stats.requests_rejected.inc();
-                reply_and_close(worker, conn, status, &local).await;
+                // Boxed: its write timeout would otherwise size every connection's task.
+                Box::pin(reply_and_close(worker, conn, status, &local)).await;
                 worker.stats.count_status(status);
                 return;
             }
@@ -154,27 +159,28 @@ async fn serve_requests(worker: &Rc<Worker>, conn: &mut Downstream) {
 
 /// Waits, without holding a buffer, until the client sends the first byte of a request.
 /// False when the connection should close (idle timeout, drain, client gone). `ended`: when the
-/// previous request ended (read already; the wait's limit counts from then), if any.
+/// previous request ended (read already; the wait's limit counts from then), if any. The timeout
+/// is on the worker's coarse timer (`runtime::idle_timer`): an idle connection's task holds no
+/// timer entry of its own.
 async fn wait_for_request(worker: &Rc<Worker>, conn: &mut Downstream, ended: Option<Instant>) -> bool {
     let buf = std::mem::take(&mut conn.rbuf);
     worker.buffers.give(buf);
     conn.rpos = 0;
     let timeouts = &worker.local().snap.config.server.timeouts;
     let limit = if conn.served == 0 { timeouts.header_read } else { timeouts.idle };
-    let since = ended.map_or_else(monoio::time::Instant::now, monoio::time::Instant::from_std);
-    let limit = match since.checked_add(limit) {
-        Some(deadline) => monoio::time::sleep_until(deadline),
-        None => monoio::time::sleep(limit),
+    let expiry = match ended.and_then(|e| e.checked_add(limit)) {
+        Some(deadline) => worker.idle_timer.at(deadline),
+        None => worker.idle_timer.after(limit),
     };
     if conn.stream.is_tls() {
-        return wait_for_tls_request(worker, conn, limit).await;
+        return wait_for_tls_request(worker, conn, expiry).await;
     }
     // On epoll, relaxed readiness can be stale; io_uring polls for real either way.
     let relaxed = !monoio::utils::is_legacy();
     let first = conn.served == 0;
     let ready = monoio::select! {
         r = conn.stream.readable(relaxed) => r.is_ok(),
-        _ = limit => false,
+        _ = expiry => false,
         _ = stop_unless_first(&conn.listener, first) => false,
     };
     if ready {
@@ -195,12 +201,12 @@ async fn stop_unless_first(listener: &ListenerHandle, first: bool) {
 
 /// TLS cannot report readability without decrypting, so an idle TLS connection waits in a read
 /// into a small buffer (not a pooled one: idle connections should cost little memory).
-async fn wait_for_tls_request(worker: &Rc<Worker>, conn: &mut Downstream, limit: monoio::time::Sleep) -> bool {
+async fn wait_for_tls_request(worker: &Rc<Worker>, conn: &mut Downstream, expiry: Expiry<'_>) -> bool {
     let small = Vec::with_capacity(512);
     let first = conn.served == 0;
     let read = monoio::select! {
         r = conn.stream.read_append(small) => Some(r),
-        _ = limit => None,
+        _ = expiry => None,
         _ = stop_unless_first(&conn.listener, first) => None,
     };
     match read {
@@ -228,7 +234,8 @@ async fn read_head(worker: &Rc<Worker>, conn: &mut Downstream, local: &Local) ->
         max_header_bytes: server.limits.max_header_bytes,
         max_headers: server.limits.max_headers,
     };
-    let deadline = monoio::time::Instant::now() + server.timeouts.header_read;
+    // On the worker's coarse timer: a monoio `Sleep` here would size every connection's task.
+    let deadline = Instant::now() + server.timeouts.header_read;
     loop {
         let parsed = {
             let mut scratch = worker.scratch(server.limits.max_headers);
@@ -246,7 +253,8 @@ async fn read_head(worker: &Rc<Worker>, conn: &mut Downstream, local: &Local) ->
             return Err(HeadEnd::Reply(431));
         }
         let had_bytes = conn.rbuf.len() > conn.rpos;
-        let (res, buf) = read_append_until(&mut conn.stream, std::mem::take(&mut conn.rbuf), deadline).await;
+        let expiry = worker.idle_timer.at(deadline);
+        let (res, buf) = read_append_expiry(&mut conn.stream, std::mem::take(&mut conn.rbuf), expiry).await;
         conn.rbuf = buf;
         match res {
             Ok(0) => return Err(HeadEnd::Close),

@@ -3,6 +3,7 @@
 use std::io;
 use std::time::Duration;
 
+use super::idle_timer::Expiry;
 use super::stream::Stream;
 
 /// Reads into the spare capacity of `buf`, appending to its contents. `buf` must have spare
@@ -31,6 +32,16 @@ pub async fn read_append_until(
     match monoio::time::timeout_at(deadline, read_append(stream, buf)).await {
         Ok(r) => r,
         Err(_) => (Err(io::ErrorKind::TimedOut.into()), Vec::new()),
+    }
+}
+
+/// [`read_append`] bounded by a deadline of the worker's coarse timer (`expiry`); a timeout is
+/// reported as `ErrorKind::TimedOut`. The wait holds three words instead of a timer entry.
+pub async fn read_append_expiry(stream: &mut Stream, buf: Vec<u8>, expiry: Expiry<'_>) -> (io::Result<usize>, Vec<u8>) {
+    // As above: on timeout the buffer goes with the cancelled read.
+    monoio::select! {
+        r = read_append(stream, buf) => r,
+        _ = expiry => (Err(io::ErrorKind::TimedOut.into()), Vec::new()),
     }
 }
 

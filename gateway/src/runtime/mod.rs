@@ -3,6 +3,7 @@
 
 pub mod buffers;
 pub mod cpus;
+pub mod idle_timer;
 pub mod io;
 pub mod listeners;
 pub mod signal;

@@ -11,6 +11,7 @@ use arc_swap::{ArcSwap, Cache};
 use monoio::net::TcpListener;
 
 use super::buffers::BufferPool;
+use super::idle_timer::IdleTimer;
 use super::signal::Drain;
 use super::Shared;
 use crate::accesslog::{Entry, RequestId, RequestIds, WorkerLog};
@@ -22,7 +23,8 @@ use crate::stats::WorkerStats;
 use crate::upstream::balancer::XorShift;
 use crate::upstream::{ClusterState, EndpointViews};
 
-/// How often a worker looks at process-wide signals (drain) and sweeps idle pools.
+/// How often a worker looks at process-wide signals (drain), sweeps idle pools and fires due
+/// connection deadlines (see `idle_timer`).
 const TICK: Duration = Duration::from_millis(100);
 
 /// Everything one worker owns. Shared by its tasks through `Rc`; never leaves its thread.
@@ -35,6 +37,8 @@ pub struct Worker {
     ids: RefCell<RequestIds>,
     pub drain: Drain,
     pub buffers: BufferPool,
+    /// Idle and header-read deadlines of this worker's connections, advanced by [`run`].
+    pub idle_timer: IdleTimer,
     pub rng: XorShift,
     shared: Arc<Shared>,
     scratch: RefCell<HeadScratch>,
@@ -115,6 +119,7 @@ impl Worker {
             ids: RefCell::new(RequestIds::new(id)),
             drain: Drain::default(),
             buffers: BufferPool::new(1024),
+            idle_timer: IdleTimer::new(),
             rng: XorShift::new(seed),
             shared,
             scratch: RefCell::new(HeadScratch::new(max_headers)),
@@ -314,6 +319,7 @@ pub async fn run(worker: Rc<Worker>) {
             _ = worker.drain.wait() => {}
         }
         ticks += 1;
+        worker.idle_timer.advance(std::time::Instant::now());
         if let Some(beat) = worker.shared.heartbeats.get(worker.id) {
             beat.store(ticks, Ordering::Relaxed);
         }
@@ -342,6 +348,8 @@ pub async fn run(worker: Rc<Worker>) {
     let deadline = std::time::Instant::now() + drain_timeout;
     while worker.stats.connections_active.value() > 0 && std::time::Instant::now() < deadline {
         monoio::time::sleep(Duration::from_millis(20)).await;
+        // Connections still waiting for their first request keep their header-read timeout.
+        worker.idle_timer.advance(std::time::Instant::now());
     }
     // Hand over the last access log lines before the writer shuts down.
     worker.log.borrow_mut().take();

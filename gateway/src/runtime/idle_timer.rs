@@ -1,0 +1,383 @@
+//! A worker-local coarse timer for connection deadlines (idle keep-alive, header read).
+//!
+//! monoio's `Sleep` is 640 bytes with 128-byte alignment, and every future that holds one
+//! inline grows to match: an idle connection paid for it while waiting for its next request.
+//! Here a waiting connection holds a [`Expiry`] of three words; the deadline and waker live in
+//! one slab per worker, on a hashed timing wheel of [`SLOTS`] buckets of [`RESOLUTION`] each
+//! (intrusive doubly linked lists, so insert and cancel are O(1) and a cancelled deadline leaves
+//! nothing behind). The worker's periodic task calls [`IdleTimer::advance`] about every
+//! [`RESOLUTION`]; deadlines further out than one turn of the wheel stay in their bucket until
+//! their turn comes.
+//!
+//! Resolution: a deadline never fires early, and fires at most one [`RESOLUTION`] plus the
+//! worker's tick period late (the worker ticks every 100 ms, so within about 200 ms).
+
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+/// The width of one wheel bucket.
+pub const RESOLUTION: Duration = Duration::from_millis(100);
+/// Buckets on the wheel: one turn covers 102.4 s at [`RESOLUTION`].
+pub const SLOTS: usize = 1024;
+
+const NIL: u32 = u32::MAX;
+
+/// The deadlines of one worker's connections.
+pub struct IdleTimer {
+    origin: Instant,
+    wheel: RefCell<Wheel>,
+    /// The last tick processed: every deadline at or before it has fired.
+    current: Cell<u64>,
+}
+
+impl IdleTimer {
+    pub fn new() -> Self {
+        Self::starting_at(Instant::now())
+    }
+
+    fn starting_at(origin: Instant) -> Self {
+        Self { origin, wheel: RefCell::new(Wheel::new()), current: Cell::new(0) }
+    }
+
+    /// Resolves once `limit` has passed (rounded up to the timer's resolution). Registers
+    /// nothing until first polled; dropping it cancels the registration.
+    pub fn after(&self, limit: Duration) -> Expiry<'_> {
+        self.at(Instant::now() + limit)
+    }
+
+    /// Resolves once `deadline` has passed (rounded up to the timer's resolution).
+    pub fn at(&self, deadline: Instant) -> Expiry<'_> {
+        let d = deadline.saturating_duration_since(self.origin);
+        let tick = d.as_nanos().div_ceil(RESOLUTION.as_nanos());
+        Expiry { timer: self, tick: u64::try_from(tick).unwrap_or(u64::MAX), key: NIL, generation: 0 }
+    }
+
+    /// Fires every deadline at or before `now`. Called by the worker's periodic task.
+    pub fn advance(&self, now: Instant) {
+        let now_tick = u64::try_from(now.saturating_duration_since(self.origin).as_nanos() / RESOLUTION.as_nanos())
+            .unwrap_or(u64::MAX);
+        let from = self.current.get();
+        if now_tick <= from {
+            return;
+        }
+        self.current.set(now_tick);
+        let mut wheel = self.wheel.borrow_mut();
+        let mut woken = std::mem::take(&mut wheel.woken);
+        // Past one turn of the wheel, every bucket is visited once.
+        let steps = (now_tick - from).min(SLOTS as u64);
+        for step in 1..=steps {
+            wheel.expire_bucket(bucket_of(from + step), now_tick, &mut woken);
+        }
+        drop(wheel);
+        // Wake outside the borrow: a waker may run code that registers again.
+        for w in woken.drain(..) {
+            w.wake();
+        }
+        self.wheel.borrow_mut().woken = woken;
+    }
+
+    /// Deadlines registered and not yet fired or cancelled.
+    pub fn len(&self) -> usize {
+        self.wheel.borrow().len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Default for IdleTimer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A pending deadline; see [`IdleTimer::at`].
+#[must_use = "futures do nothing unless polled"]
+pub struct Expiry<'a> {
+    timer: &'a IdleTimer,
+    tick: u64,
+    /// Slab index once registered, `NIL` before.
+    key: u32,
+    generation: u32,
+}
+
+impl Future for Expiry<'_> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let timer = self.timer;
+        if self.key == NIL {
+            if self.tick <= timer.current.get() {
+                return Poll::Ready(());
+            }
+            let (key, generation) = timer.wheel.borrow_mut().insert(self.tick, cx.waker().clone());
+            self.key = key;
+            self.generation = generation;
+            return Poll::Pending;
+        }
+        let mut wheel = timer.wheel.borrow_mut();
+        match wheel.entries.get_mut(self.key as usize) {
+            Some(e) if e.generation == self.generation && e.waker.is_some() => {
+                if let Some(w) = e.waker.as_mut() {
+                    if !w.will_wake(cx.waker()) {
+                        w.clone_from(cx.waker());
+                    }
+                }
+                Poll::Pending
+            }
+            // Fired (the entry was freed, so its generation moved on).
+            _ => {
+                drop(wheel);
+                self.key = NIL;
+                self.tick = 0;
+                Poll::Ready(())
+            }
+        }
+    }
+}
+
+impl Drop for Expiry<'_> {
+    fn drop(&mut self) {
+        if self.key != NIL {
+            self.timer.wheel.borrow_mut().cancel(self.key, self.generation);
+        }
+    }
+}
+
+fn bucket_of(tick: u64) -> usize {
+    (tick % SLOTS as u64) as usize
+}
+
+/// The slab of deadlines and the bucket lists threaded through it.
+struct Wheel {
+    entries: Vec<Entry>,
+    /// First entry of each bucket's list.
+    heads: Vec<u32>,
+    /// First free entry; free entries are chained through `next`.
+    free: u32,
+    len: usize,
+    /// Reused between ticks so firing allocates nothing.
+    woken: Vec<Waker>,
+}
+
+struct Entry {
+    tick: u64,
+    prev: u32,
+    next: u32,
+    /// Bumped whenever the entry is freed, so a stale [`Expiry`] cannot touch its successor.
+    generation: u32,
+    /// `Some` exactly while the entry is registered.
+    waker: Option<Waker>,
+}
+
+impl Wheel {
+    fn new() -> Self {
+        Self { entries: Vec::new(), heads: vec![NIL; SLOTS], free: NIL, len: 0, woken: Vec::new() }
+    }
+
+    fn insert(&mut self, tick: u64, waker: Waker) -> (u32, u32) {
+        let bucket = bucket_of(tick);
+        let head = self.heads.get(bucket).copied().unwrap_or(NIL);
+        let key = if self.free != NIL {
+            self.free
+        } else {
+            self.entries.push(Entry { tick: 0, prev: NIL, next: NIL, generation: 0, waker: None });
+            u32::try_from(self.entries.len() - 1).unwrap_or(NIL)
+        };
+        let Some(e) = self.entries.get_mut(key as usize) else { return (NIL, 0) };
+        if key == self.free {
+            self.free = e.next;
+        }
+        e.tick = tick;
+        e.prev = NIL;
+        e.next = head;
+        e.waker = Some(waker);
+        let generation = e.generation;
+        if let Some(h) = self.entries.get_mut(head as usize) {
+            h.prev = key;
+        }
+        if let Some(h) = self.heads.get_mut(bucket) {
+            *h = key;
+        }
+        self.len += 1;
+        (key, generation)
+    }
+
+    fn cancel(&mut self, key: u32, generation: u32) {
+        if self.entries.get(key as usize).is_some_and(|e| e.generation == generation && e.waker.is_some()) {
+            self.remove(key);
+        }
+    }
+
+    /// Unlinks a registered entry and frees it; returns its waker.
+    fn remove(&mut self, key: u32) -> Option<Waker> {
+        let e = self.entries.get_mut(key as usize)?;
+        let (prev, next, bucket) = (e.prev, e.next, bucket_of(e.tick));
+        let waker = e.waker.take();
+        e.generation = e.generation.wrapping_add(1);
+        e.next = self.free;
+        e.prev = NIL;
+        self.free = key;
+        self.len -= 1;
+        match self.entries.get_mut(prev as usize) {
+            Some(p) => p.next = next,
+            None => {
+                if let Some(h) = self.heads.get_mut(bucket) {
+                    *h = next;
+                }
+            }
+        }
+        if let Some(n) = self.entries.get_mut(next as usize) {
+            n.prev = prev;
+        }
+        waker
+    }
+
+    /// Frees the bucket's entries due at or before `now_tick`, collecting their wakers.
+    fn expire_bucket(&mut self, bucket: usize, now_tick: u64, woken: &mut Vec<Waker>) {
+        let mut key = self.heads.get(bucket).copied().unwrap_or(NIL);
+        while let Some(e) = self.entries.get(key as usize) {
+            let next = e.next;
+            if e.tick <= now_tick {
+                woken.extend(self.remove(key));
+            }
+            key = next;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::task::Wake;
+
+    struct CountWake(AtomicUsize);
+    impl Wake for CountWake {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn counter() -> (Arc<CountWake>, Waker) {
+        let c = Arc::new(CountWake(AtomicUsize::new(0)));
+        let w = Waker::from(Arc::clone(&c));
+        (c, w)
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn fires_at_the_deadline_never_before() {
+        let t0 = Instant::now();
+        let timer = IdleTimer::starting_at(t0);
+        let (count, waker) = counter();
+        let mut cx = Context::from_waker(&waker);
+        let mut e = Box::pin(timer.at(t0 + ms(250)));
+        assert!(e.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(timer.len(), 1);
+        timer.advance(t0 + ms(299));
+        assert_eq!(count.0.load(Ordering::SeqCst), 0, "250 ms rounds up to tick 3 (300 ms)");
+        assert!(e.as_mut().poll(&mut cx).is_pending());
+        timer.advance(t0 + ms(300));
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert!(e.as_mut().poll(&mut cx).is_ready());
+        assert!(timer.is_empty());
+        // A deadline already passed resolves without registering.
+        let mut past = Box::pin(timer.at(t0 + ms(100)));
+        assert!(past.as_mut().poll(&mut cx).is_ready());
+        assert!(timer.is_empty());
+    }
+
+    #[test]
+    fn drop_cancels_and_frees_the_entry() {
+        let t0 = Instant::now();
+        let timer = IdleTimer::starting_at(t0);
+        let (count, waker) = counter();
+        let mut cx = Context::from_waker(&waker);
+        for _ in 0..100 {
+            let mut e = Box::pin(timer.at(t0 + ms(500)));
+            assert!(e.as_mut().poll(&mut cx).is_pending());
+            assert_eq!(timer.len(), 1);
+        }
+        assert!(timer.is_empty());
+        assert_eq!(timer.wheel.borrow().entries.len(), 1, "the slab entry is reused");
+        timer.advance(t0 + ms(1000));
+        assert_eq!(count.0.load(Ordering::SeqCst), 0, "nothing fires once cancelled");
+        // An unpolled expiry registers nothing.
+        drop(timer.at(t0 + ms(5000)));
+        assert!(timer.is_empty());
+    }
+
+    #[test]
+    fn many_entries_fire_in_order_and_cancels_leave_the_rest() {
+        let t0 = Instant::now();
+        let timer = IdleTimer::starting_at(t0);
+        let (count, waker) = counter();
+        let mut cx = Context::from_waker(&waker);
+        let mut all: Vec<_> = (0..10_000u64).map(|i| Box::pin(timer.at(t0 + ms(100 + (i % 50) * 100)))).collect();
+        for e in &mut all {
+            assert!(e.as_mut().poll(&mut cx).is_pending());
+        }
+        // Cancel every other one.
+        let mut kept = Vec::new();
+        for (i, e) in all.into_iter().enumerate() {
+            if i % 2 == 0 {
+                kept.push(e);
+            }
+        }
+        assert_eq!(timer.len(), 5_000);
+        timer.advance(t0 + ms(2_500));
+        // Deadlines 100..=2500 ms: i % 50 in 0..=24, of the kept (even) indices.
+        let fired = count.0.load(Ordering::SeqCst);
+        assert_eq!(fired, (0..10_000).filter(|i| i % 2 == 0 && i % 50 <= 24).count());
+        let ready = kept.iter_mut().map(|e| e.as_mut().poll(&mut cx)).filter(Poll::is_ready).count();
+        assert_eq!(ready, fired);
+        timer.advance(t0 + ms(10_000));
+        assert_eq!(count.0.load(Ordering::SeqCst), 5_000);
+        assert!(timer.is_empty());
+    }
+
+    #[test]
+    fn deadlines_past_one_turn_wait_for_their_round() {
+        let t0 = Instant::now();
+        let timer = IdleTimer::starting_at(t0);
+        let (count, waker) = counter();
+        let mut cx = Context::from_waker(&waker);
+        let turn = RESOLUTION * SLOTS as u32;
+        // Same bucket, three rounds apart, registered after the wheel already wrapped once.
+        timer.advance(t0 + turn + ms(50));
+        let base = t0 + turn + ms(200);
+        let mut a = Box::pin(timer.at(base));
+        let mut b = Box::pin(timer.at(base + turn));
+        let mut c = Box::pin(timer.at(base + turn * 3));
+        for e in [&mut a, &mut b, &mut c] {
+            assert!(e.as_mut().poll(&mut cx).is_pending());
+        }
+        timer.advance(base);
+        assert!(a.as_mut().poll(&mut cx).is_ready());
+        assert!(b.as_mut().poll(&mut cx).is_pending());
+        timer.advance(base + turn - ms(100));
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        // A long gap between ticks (a stalled worker) visits every bucket once.
+        timer.advance(base + turn * 2);
+        assert!(b.as_mut().poll(&mut cx).is_ready());
+        assert!(c.as_mut().poll(&mut cx).is_pending());
+        timer.advance(base + turn * 3);
+        assert!(c.as_mut().poll(&mut cx).is_ready());
+        assert_eq!(count.0.load(Ordering::SeqCst), 3);
+        assert!(timer.is_empty());
+    }
+
+    #[test]
+    fn expiry_is_three_words() {
+        assert!(std::mem::size_of::<Expiry<'_>>() <= 24);
+    }
+}

@@ -400,7 +400,7 @@ write_report() {
     md=$base.md
     local git_commit git_dirty=false
     git_commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-    [[ -z $(git -C "$ROOT" status --porcelain 2>/dev/null) ]] || git_dirty=true
+    [[ -z $(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null) ]] || git_dirty=true
     jq -n \
         --slurpfile runs "$WORK/runs.jsonl" \
         --argjson skipped "$(printf '%s\n' "${SKIPPED_JSON[@]}" | jq -s 'map(select(. != null))')" \

@@ -3,7 +3,7 @@
 # command, then one report: summary.json, summary.md (tables, ratios against nginx and HAProxy,
 # the targets met or not) and SVG plots.
 #
-#   loadtests/bench/suite.sh              # the full run (about 45 minutes on 2 CPUs)
+#   loadtests/bench/suite.sh              # the full run (about 35 minutes on 2 CPUs)
 #   SMOKE=1 loadtests/bench/suite.sh      # gateway only, a few seconds per scenario (CI)
 #   ONLY="small latency" loadtests/bench/suite.sh
 #

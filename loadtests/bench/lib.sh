@@ -454,9 +454,10 @@ EOF
     log "origin: nginx on 127.0.0.1:$ORIGIN_PORT (CPU $LOAD_CPU), $ORIGIN_BODY_SIZE-byte answers"
 }
 
-# write_haproxy_config PORT MAXCONN [BIND_OPTIONS]: HAProxy with one thread, keep-alive on both
-# sides (http-reuse always), no log, proxying everything to ORIGIN_PORT. BIND_OPTIONS (e.g.
-# "ssl crt FILE alpn h2,http/1.1") are appended to the bind line.
+# write_haproxy_config PORT MAXCONN [BIND_OPTIONS [PLAIN_PORT]]: HAProxy with one thread,
+# keep-alive on both sides (http-reuse always), no log, proxying everything to ORIGIN_PORT.
+# BIND_OPTIONS (e.g. "ssl crt FILE alpn h2,http/1.1") are appended to PORT's bind line;
+# PLAIN_PORT, if given, is a second, plain bind of the same frontend.
 write_haproxy_config() {
     cat <<EOF
 global
@@ -475,6 +476,7 @@ defaults
 
 frontend bench
     bind 127.0.0.1:$1 ${3:-}
+$([[ -z ${4:-} ]] || echo "    bind 127.0.0.1:$4")
     maxconn $2
     default_backend origin
 

@@ -203,7 +203,8 @@ start_proxy() {
         start_nginx "$PROXY_CPU" "$dir" "$dir/proxy.conf"
         ;;
     haproxy)
-        haproxy_config >"$dir/proxy.conf"
+        write_haproxy_config "$PORT" $((IDLE_CONNECTIONS + 512)) \
+            "ssl crt $PKI/leaf-chain-key.pem alpn h2,http/1.1" "$PLAIN_PORT" >"$dir/proxy.conf"
         logfile=$dir/haproxy.log
         start_pinned "$PROXY_CPU" "$logfile" "$HAPROXY" -db -f "$dir/proxy.conf"
         ;;
@@ -313,34 +314,6 @@ nginx_config() { # DIR
         }
     }
 }
-EOF
-}
-
-haproxy_config() {
-    cat <<EOF
-global
-    nbthread 1
-    maxconn $((IDLE_CONNECTIONS + 512))
-    ssl-default-bind-options ssl-min-ver TLSv1.2 ssl-max-ver TLSv1.3
-
-defaults
-    mode http
-    timeout connect 5s
-    timeout client 120s
-    timeout http-keep-alive 120s
-    timeout http-request 120s
-    timeout server 30s
-    option http-keep-alive
-
-frontend bench
-    bind 127.0.0.1:$PORT ssl crt $PKI/leaf-chain-key.pem alpn h2,http/1.1
-    bind 127.0.0.1:$PLAIN_PORT
-    maxconn $((IDLE_CONNECTIONS + 512))
-    default_backend origin
-
-backend origin
-    http-reuse always
-    server origin 127.0.0.1:$ORIGIN_PORT
 EOF
 }
 

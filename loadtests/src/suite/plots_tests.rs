@@ -2,18 +2,8 @@ use serde_json::json;
 
 use super::*;
 use crate::suite::norm_http;
-use crate::suite::svg::tests::well_formed;
+use crate::suite::svg::tests::{bar_heights, well_formed};
 use crate::suite::svg::PLOT_H;
-
-fn heights(svg: &str) -> Vec<f64> {
-    svg.lines()
-        .filter(|l| l.starts_with("<rect") && l.contains("<title>"))
-        .map(|l| {
-            let h = l.split("height=\"").nth(1).unwrap();
-            h[..h.find('"').unwrap()].parse().unwrap()
-        })
-        .collect()
-}
 
 #[test]
 fn an_empty_summary_gives_notes_not_panics() {
@@ -35,7 +25,7 @@ fn cpu_bars_are_relative_to_nginx() {
     // gateway-uring first (legend order), then nginx; 1.0 x 1.1 headroom: the axis goes to 1.5;
     // direct is left out.
     let px = |v: f64| (PLOT_H * v / 1.5 * 10.0).round() / 10.0;
-    assert_eq!(heights(&svg), [px(0.5), px(1.0)]);
+    assert_eq!(bar_heights(&svg), [px(0.5), px(1.0)]);
     assert!(svg.contains(">0.50</text>") && svg.contains("target 0.8x"));
     assert!(!svg.contains(">direct</text>"));
     assert!(svg.contains("Note: no h1-16k.json"));

@@ -63,7 +63,7 @@ fn chart(series: Vec<Series>) -> BarChart {
 }
 
 /// The `height` of every `<rect>` with a `<title>` (the bars), in order.
-fn bar_heights(svg: &str) -> Vec<f64> {
+pub(crate) fn bar_heights(svg: &str) -> Vec<f64> {
     svg.lines()
         .filter(|l| l.starts_with("<rect") && l.contains("<title>"))
         .map(|l| {

@@ -31,7 +31,8 @@
 #   SKIP_BUILD [0]         1: use the existing binaries instead of building them
 #   GATEWAY_BIN            a gateway binary to use instead of the one built here
 #   RESULTS_DIR [loadtests/results]
-#   KEEP_WORK [0]          1: keep the temporary directory (configs, logs, raw load reports)
+#   KEEP_WORK [0]          1: keep the temporary directory (configs, logs, raw load reports,
+#                          every request of the overloaded phase in overload-records.csv)
 #
 # Each run starts a fresh origin (loadtests `capacity-origin`) and a fresh proxy, measures the
 # unloaded phase, resets the origin's statistics and halving clock, then runs the overloaded
@@ -442,7 +443,7 @@ run_once() {
     sampler=$!
     STARTED+=("$sampler")
     t0=$(cpu_ticks "${PROXY_PIDS[@]}")
-    load "$RATE" "$DURATION" "$dir/overload.json" "${split[@]}" || loaded=0
+    load "$RATE" "$DURATION" "$dir/overload.json" "${split[@]}" --records "$dir/overload-records.csv" || loaded=0
     t1=$(cpu_ticks "${PROXY_PIDS[@]}")
     stop "$sampler"
     local stats hwm

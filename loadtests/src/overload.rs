@@ -92,6 +92,13 @@ pub fn default_workers(rate: f64, timeout: Duration) -> usize {
 /// Runs the load and waits for the last answer (at most `timeout` after the last scheduled
 /// request).
 pub fn run(cfg: &LoadConfig) -> io::Result<Report> {
+    run_recorded(cfg, None)
+}
+
+/// [`run`], also writing every scheduled request to `records` as CSV: `class,scheduled_ms,
+/// latency_ms,lag_ms,outcome` (outcome: the status, `timeout`, `connect`, `io` or `unsent`),
+/// in scheduled order: for looking at how latency moved over a run.
+pub fn run_recorded(cfg: &LoadConfig, records_out: Option<&mut dyn io::Write>) -> io::Result<Report> {
     if !(cfg.rate > 0.0 && cfg.rate.is_finite()) {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "the rate must be above 0"));
     }
@@ -158,6 +165,9 @@ pub fn run(cfg: &LoadConfig) -> io::Result<Report> {
             .collect(),
         _ => Vec::new(),
     };
+    if let Some(out) = records_out {
+        report::write_csv(&names, &records, out)?;
+    }
     let seconds = (cfg.duration + cfg.timeout).as_secs_f64().ceil() as usize + 1;
     let total = ClassStats::of(records.iter());
     Ok(Report {

@@ -40,6 +40,9 @@ struct Args {
     /// Also report requests scheduled before and after this second separately.
     #[arg(long)]
     split_at_s: Option<f64>,
+    /// Also write every scheduled request here, as CSV (class, scheduled and latency ms, outcome).
+    #[arg(long)]
+    records: Option<std::path::PathBuf>,
     /// Write the JSON report here (default: stdout).
     #[arg(long)]
     out: Option<std::path::PathBuf>,
@@ -85,7 +88,12 @@ fn run(args: Args) -> Result<(), String> {
         workers: args.workers.unwrap_or_else(|| overload::default_workers(args.rate, timeout)).max(1),
         split_at,
     };
-    let report = overload::run(&cfg).map_err(|e| format!("cannot run: {e}"))?;
+    let mut records = match &args.records {
+        Some(path) => Some(std::fs::File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?),
+        None => None,
+    };
+    let report = overload::run_recorded(&cfg, records.as_mut().map(|f| f as &mut dyn std::io::Write))
+        .map_err(|e| format!("cannot run: {e}"))?;
     let json = serde_json::to_string_pretty(&report).map_err(|e| format!("cannot encode the report: {e}"))?;
     match &args.out {
         Some(path) => std::fs::write(path, json + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))?,

@@ -3,6 +3,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use std::io::Write as _;
+
 use serde::Serialize;
 
 use super::client::Outcome;
@@ -218,6 +220,24 @@ pub(crate) fn series(names: &[String], records: &[Record], seconds: usize) -> Se
         }
     }
     Series { interval_s: 1.0, classes: names.iter().cloned().zip(classes).collect() }
+}
+
+/// Every record as a CSV line (see [`super::run_recorded`]).
+pub(crate) fn write_csv(names: &[String], records: &[Record], out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    let mut w = std::io::BufWriter::new(out);
+    writeln!(w, "class,scheduled_ms,latency_ms,lag_ms,outcome")?;
+    for r in records {
+        let outcome = match r.outcome {
+            None => "unsent".to_string(),
+            Some(Outcome::Status(s)) => s.to_string(),
+            Some(Outcome::TimedOut) => "timeout".into(),
+            Some(Outcome::Connect) => "connect".into(),
+            Some(Outcome::Io) => "io".into(),
+        };
+        let class = names.get(r.class).map_or("?", String::as_str);
+        writeln!(w, "{class},{:.3},{:.3},{:.3},{outcome}", ms(r.scheduled), ms(r.latency), ms(r.lag))?;
+    }
+    w.flush()
 }
 
 fn bump(counts: &mut [u64], i: usize) {

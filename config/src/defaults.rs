@@ -231,6 +231,9 @@ pub const MAX_HEADERS_LIMIT: i64 = 256;
 pub const MAX_ENDPOINT_WEIGHT: i64 = 1000;
 /// Most priority classes in `overload.classes`.
 pub const MAX_CLASSES: usize = 8;
+/// `overload.queue_delay_target` and `queue_delay_interval`: CoDel's 5 ms and 100 ms.
+pub const QUEUE_DELAY_TARGET: Duration = Duration::from_millis(5);
+pub const QUEUE_DELAY_INTERVAL: Duration = Duration::from_millis(100);
 /// Largest accepted `overload.queue_wait_factor`.
 pub const MAX_QUEUE_WAIT_FACTOR: f64 = 10.0;
 /// Largest accepted `routes[].rate_limit.rate` (requests per second).

@@ -53,6 +53,15 @@ pub struct Overload {
     /// much, later middle classes proportionally less; the last class never waits).
     /// From 0.0 to 10.0.
     pub queue_wait_factor: f64,
+    /// The queue-delay signal (CoDel's): when the shortest wait for an upstream slot over a whole
+    /// `queue_delay_interval` stayed above `queue_delay_target`, the queue is standing rather than
+    /// absorbing a burst, and middle classes are shed on arrival instead of joining it (the class
+    /// after the first above `(classes - 2) x target`, the next above one step less, ...).
+    /// Target 1ms to 10s, interval 1ms to 60s, target below interval.
+    #[serde(serialize_with = "ser::duration")]
+    pub queue_delay_target: Duration,
+    #[serde(serialize_with = "ser::duration")]
+    pub queue_delay_interval: Duration,
 }
 
 /// An IPv4 or IPv6 network, e.g. `10.0.0.0/8`. As loaded: `prefix_len` is at most 32 (IPv4) or

@@ -362,6 +362,8 @@ pub(crate) struct RawOverload {
     #[serde(default)]
     pub trusted_identities: Vec<String>,
     pub queue_wait_factor: Option<f64>,
+    pub queue_delay_target: Option<IntOrStr>,
+    pub queue_delay_interval: Option<IntOrStr>,
 }
 
 /// A TOML integer or string, kept apart so validation can say what the string should look like

@@ -75,6 +75,8 @@ fn defaults_of_a_minimal_file() {
             trusted_sources: Vec::new(),
             trusted_identities: Vec::new(),
             queue_wait_factor: 1.0,
+            queue_delay_target: Duration::from_millis(5),
+            queue_delay_interval: Duration::from_millis(100),
         }
     );
 }
@@ -276,6 +278,8 @@ fn full_example_sets_every_key() {
         "trusted_sources",
         "trusted_identities",
         "queue_wait_factor",
+        "queue_delay_target",
+        "queue_delay_interval",
         "priority",
         "rate_limit",
         "rate",

@@ -1,6 +1,7 @@
 //! `[overload]`: priority classes, the trusted priority header and the queue wait factor.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use crate::defaults;
 use crate::locate::KeyPath;
@@ -9,7 +10,7 @@ use crate::problems::Problems;
 use crate::raw::RawOverload;
 
 use super::cidr::parse_cidr;
-use super::fields::{check_name, is_token};
+use super::fields::{check_name, duration, is_token};
 
 /// Headers that describe the connection or the message framing: a priority header with one of
 /// these names would be removed or reinterpreted by HTTP itself.
@@ -91,6 +92,32 @@ pub(super) fn convert(raw: &RawOverload, p: &mut Problems<'_>, path: &KeyPath) -
             ),
         );
     }
+    let queue_delay_target =
+        duration(p, &path.key("queue_delay_target"), raw.queue_delay_target.as_ref(), defaults::QUEUE_DELAY_TARGET);
+    let queue_delay_interval = duration(
+        p,
+        &path.key("queue_delay_interval"),
+        raw.queue_delay_interval.as_ref(),
+        defaults::QUEUE_DELAY_INTERVAL,
+    );
+    if !(Duration::from_millis(1)..=Duration::from_secs(10)).contains(&queue_delay_target) {
+        p.at(
+            &path.key("queue_delay_target"),
+            format!("queue_delay_target must be between 1ms and 10s, got {queue_delay_target:?}"),
+        );
+    } else if !(Duration::from_millis(1)..=Duration::from_secs(60)).contains(&queue_delay_interval) {
+        p.at(
+            &path.key("queue_delay_interval"),
+            format!("queue_delay_interval must be between 1ms and 60s, got {queue_delay_interval:?}"),
+        );
+    } else if queue_delay_target >= queue_delay_interval {
+        p.at(
+            &path.key("queue_delay_target"),
+            format!(
+                "queue_delay_target ({queue_delay_target:?}) must be shorter than queue_delay_interval ({queue_delay_interval:?}): the signal is a standing queue over a whole interval"
+            ),
+        );
+    }
     Overload {
         enabled: raw.enabled.unwrap_or(defaults::OVERLOAD_ENABLED),
         classes,
@@ -99,6 +126,8 @@ pub(super) fn convert(raw: &RawOverload, p: &mut Problems<'_>, path: &KeyPath) -
         trusted_sources,
         trusted_identities,
         queue_wait_factor,
+        queue_delay_target,
+        queue_delay_interval,
     }
 }
 

@@ -5,17 +5,21 @@
 //!
 //! - is admitted at once when fewer than `L` requests are in flight and no request of its rank
 //!   or better is waiting;
-//! - rank 0 is admitted whenever the hard cap `max_requests` allows (it waits, first in line,
-//!   only at the cap); its requests count against `L`, so the adaptive limit makes room for it
-//!   by shrinking what the other classes get;
+//! - rank 0 waits first in line: a freed slot goes to it before anyone else, even when the limit
+//!   has just shrunk below the requests in flight (the slot changes hands, in flight stays), and
+//!   after waiting half the upstream's no-load latency it is admitted above `L` (the limit may
+//!   be wrong: too low just after a cut), by at most `max(1, L/4)` and within the hard cap
+//!   `max_requests`, else it waits until its deadline; but not while the upstream's latency shows requests queueing there
+//!   (above the limit it would only queue behind others: it stays first in line instead). Without the adaptive limit, `L` is `max_requests` minus a reserve of
+//!   `max(1, max_requests/4)` that only rank 0 uses, and rank 0 is admitted at once up to the cap;
 //! - the last rank never waits: no free slot means a fast 503 (shed);
 //! - middle ranks wait for a slot at most `baseline * factor * (last - r) / (last - 1)` (the
-//!   baseline being the upstream's measured no-load latency), then are shed;
+//!   baseline being the upstream's measured no-load latency), then are shed; and when their own
+//!   queue stands (the queue-delay signal, [`super::queue_delay`]: the shortest wait over a whole
+//!   interval above `target * (last - r)`), they are shed on arrival instead of joining it,
+//!   as long as someone of their rank or better is queued to take the next slot;
 //! - more than `max_pending` waiters, or `max_requests` in flight (the hard cap), means 503
-//!   overflow.
-//!
-//! Without the adaptive limit, `L` is `max_requests` minus a reserve of `max(1, max_requests/4)`
-//! that only the first class can use.
+//!   overflow (rank 0 waits at the cap while `max_pending` allows).
 //!
 //! A finishing request hands its slot directly to the best waiter (lowest rank first, then
 //! arrival order), so a freed slot is never taken by a newcomer of a lower class. Nothing here is
@@ -32,11 +36,15 @@ use std::time::{Duration, Instant};
 use gateway_config::Cluster;
 
 use super::gradient::Gradient;
+use super::queue_delay::QueueDelay;
 
 /// Classes supported (config validation enforces it).
 pub const MAX_CLASSES: usize = 8;
 /// Wait bound for middle classes before any latency was measured.
 const DEFAULT_BASELINE: Duration = Duration::from_millis(20);
+/// With the adaptive limit, how long rank 0 waits for a slot under the limit before it takes
+/// one above it, as a share of the no-load latency.
+const FIRST_CLASS_WAIT_SHARE: f64 = 0.5;
 
 /// The outcome of asking for a slot.
 pub enum Admission {
@@ -54,6 +62,9 @@ pub struct Policy {
     pub enabled: bool,
     pub classes: usize,
     pub queue_wait_factor: f64,
+    /// The queue-delay signal's target and interval.
+    pub queue_delay_target: Duration,
+    pub queue_delay_interval: Duration,
 }
 
 pub struct Limiter {
@@ -64,11 +75,15 @@ pub struct Limiter {
     pending: Cell<usize>,
     gradient: Option<RefCell<Gradient>>,
     waiters: RefCell<[VecDeque<Rc<Waiter>>; MAX_CLASSES]>,
+    /// The queue-delay signal of each class's queue.
+    delays: RefCell<[QueueDelay; MAX_CLASSES]>,
 }
 
 #[derive(Default)]
 struct Waiter {
     granted: Cell<bool>,
+    /// Rank 0 that waited long enough: a slot above the limit will do.
+    above_limit: Cell<bool>,
     waker: RefCell<Option<Waker>>,
 }
 
@@ -87,8 +102,8 @@ impl Drop for QueueGuard<'_> {
         if self.waiter.granted.get() {
             if !self.admitted {
                 // Granted, but the request went away before using the slot.
-                l.in_flight.set(l.in_flight.get().saturating_sub(1));
-                l.dispatch();
+                l.release_slot();
+                l.dispatch(true);
             }
         } else if let Some(q) = l.waiters.borrow_mut().get_mut(self.rank) {
             q.retain(|w| !Rc::ptr_eq(w, self.waiter));
@@ -109,6 +124,20 @@ impl Limiter {
                 RefCell::new(Gradient::new(&cluster.adaptive_concurrency, cluster.caps.max_requests, Instant::now()))
             }),
             waiters: RefCell::new(Default::default()),
+            delays: RefCell::new(std::array::from_fn(|_| {
+                QueueDelay::new(policy.queue_delay_target, policy.queue_delay_interval)
+            })),
+        }
+    }
+
+    /// The queue-delay signal of class `rank`'s queue now.
+    pub fn queue_delay(&self, rank: usize, now: Instant) -> Duration {
+        self.delays.borrow().get(rank).map_or(Duration::ZERO, |d| d.signal(now))
+    }
+
+    fn observe_wait(&self, rank: usize, waited: Duration, now: Instant) {
+        if let Some(d) = self.delays.borrow_mut().get_mut(rank) {
+            d.observe(waited, now);
         }
     }
 
@@ -132,13 +161,15 @@ impl Limiter {
     /// Asks for a slot for a request of class `rank`, waiting at most until `deadline`. The flag
     /// says whether the request waited in the queue.
     pub async fn admit(self: &Rc<Self>, rank: usize, deadline: Instant) -> (Admission, bool) {
+        let rank = rank.min(self.policy.classes.saturating_sub(1)).min(MAX_CLASSES - 1);
         match self.admit_now(rank) {
             Ok(decision) => (decision, false),
-            Err(until) => (self.queue(rank, until.min(deadline)).await, true),
+            Err(until) => (self.queue(rank, until.min(deadline), deadline).await, true),
         }
     }
 
-    /// Decides without waiting, or says until when the request may wait in the queue.
+    /// Decides without waiting, or says until when the request may wait in the queue (for rank
+    /// 0 with the adaptive limit: until when it waits for a slot under the limit).
     fn admit_now(self: &Rc<Self>, rank: usize) -> Result<Admission, Instant> {
         let limit = self.limit();
         let in_flight = self.in_flight.get();
@@ -149,16 +180,23 @@ impl Limiter {
                 Admission::Overflow
             });
         }
-        let rank = rank.min(self.policy.classes.saturating_sub(1)).min(MAX_CLASSES - 1);
         let last = self.policy.classes.saturating_sub(1);
+        let adaptive = self.gradient.is_some();
+        let now = Instant::now();
         if in_flight >= self.max_requests {
             // The hard cap: only the first class may still wait for a slot.
             if rank != 0 || self.pending.get() >= self.max_pending {
                 return Ok(Admission::Overflow);
             }
-        } else if (in_flight < limit && !self.waiting_at_or_above(rank)) || rank == 0 {
-            // A free slot nobody of this class or better waits for; the first class is only
-            // held back by the hard cap (the adaptive limit then shrinks for the others).
+            return Err(now + Duration::from_secs(3600));
+        }
+        if in_flight < limit && !self.waiting_at_or_above(rank) {
+            // A free slot nobody of this class or better waits for.
+            self.observe_wait(rank, Duration::ZERO, now);
+            return Ok(Admission::Admitted(self.grant()));
+        }
+        if rank == 0 && !adaptive {
+            // The reserve above the fixed limit is the first class's.
             return Ok(Admission::Admitted(self.grant()));
         }
         if rank == last && last > 0 {
@@ -167,28 +205,71 @@ impl Limiter {
         if self.pending.get() >= self.max_pending {
             return Ok(Admission::Overflow);
         }
-        let far = Instant::now() + Duration::from_secs(3600);
-        Err(if rank == 0 { far } else { Instant::now() + self.wait_bound(rank, last) })
+        if rank == 0 {
+            return Err(now + self.first_class_wait());
+        }
+        // This class's queue stands (its shortest wait over an interval stayed above the
+        // class's threshold, and above half its wait bound: a newcomer would most likely wait
+        // its bound out and be shed then): shed it now rather than later, as long as someone
+        // of the class is queued already to take the class's next slot.
+        let bound = self.wait_bound(rank, last);
+        let threshold = (self.policy.queue_delay_target * u32::try_from(last - rank).unwrap_or(1)).max(bound / 2);
+        if self.queue_delay(rank, now) > threshold && self.waiting_in(rank) {
+            return Ok(Admission::Shed);
+        }
+        Err(now + bound)
+    }
+
+    /// How long the first class waits under the adaptive limit before it may go above it.
+    fn first_class_wait(&self) -> Duration {
+        self.baseline().mul_f64(FIRST_CLASS_WAIT_SHARE)
+    }
+
+    fn upstream_queueing(&self) -> bool {
+        self.gradient.as_ref().is_some_and(|g| g.borrow().queueing())
+    }
+
+    fn baseline(&self) -> Duration {
+        self.gradient.as_ref().and_then(|g| g.borrow().baseline()).unwrap_or(DEFAULT_BASELINE)
     }
 
     /// How long a middle class may wait for a slot.
     fn wait_bound(&self, rank: usize, last: usize) -> Duration {
-        let baseline = self.gradient.as_ref().and_then(|g| g.borrow().baseline()).unwrap_or(DEFAULT_BASELINE);
+        let baseline = self.baseline();
         let share = if last <= 1 { 1.0 } else { (last - rank) as f64 / (last - 1) as f64 };
         baseline.mul_f64((self.policy.queue_wait_factor * share).max(0.0))
     }
 
-    async fn queue(self: &Rc<Self>, rank: usize, until: Instant) -> Admission {
+    /// Waits in class `rank`'s queue until `until`; rank 0 then takes a slot above the limit,
+    /// or at the hard cap goes on waiting until `deadline`.
+    async fn queue(self: &Rc<Self>, rank: usize, until: Instant, deadline: Instant) -> Admission {
         let waiter = Rc::new(Waiter::default());
         if let Some(q) = self.waiters.borrow_mut().get_mut(rank) {
             q.push_back(Rc::clone(&waiter));
         }
         self.pending.set(self.pending.get() + 1);
+        let queued = Instant::now();
         // Whatever ends the wait (grant, timeout, or the request being dropped), the guard
         // leaves the queue cleanly: a slot granted to a request that is gone is given back.
         let mut guard = QueueGuard { limiter: self, waiter: &waiter, rank, admitted: false };
-        let left = until.saturating_duration_since(Instant::now());
-        let _ = monoio::time::timeout(left, Granted(&waiter)).await;
+        let mut until = until;
+        loop {
+            let _ = monoio::time::timeout(until.saturating_duration_since(Instant::now()), Granted(&waiter)).await;
+            let now = Instant::now();
+            if waiter.granted.get() || rank != 0 || now >= deadline {
+                break;
+            }
+            // The first class waited long enough for a slot under the limit. One above it will
+            // do, unless requests are queueing at the upstream already (it would only queue
+            // there, behind others): then it stays first in line, looking again a while later.
+            if !self.upstream_queueing() {
+                waiter.above_limit.set(true);
+                self.dispatch(false);
+            }
+            until = if waiter.above_limit.get() { deadline } else { (now + self.first_class_wait()).min(deadline) };
+        }
+        let now = Instant::now();
+        self.observe_wait(rank, now.saturating_duration_since(queued), now);
         if waiter.granted.get() {
             guard.admitted = true;
             Admission::Admitted(Permit { limiter: Rc::clone(self), started: None })
@@ -197,28 +278,61 @@ impl Limiter {
         }
     }
 
+    fn waiting_in(&self, rank: usize) -> bool {
+        self.waiters.borrow().get(rank).is_some_and(|q| !q.is_empty())
+    }
+
     fn waiting_at_or_above(&self, rank: usize) -> bool {
         self.waiters.borrow().iter().take(rank + 1).any(|q| !q.is_empty())
     }
 
     fn grant(self: &Rc<Self>) -> Permit {
-        let n = self.in_flight.get() + 1;
-        self.in_flight.set(n);
-        if let Some(g) = &self.gradient {
-            g.borrow_mut().observe_in_flight(n);
-        }
+        self.take_slot();
         Permit { limiter: Rc::clone(self), started: None }
     }
 
-    /// Gives freed slots to waiters, best rank first.
-    fn dispatch(&self) {
+    /// One more request in flight (the adaptive limit notes the concurrency reached).
+    fn take_slot(&self) {
+        let n = self.in_flight.get() + 1;
+        self.in_flight.set(n);
+        if let Some(g) = &self.gradient {
+            let mut g = g.borrow_mut();
+            g.observe_in_flight(n);
+            g.set_in_flight(n, Instant::now());
+        }
+    }
+
+    /// One request fewer in flight.
+    fn release_slot(&self) {
+        let n = self.in_flight.get().saturating_sub(1);
+        self.in_flight.set(n);
+        if let Some(g) = &self.gradient {
+            g.borrow_mut().set_in_flight(n, Instant::now());
+        }
+    }
+
+    /// Gives free slots to waiters, best rank first. `freed`: a request just finished, and its
+    /// slot may go to a first-class waiter even when the limit has shrunk below the requests in
+    /// flight (the slot changes hands; in flight does not grow).
+    fn dispatch(&self, freed: bool) {
         let limit = self.limit();
+        let adaptive = self.gradient.is_some();
+        let mut handoff = freed;
         let mut waiters = self.waiters.borrow_mut();
         for (rank, queue) in waiters.iter_mut().enumerate() {
-            let cap = if rank == 0 { self.max_requests } else { limit };
-            while self.in_flight.get() < cap {
+            while let Some(front) = queue.front() {
+                let cap = match rank {
+                    0 if !adaptive => self.max_requests,
+                    0 if front.above_limit.get() => (limit + headroom(limit)).min(self.max_requests),
+                    0 if handoff => limit.max(self.in_flight.get() + 1),
+                    _ => limit,
+                };
+                if self.in_flight.get() >= cap {
+                    break;
+                }
                 let Some(w) = queue.pop_front() else { break };
-                self.in_flight.set(self.in_flight.get() + 1);
+                handoff = false;
+                self.take_slot();
                 w.granted.set(true);
                 let waker = w.waker.borrow_mut().take();
                 if let Some(waker) = waker {
@@ -266,8 +380,8 @@ impl Permit {
 impl Drop for Permit {
     fn drop(&mut self) {
         let l = &self.limiter;
-        l.in_flight.set(l.in_flight.get().saturating_sub(1));
-        l.dispatch();
+        l.release_slot();
+        l.dispatch(true);
     }
 }
 
@@ -315,8 +429,33 @@ mod tests {
         }
     }
 
+    fn policy(enabled: bool) -> Policy {
+        Policy {
+            enabled,
+            classes: 4,
+            queue_wait_factor: 1.0,
+            queue_delay_target: Duration::from_millis(5),
+            queue_delay_interval: Duration::from_millis(100),
+        }
+    }
+
+    /// Adaptive limit 2 (its initial value, before any sample), hard cap 4.
+    fn adaptive() -> Rc<Limiter> {
+        let mut c = cluster(4, 8);
+        c.adaptive_concurrency.enabled = true;
+        c.adaptive_concurrency.initial_limit = 2;
+        Rc::new(Limiter::new(&c, policy(true)))
+    }
+
+    fn admitted(a: (Admission, bool)) -> Permit {
+        match a.0 {
+            Admission::Admitted(p) => p,
+            _ => panic!("not admitted"),
+        }
+    }
+
     fn limiter(max_requests: usize) -> Rc<Limiter> {
-        Rc::new(Limiter::new(&cluster(max_requests, 8), Policy { enabled: true, classes: 4, queue_wait_factor: 1.0 }))
+        Rc::new(Limiter::new(&cluster(max_requests, 8), policy(true)))
     }
 
     fn run<F: Future>(f: F) -> F::Output {
@@ -403,11 +542,92 @@ mod tests {
     #[test]
     fn with_classes_off_only_the_cap_applies() {
         run(async {
-            let l =
-                Rc::new(Limiter::new(&cluster(1, 8), Policy { enabled: false, classes: 4, queue_wait_factor: 1.0 }));
+            let l = Rc::new(Limiter::new(&cluster(1, 8), policy(false)));
             let held = l.admit(3, far()).await.0;
             assert!(matches!(held, Admission::Admitted(_)));
             assert!(matches!(l.admit(0, far()).await.0, Admission::Overflow));
+        });
+    }
+
+    #[test]
+    fn the_first_class_waits_first_in_line_at_the_adaptive_limit_and_takes_the_next_slot() {
+        run(async {
+            let l = adaptive();
+            assert_eq!(l.limit(), 2);
+            let a = admitted(l.admit(2, far()).await);
+            let b = admitted(l.admit(2, far()).await);
+            // A middle class queues first, then the first class arrives: it goes ahead.
+            let l1 = Rc::clone(&l);
+            let normal = monoio::spawn(async move { matches!(l1.admit(2, far()).await.0, Admission::Admitted(_)) });
+            let l0 = Rc::clone(&l);
+            let critical = monoio::spawn(async move {
+                let p = admitted(l0.admit(0, far()).await);
+                let in_flight = l0.in_flight();
+                drop(p);
+                in_flight
+            });
+            monoio::time::sleep(Duration::from_millis(2)).await;
+            assert_eq!((l.pending(), l.in_flight()), (2, 2), "both wait at the limit");
+            drop(a);
+            assert_eq!(critical.await, 2, "the freed slot went to the first class, nothing above the limit");
+            assert!(normal.await, "and the next one to the middle class");
+            drop(b);
+            assert_eq!((l.in_flight(), l.pending()), (0, 0));
+        });
+    }
+
+    #[test]
+    fn the_first_class_goes_a_little_above_the_adaptive_limit_after_a_short_wait() {
+        run(async {
+            let l = adaptive();
+            let held: Vec<Permit> = vec![admitted(l.admit(2, far()).await), admitted(l.admit(2, far()).await)];
+            let started = Instant::now();
+            // No baseline measured yet: half of the 20 ms default.
+            let c1 = admitted(l.admit(0, far()).await);
+            let waited = started.elapsed();
+            assert!(waited >= Duration::from_millis(10) && waited < Duration::from_millis(500), "{waited:?}");
+            assert_eq!(l.in_flight(), 3);
+            // At most max(1, L/4) above the limit: the next one waits until its deadline.
+            let soon = Instant::now() + Duration::from_millis(30);
+            let (decision, waited) = l.admit(0, soon).await;
+            assert!(matches!(decision, Admission::Shed) && waited);
+            assert!(Instant::now() >= soon);
+            drop((held, c1));
+            assert_eq!((l.in_flight(), l.pending()), (0, 0));
+        });
+    }
+
+    #[test]
+    fn a_standing_queue_sheds_a_middle_class_on_arrival_while_someone_waits() {
+        run(async {
+            let l = limiter(2); // limit 1; class 2 of 4 waits up to 10 ms (no baseline yet)
+            let held = admitted(l.admit(1, far()).await);
+            // Class 2 waiters time out after 10 ms, over and over: their queue stands.
+            let mut fast = 0;
+            for _ in 0..16 {
+                let l2 = Rc::clone(&l);
+                let waiter = monoio::spawn(async move { l2.admit(2, far()).await });
+                monoio::time::sleep(Duration::from_millis(1)).await;
+                let started = Instant::now();
+                let (decision, waited) = l.admit(2, far()).await;
+                assert!(matches!(decision, Admission::Shed));
+                if !waited && started.elapsed() < Duration::from_millis(2) {
+                    fast += 1;
+                }
+                assert!(matches!(waiter.await.0, Admission::Shed));
+            }
+            assert!(
+                l.queue_delay(2, Instant::now()) >= Duration::from_millis(9),
+                "{:?}",
+                l.queue_delay(2, Instant::now())
+            );
+            assert!(fast >= 4, "shed on arrival once the queue stood for an interval: {fast}");
+            // Nobody queued: a newcomer joins the queue rather than leave slots unclaimed.
+            let (_, waited) = l.admit(2, far()).await;
+            assert!(waited);
+            // The class above has its own queue and its own signal.
+            assert_eq!(l.queue_delay(1, Instant::now()), Duration::ZERO);
+            drop(held);
         });
     }
 }

@@ -7,6 +7,7 @@
 pub mod bucket;
 pub mod gradient;
 pub mod limiter;
+pub mod queue_delay;
 pub mod ratelimit_headers;
 
 use std::hash::Hash;
@@ -27,6 +28,8 @@ pub fn policy(config: &Config) -> Policy {
         enabled: config.overload.enabled,
         classes: config.overload.classes.len().clamp(1, limiter::MAX_CLASSES),
         queue_wait_factor: config.overload.queue_wait_factor,
+        queue_delay_target: config.overload.queue_delay_target,
+        queue_delay_interval: config.overload.queue_delay_interval,
     }
 }
 

@@ -1,6 +1,8 @@
 //! `[overload]` and the routes' `priority` references to its classes.
 
 use super::{assert_one, errors, valid, with_listener, LISTENER};
+use std::time::Duration;
+
 use crate::model::{Cidr, Overload};
 
 /// Listener on lines 1-3, `[overload]` on line 4, `keys` from line 5 on.
@@ -21,6 +23,8 @@ fn default_overload() -> Overload {
         trusted_sources: Vec::new(),
         trusted_identities: Vec::new(),
         queue_wait_factor: 1.0,
+        queue_delay_target: Duration::from_millis(5),
+        queue_delay_interval: Duration::from_millis(100),
     }
 }
 
@@ -36,6 +40,7 @@ fn every_key() {
         "enabled = false\nclasses = [\"gold\", \"silver\", \"bronze\"]\ndefault_class = \"silver\"\n\
          priority_header = \"X-Gateway-Priority\"\n\
          trusted_sources = [\"127.0.0.1\", \"10.0.0.0/8\", \"::1/128\", \"2001:db8::\"]\nqueue_wait_factor = 2\n\
+         queue_delay_target = \"2ms\"\nqueue_delay_interval = \"50ms\"\n\
          trusted_identities = [\"spiffe://example.org/ns/ops/*\", \"batch.internal\"]\n",
     );
     let overload = valid(&text).overload;
@@ -58,6 +63,8 @@ fn every_key() {
                 crate::model::IdentityMatch::Exact("batch.internal".to_owned()),
             ],
             queue_wait_factor: 2.0,
+            queue_delay_target: Duration::from_millis(2),
+            queue_delay_interval: Duration::from_millis(50),
         }
     );
     for (factor, expected) in [("0.0", 0.0), ("10.0", 10.0), ("0.25", 0.25), ("0", 0.0)] {
@@ -117,6 +124,14 @@ fn bad_overload() {
         ("queue_wait_factor = nan".to_owned(), "queue_wait_factor", "between 0.0 and 10.0, got NaN"),
         ("queue_wait_factor = inf".to_owned(), "queue_wait_factor", "between 0.0 and 10.0, got inf"),
         ("queue_wait_factor = \"1\"".to_owned(), "queue_wait_factor", "invalid type: string \"1\", expected f64"),
+        ("queue_delay_target = \"20s\"".to_owned(), "queue_delay_target", "between 1ms and 10s, got 20s"),
+        ("queue_delay_target = 5".to_owned(), "queue_delay_target", "a duration needs a unit"),
+        ("queue_delay_interval = \"2m\"".to_owned(), "queue_delay_interval", "between 1ms and 60s, got 120s"),
+        (
+            "queue_delay_target = \"200ms\"".to_owned(),
+            "queue_delay_target",
+            "must be shorter than queue_delay_interval (100ms)",
+        ),
         ("enabled = \"yes\"".to_owned(), "enabled", "invalid type: string \"yes\", expected a boolean"),
         ("clases = []".to_owned(), "clases", "unknown field `clases`, expected one of `enabled`, `classes`"),
     ];

@@ -7,17 +7,20 @@
 //!   or better is waiting;
 //! - rank 0 waits first in line: a freed slot goes to it before anyone else, even when the limit
 //!   has just shrunk below the requests in flight (the slot changes hands, in flight stays), and
-//!   after waiting half the upstream's no-load latency it is admitted above `L` (the limit may
+//!   after waiting one no-load latency of the upstream it is admitted above `L` (the limit may
 //!   be wrong: too low just after a cut), by at most `max(1, L/4)` and within the hard cap
-//!   `max_requests`, else it waits until its deadline; but not while the upstream's latency shows requests queueing there
-//!   (above the limit it would only queue behind others: it stays first in line instead). Without the adaptive limit, `L` is `max_requests` minus a reserve of
-//!   `max(1, max_requests/4)` that only rank 0 uses, and rank 0 is admitted at once up to the cap;
+//!   `max_requests`, else it waits until its deadline; but not while the upstream's latency
+//!   shows requests queueing there (above the limit it would only queue behind others: it stays
+//!   first in line instead). Without the adaptive limit, `L` is `max_requests` minus a reserve
+//!   of `max(1, max_requests/4)` that only rank 0 uses, and rank 0 is admitted at once up to the
+//!   cap;
 //! - the last rank never waits: no free slot means a fast 503 (shed);
 //! - middle ranks wait for a slot at most `baseline * factor * (last - r) / (last - 1)` (the
 //!   baseline being the upstream's measured no-load latency), then are shed; and when their own
 //!   queue stands (the queue-delay signal, [`super::queue_delay`]: the shortest wait over a whole
-//!   interval above `target * (last - r)`), they are shed on arrival instead of joining it,
-//!   as long as someone of their rank or better is queued to take the next slot;
+//!   interval above `target * (last - r)` and above half their wait bound), they are shed on
+//!   arrival instead of joining it, as long as two of their rank are queued to take the next
+//!   slots (never leaving a freed slot to a lower class);
 //! - more than `max_pending` waiters, or `max_requests` in flight (the hard cap), means 503
 //!   overflow (rank 0 waits at the cap while `max_pending` allows).
 //!
@@ -40,17 +43,22 @@ use super::queue_delay::QueueDelay;
 
 /// Classes supported (config validation enforces it).
 pub const MAX_CLASSES: usize = 8;
+/// Waiters of a class that stay queued when its queue stands: enough to take the class's next
+/// slots, so that shedding on arrival never leaves a freed slot to a lower class.
+const MIN_STANDING_QUEUE: usize = 2;
 /// Wait bound for middle classes before any latency was measured.
 const DEFAULT_BASELINE: Duration = Duration::from_millis(20);
 /// With the adaptive limit, how long rank 0 waits for a slot under the limit before it takes
 /// one above it, as a share of the no-load latency.
-const FIRST_CLASS_WAIT_SHARE: f64 = 0.5;
+const FIRST_CLASS_WAIT_SHARE: f64 = 1.0;
 
 /// The outcome of asking for a slot.
 pub enum Admission {
     Admitted(Permit),
     /// No capacity for this class now: 503 `x-gateway-reason: shed`.
     Shed,
+    /// The same, decided on arrival because the class's queue stands (the queue-delay signal).
+    ShedStanding,
     /// A cap was hit: 503 `x-gateway-reason: overflow`.
     Overflow,
 }
@@ -182,17 +190,18 @@ impl Limiter {
         }
         let last = self.policy.classes.saturating_sub(1);
         let adaptive = self.gradient.is_some();
-        let now = Instant::now();
         if in_flight >= self.max_requests {
             // The hard cap: only the first class may still wait for a slot.
             if rank != 0 || self.pending.get() >= self.max_pending {
                 return Ok(Admission::Overflow);
             }
-            return Err(now + Duration::from_secs(3600));
+            return Err(Instant::now() + Duration::from_secs(3600));
         }
         if in_flight < limit && !self.waiting_at_or_above(rank) {
             // A free slot nobody of this class or better waits for.
-            self.observe_wait(rank, Duration::ZERO, now);
+            if let Some(d) = self.delays.borrow_mut().get_mut(rank) {
+                d.drained();
+            }
             return Ok(Admission::Admitted(self.grant()));
         }
         if rank == 0 && !adaptive {
@@ -205,17 +214,18 @@ impl Limiter {
         if self.pending.get() >= self.max_pending {
             return Ok(Admission::Overflow);
         }
+        let now = Instant::now();
         if rank == 0 {
             return Err(now + self.first_class_wait());
         }
         // This class's queue stands (its shortest wait over an interval stayed above the
         // class's threshold, and above half its wait bound: a newcomer would most likely wait
-        // its bound out and be shed then): shed it now rather than later, as long as someone
-        // of the class is queued already to take the class's next slot.
+        // its bound out and be shed then): shed it now rather than later, as long as enough of
+        // the class are queued already to take the class's next slots.
         let bound = self.wait_bound(rank, last);
         let threshold = (self.policy.queue_delay_target * u32::try_from(last - rank).unwrap_or(1)).max(bound / 2);
-        if self.queue_delay(rank, now) > threshold && self.waiting_in(rank) {
-            return Ok(Admission::Shed);
+        if self.queue_delay(rank, now) > threshold && self.waiting_in(rank) >= MIN_STANDING_QUEUE {
+            return Ok(Admission::ShedStanding);
         }
         Err(now + bound)
     }
@@ -278,8 +288,8 @@ impl Limiter {
         }
     }
 
-    fn waiting_in(&self, rank: usize) -> bool {
-        self.waiters.borrow().get(rank).is_some_and(|q| !q.is_empty())
+    fn waiting_in(&self, rank: usize) -> usize {
+        self.waiters.borrow().get(rank).map_or(0, VecDeque::len)
     }
 
     fn waiting_at_or_above(&self, rank: usize) -> bool {
@@ -598,23 +608,30 @@ mod tests {
     }
 
     #[test]
-    fn a_standing_queue_sheds_a_middle_class_on_arrival_while_someone_waits() {
+    fn a_standing_queue_sheds_a_middle_class_on_arrival_while_others_wait() {
         run(async {
             let l = limiter(2); // limit 1; class 2 of 4 waits up to 10 ms (no baseline yet)
             let held = admitted(l.admit(1, far()).await);
             // Class 2 waiters time out after 10 ms, over and over: their queue stands.
             let mut fast = 0;
             for _ in 0..16 {
-                let l2 = Rc::clone(&l);
-                let waiter = monoio::spawn(async move { l2.admit(2, far()).await });
+                let waiters: Vec<_> = (0..MIN_STANDING_QUEUE)
+                    .map(|_| {
+                        let l2 = Rc::clone(&l);
+                        monoio::spawn(async move { l2.admit(2, far()).await })
+                    })
+                    .collect();
                 monoio::time::sleep(Duration::from_millis(1)).await;
                 let started = Instant::now();
                 let (decision, waited) = l.admit(2, far()).await;
-                assert!(matches!(decision, Admission::Shed));
+                assert!(matches!(decision, Admission::Shed | Admission::ShedStanding));
+                assert_eq!(matches!(decision, Admission::ShedStanding), !waited);
                 if !waited && started.elapsed() < Duration::from_millis(2) {
                     fast += 1;
                 }
-                assert!(matches!(waiter.await.0, Admission::Shed));
+                for w in waiters {
+                    assert!(matches!(w.await.0, Admission::Shed));
+                }
             }
             assert!(
                 l.queue_delay(2, Instant::now()) >= Duration::from_millis(9),
@@ -622,7 +639,7 @@ mod tests {
                 l.queue_delay(2, Instant::now())
             );
             assert!(fast >= 4, "shed on arrival once the queue stood for an interval: {fast}");
-            // Nobody queued: a newcomer joins the queue rather than leave slots unclaimed.
+            // Too few queued: a newcomer joins the queue rather than leave slots to lower classes.
             let (_, waited) = l.admit(2, far()).await;
             assert!(waited);
             // The class above has its own queue and its own signal.

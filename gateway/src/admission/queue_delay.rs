@@ -28,10 +28,7 @@ impl QueueDelay {
     /// A request left the queue (admitted, or gave up) after waiting `waited`.
     pub fn observe(&mut self, waited: Duration, now: Instant) {
         if waited <= self.target {
-            // The queue drains: no standing queue, and a new interval starts with the next wait.
-            self.standing = Duration::ZERO;
-            self.interval_end = None;
-            self.min = Duration::MAX;
+            self.drained();
             return;
         }
         match self.interval_end {
@@ -47,6 +44,14 @@ impl QueueDelay {
             }
             Some(_) => self.min = self.min.min(waited),
         }
+    }
+
+    /// A request passed within the target (or without waiting): the queue drains, no standing
+    /// queue, and a new interval starts with the next long wait.
+    pub fn drained(&mut self) {
+        self.standing = Duration::ZERO;
+        self.interval_end = None;
+        self.min = Duration::MAX;
     }
 
     /// The standing queue delay now: zero when the queue drained, or when nothing passed for

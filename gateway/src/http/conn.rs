@@ -375,7 +375,10 @@ pub(crate) async fn handle(worker: &Rc<Worker>, conn: &mut Downstream, local: &R
                     count(ClassOutcome::Served);
                     crate::proxy::forward(worker, conn, local, head, p, permit, deadline, websocket).await
                 }
-                Admission::Shed => {
+                Admission::Shed | Admission::ShedStanding => {
+                    if matches!(admission, Admission::ShedStanding) {
+                        worker.stats.requests_shed_standing.inc();
+                    }
                     worker.stats.requests_shed.inc();
                     count(ClassOutcome::Shed);
                     let h = b"retry-after: 1\r\nx-gateway-reason: shed\r\n".to_vec();

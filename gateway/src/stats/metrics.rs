@@ -188,6 +188,12 @@ pub const WORKER_FAMILIES: &[WorkerFamily] = &[
         ],
     },
     per_worker!(
+        requests_shed_standing,
+        Counter,
+        "gateway_admission_shed_standing_queue_total",
+        "Of the shed requests, those refused on arrival because their class's wait queue stood (the queue-delay signal: its shortest wait over an interval stayed above the class's threshold)."
+    ),
+    per_worker!(
         websocket_upgrades,
         Counter,
         "gateway_websocket_upgrades_total",

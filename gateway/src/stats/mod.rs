@@ -112,6 +112,9 @@ worker_stats! {
     upstream_requests_active,
     /// Requests refused with 503 because their priority class had no capacity (shed).
     requests_shed,
+    /// Of `requests_shed`, those refused on arrival because their class's queue stood (the
+    /// queue-delay signal).
+    requests_shed_standing,
     /// Requests refused with 503 because a cluster cap was reached (overflow).
     requests_overflow,
     /// Requests refused with 429 by a rate limit.

@@ -140,7 +140,10 @@ async fn serve(
                     super::forward::forward(worker, local, req, respond, ex, p, permit, deadline).await;
                     return;
                 }
-                Admission::Shed => {
+                Admission::Shed | Admission::ShedStanding => {
+                    if matches!(admission, Admission::ShedStanding) {
+                        worker.stats.requests_shed_standing.inc();
+                    }
                     worker.stats.requests_shed.inc();
                     count(ClassOutcome::Shed);
                     &[("retry-after", "1"), ("x-gateway-reason", "shed")]

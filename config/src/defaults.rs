@@ -201,8 +201,9 @@ pub const OVERLOAD_CLASSES: [&str; 4] = ["critical", "high", "normal", "sheddabl
 /// `overload.classes`; otherwise the default is the last (least important) class.
 pub const OVERLOAD_DEFAULT_CLASS: &str = "normal";
 /// `overload.queue_wait_factor`: multiple of the cluster's no-load latency that the second
-/// class may wait for an upstream slot.
-pub const QUEUE_WAIT_FACTOR: f64 = 1.0;
+/// class may wait for an upstream slot. Below 1 so that waiting plus being served stays under
+/// twice the no-load latency with room for the proxy's and the network's own time.
+pub const QUEUE_WAIT_FACTOR: f64 = 0.9;
 
 /// `routes[].rate_limit.max_delay` (with `mode = "delay"`; the default mode, `"reject"`,
 /// answers 429 at once): longest wait for a token before 429.

@@ -22,7 +22,7 @@ fn default_overload() -> Overload {
         priority_header: None,
         trusted_sources: Vec::new(),
         trusted_identities: Vec::new(),
-        queue_wait_factor: 1.0,
+        queue_wait_factor: 0.9,
         queue_delay_target: Duration::from_millis(5),
         queue_delay_interval: Duration::from_millis(100),
     }

@@ -56,7 +56,8 @@ pub struct Overload {
     /// The queue-delay signal (CoDel's): when the shortest wait for an upstream slot over a whole
     /// `queue_delay_interval` stayed above `queue_delay_target`, the queue is standing rather than
     /// absorbing a burst, and middle classes are shed on arrival instead of joining it (the class
-    /// after the first above `(classes - 2) x target`, the next above one step less, ...).
+    /// after the first above `(classes - 2) x target`, the next above one step less, ..., and
+    /// each above half its wait bound; only while two of the class stay queued).
     /// Target 1ms to 10s, interval 1ms to 60s, target below interval.
     #[serde(serialize_with = "ser::duration")]
     pub queue_delay_target: Duration,

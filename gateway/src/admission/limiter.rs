@@ -19,9 +19,8 @@
 //!   baseline being the upstream's measured no-load latency), then are shed; and when their own
 //!   queue stands (the queue-delay signal, [`super::queue_delay`]: the shortest wait over a whole
 //!   interval above `target * (last - r)` and above half their wait bound), they are shed on
-//!   arrival instead of joining it when the requests queued ahead already fill every slot the
-//!   limit frees within their wait bound (they would be shed anyway; no slot is left to a lower
-//!   class);
+//!   arrival instead of joining it, as long as two of their rank are queued to take the next
+//!   slots (never leaving a freed slot to a lower class);
 //! - more than `max_pending` waiters, or `max_requests` in flight (the hard cap), means 503
 //!   overflow (rank 0 waits at the cap while `max_pending` allows).
 //!
@@ -44,8 +43,8 @@ use super::queue_delay::QueueDelay;
 
 /// Classes supported (config validation enforces it).
 pub const MAX_CLASSES: usize = 8;
-/// Waiters that stay queued at least when a class's queue stands, so that shedding on arrival
-/// never leaves a freed slot to a lower class.
+/// Waiters of a class that stay queued when its queue stands: enough to take the class's next
+/// slots, so that shedding on arrival never leaves a freed slot to a lower class.
 const MIN_STANDING_QUEUE: usize = 2;
 /// Wait bound for middle classes before any latency was measured.
 const DEFAULT_BASELINE: Duration = Duration::from_millis(20);
@@ -221,12 +220,11 @@ impl Limiter {
         }
         // This class's queue stands (its shortest wait over an interval stayed above the
         // class's threshold, and above half its wait bound: a newcomer would most likely wait
-        // its bound out and be shed then): shed it now rather than later, when the requests
-        // queued ahead of it already fill every slot the limit frees within its bound (so it
-        // would be shed anyway, and no slot is left to a lower class).
+        // its bound out and be shed then): shed it now rather than later, as long as enough of
+        // the class are queued already to take the class's next slots.
         let bound = self.wait_bound(rank, last);
         let threshold = (self.policy.queue_delay_target * u32::try_from(last - rank).unwrap_or(1)).max(bound / 2);
-        if self.queue_delay(rank, now) > threshold && self.queued_ahead(rank) >= self.served_within(bound, limit) {
+        if self.queue_delay(rank, now) > threshold && self.waiting_in(rank) >= MIN_STANDING_QUEUE {
             return Ok(Admission::ShedStanding);
         }
         Err(now + bound)
@@ -290,16 +288,8 @@ impl Limiter {
         }
     }
 
-    /// Requests that get a slot before a newcomer of class `rank`.
-    fn queued_ahead(&self, rank: usize) -> usize {
-        self.waiters.borrow().iter().take(rank + 1).map(VecDeque::len).sum()
-    }
-
-    /// About how many slots `limit` requests in flight free within `bound` (one each per
-    /// no-load latency), and at least [`MIN_STANDING_QUEUE`].
-    fn served_within(&self, bound: Duration, limit: usize) -> usize {
-        let per_slot = bound.as_secs_f64() / self.baseline().as_secs_f64().max(1e-6);
-        ((limit as f64 * per_slot).ceil() as usize).max(MIN_STANDING_QUEUE)
+    fn waiting_in(&self, rank: usize) -> usize {
+        self.waiters.borrow().get(rank).map_or(0, VecDeque::len)
     }
 
     fn waiting_at_or_above(&self, rank: usize) -> bool {

@@ -343,5 +343,5 @@ fn a_reload_says_which_settings_cannot_change_live_and_applies_the_rest() {
     assert_eq!(body_of(p.listener), "v2", "the rest applied");
     assert_eq!(admin_json(admin, "/config")["config"]["server"]["workers"], 2, "effective value kept");
     assert_eq!(admin_json(admin, "/server_info")["workers"].as_array().unwrap().len(), 2);
-    assert!(p.log_contains("needs a restart"));
+    assert!(p.log_arrives("needs a restart", Duration::from_secs(5)), "{}", p.log_text());
 }

@@ -110,6 +110,21 @@ impl GatewayProcess {
         self.log.lock().expect("log").iter().any(|l| l.contains(needle))
     }
 
+    /// Whether a log line containing `needle` arrives within `limit` (the log is read by a
+    /// thread: a line the gateway has just written may not be in yet).
+    pub fn log_arrives(&self, needle: &str, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        loop {
+            if self.log_contains(needle) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     pub fn log_count(&self, needle: &str) -> usize {
         self.log.lock().expect("log").iter().filter(|l| l.contains(needle)).count()
     }

@@ -187,15 +187,16 @@ impl Gradient {
             let baseline = baseline.min(mean);
             self.baseline = Some(baseline);
             let doubled = mean > baseline * 2;
-            let ratio = mean.as_secs_f64() / baseline.as_secs_f64().max(1e-9);
-            self.queueing =
-                ratio > 1.0 + self.settings.tolerance && self.average_in_flight(now) * (1.0 - 1.0 / ratio) >= MIN_QUEUE;
+            let ratio = mean.as_secs_f64().max(1e-9) / baseline.as_secs_f64().max(1e-9);
+            let in_flight = self.average_in_flight(now);
+            // Requests queued at the upstream, on average, by Little's law.
+            let queued = in_flight * (1.0 - 1.0 / ratio);
+            self.queueing = ratio > 1.0 + self.settings.tolerance && queued >= MIN_QUEUE;
             if self.settling && !doubled {
                 self.settling = false;
             } else {
                 let before = self.limit;
-                let in_flight = self.average_in_flight(now);
-                self.adjust(baseline.as_secs_f64(), mean.as_secs_f64().max(1e-9), in_flight);
+                self.adjust(ratio, in_flight, queued);
                 self.settling = self.limit != before;
             }
             if now >= self.next_probe {
@@ -211,17 +212,15 @@ impl Gradient {
         self.area = 0;
     }
 
-    /// Moves the limit after one window with mean latency `mean` (seconds) against `baseline`.
-    fn adjust(&mut self, baseline: f64, mean: f64, in_flight: f64) {
+    /// Moves the limit after one window whose mean latency was `ratio` times the baseline, with
+    /// `in_flight` requests in flight on average, `queued` of them queued upstream.
+    fn adjust(&mut self, ratio: f64, in_flight: f64, queued: f64) {
         let min = self.settings.min_limit as f64;
-        let ratio = mean / baseline.max(1e-9);
         self.since_growth = self.since_growth.saturating_add(1);
         if self.since_growth == 3 {
             // The last growth held for two windows: probing upwards works again.
             self.failed_probes = 0;
         }
-        // Requests queued at the upstream, on average, by Little's law.
-        let queued = in_flight * (1.0 - 1.0 / ratio);
         let next = if ratio > 1.0 + self.settings.tolerance && (queued >= MIN_QUEUE || ratio > 2.0) {
             // Queueing at the upstream. By Little's law, of the requests in flight, the share
             // `baseline / mean` is being served: that is the upstream's concurrency. A small

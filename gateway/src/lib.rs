@@ -3,10 +3,12 @@
 
 pub mod accesslog;
 pub mod admission;
+pub mod codec;
 pub mod control;
-pub mod http;
+pub mod downstream;
+pub mod pipeline;
 pub mod privileges;
-pub mod proxy;
+pub mod request;
 pub mod route;
 pub mod runtime;
 pub mod sdnotify;

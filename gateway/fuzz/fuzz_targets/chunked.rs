@@ -3,7 +3,7 @@
 //! same (output, consumed bytes, error) in one call as in two.
 #![no_main]
 
-use gateway::http::chunked::{ChunkedDecoder, ChunkedError};
+use gateway::codec::chunked::{ChunkedDecoder, ChunkedError};
 use libfuzzer_sys::fuzz_target;
 
 /// Total bytes consumed, whether the message ended, or the error.

@@ -3,7 +3,7 @@
 //! same.
 #![no_main]
 
-use gateway::http::h1::{parse_request, HeadScratch, RequestLimits, MAX_HEADERS};
+use gateway::codec::h1::{parse_request, HeadScratch, RequestLimits, MAX_HEADERS};
 use libfuzzer_sys::fuzz_target;
 
 /// The test suite's small limits (so the 414/431 paths are reachable) and production-like ones.

@@ -3,7 +3,7 @@
 //! head alone parses the same.
 #![no_main]
 
-use gateway::http::h1::{parse_response, HeadScratch, ResponseFraming};
+use gateway::codec::h1::{parse_response, HeadScratch, ResponseFraming};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

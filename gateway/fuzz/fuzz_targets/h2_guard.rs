@@ -9,7 +9,7 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use gateway::http::h2::guard::{FrameGuard, GuardLimits};
+use gateway::downstream::h2::guard::{FrameGuard, GuardLimits};
 use libfuzzer_sys::fuzz_target;
 use tokio::io::{AsyncRead, ReadBuf};
 

@@ -12,12 +12,12 @@ pub mod ratelimit_headers;
 
 use std::hash::Hash;
 use std::net::IpAddr;
-use std::rc::Rc;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use gateway_config::{Config, RateLimit, RateLimitKey, RateLimitMode, RateLimitScope};
 
+use crate::request::Request;
 use crate::runtime::worker::{Local, Worker};
 use bucket::{Decision, KeyedBuckets, LocalBucket, Rate, SharedBucket};
 use limiter::Policy;
@@ -36,31 +36,20 @@ pub fn policy(config: &Config) -> Policy {
 /// The request's priority class: the route's, or the one named by the priority header when the
 /// client is trusted: its address is in `trusted_sources`, or its verified client certificate
 /// (mTLS) matches `trusted_identities`. The header is removed before forwarding either way.
-pub fn class_of(worker: &Worker, req: &impl RequestView, local: &Local, route: usize) -> usize {
-    let overload = &local.snap.config.overload;
-    let route_class = local.snap.config.routes.get(route).map_or(overload.default_class, |r| r.priority);
+pub fn class_of(config: &Config, req: &Request<'_>, route: usize) -> usize {
+    let overload = &config.overload;
+    let route_class = config.routes.get(route).map_or(overload.default_class, |r| r.priority);
     let Some(header) = &overload.priority_header else { return route_class };
-    let peer = req.peer();
+    let peer = req.client.peer.ip();
     let trusted_identity =
-        || req.identity().is_some_and(|id| overload.trusted_identities.iter().any(|m| m.matches(id)));
+        || req.client.identity().is_some_and(|id| overload.trusted_identities.iter().any(|m| m.matches(id)));
     if !overload.trusted_sources.iter().any(|c| c.contains(peer)) && !trusted_identity() {
         return route_class;
     }
-    req.with_header(worker, local, header, |v| {
-        overload.classes.iter().position(|c| c.as_bytes().eq_ignore_ascii_case(v))
-    })
-    .flatten()
-    .unwrap_or(route_class)
-}
-
-/// What admission needs to know about a request, whichever protocol carried it.
-pub trait RequestView {
-    /// The client's address.
-    fn peer(&self) -> std::net::IpAddr;
-    /// The principal of the client's verified certificate (mTLS), if any.
-    fn identity(&self) -> Option<&str>;
-    /// Calls `f` with the value of the first field named `name` (ASCII case-insensitive).
-    fn with_header<R>(&self, worker: &Worker, local: &Local, name: &str, f: impl FnOnce(&[u8]) -> R) -> Option<R>;
+    req.fields
+        .first(header.as_bytes())
+        .and_then(|v| overload.classes.iter().position(|c| c.as_bytes().eq_ignore_ascii_case(v)))
+        .unwrap_or(route_class)
 }
 
 /// Nanoseconds on the clock every bucket of the process shares.
@@ -136,12 +125,7 @@ impl RouteLimit {
 }
 
 /// Applies the route's rate limit. `Err(headers)`: refuse with 429 and these header lines.
-pub async fn rate_limit(
-    worker: &Worker,
-    req: &impl RequestView,
-    local: &Rc<Local>,
-    route: usize,
-) -> Result<(), Vec<u8>> {
+pub async fn rate_limit(worker: &Worker, req: &Request<'_>, local: &Local, route: usize) -> Result<(), Vec<u8>> {
     let (Some(Some(limit)), Some(settings)) =
         (local.route_limits.get(route), local.snap.config.routes.get(route).and_then(|r| r.rate_limit.as_ref()))
     else {
@@ -149,9 +133,9 @@ pub async fn rate_limit(
     };
     let key = match &settings.key {
         RateLimitKey::Route => KeyValue::Missing,
-        RateLimitKey::ClientIp => KeyValue::Ip(req.peer()),
+        RateLimitKey::ClientIp => KeyValue::Ip(req.client.peer.ip()),
         RateLimitKey::Header(name) => {
-            req.with_header(worker, local, name, |v| KeyValue::Hash(bucket::key_hash(v))).unwrap_or(KeyValue::Missing)
+            req.fields.first(name.as_bytes()).map_or(KeyValue::Missing, |v| KeyValue::Hash(bucket::key_hash(v)))
         }
     };
     let max_wait = match settings.mode {

@@ -15,7 +15,7 @@ pub struct RouteTable {
 struct CompiledRoute {
     matcher: RouteMatch,
     /// Pre-rendered direct response (status line, headers, content-length), if any.
-    direct: Option<crate::http::response::Prerendered>,
+    direct: Option<crate::codec::response::Prerendered>,
 }
 
 /// The facts of a request that routing looks at.
@@ -39,7 +39,7 @@ impl RouteTable {
             .map(|r| CompiledRoute {
                 matcher: r.matcher.clone(),
                 direct: match &r.action {
-                    Action::Direct(d) => Some(crate::http::response::Prerendered::new(d)),
+                    Action::Direct(d) => Some(crate::codec::response::Prerendered::new(d)),
                     _ => None,
                 },
             })
@@ -55,8 +55,20 @@ impl RouteTable {
         self.routes.iter().position(|r| matches(&r.matcher, req))
     }
 
+    /// Index of the first route matching `req`.
+    pub fn route(&self, req: &crate::request::Request<'_>) -> Option<usize> {
+        let facts = RequestFacts {
+            method: req.method_bytes,
+            authority: req.authority,
+            path: req.path,
+            headers: |name: &[u8], value: Option<&[u8]>| req.fields.any(name, |v| value.is_none_or(|want| v == want)),
+            identity: req.client.identity(),
+        };
+        self.find(&facts)
+    }
+
     /// The pre-rendered direct response of route `index`.
-    pub fn direct(&self, index: usize) -> Option<&crate::http::response::Prerendered> {
+    pub fn direct(&self, index: usize) -> Option<&crate::codec::response::Prerendered> {
         self.routes.get(index).and_then(|r| r.direct.as_ref())
     }
 }

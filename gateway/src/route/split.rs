@@ -5,9 +5,7 @@
 
 use gateway_config::{ProxyAction, Split, StickyKey};
 
-use crate::http::conn::{request_scratch, Downstream};
-use crate::http::h1::HeadScratch;
-use crate::runtime::worker::{Local, Worker};
+use crate::runtime::worker::Local;
 use crate::stats::metrics::SplitReason;
 use crate::upstream::balancer::XorShift;
 
@@ -16,29 +14,6 @@ pub trait Headers {
     /// Calls `f` on each value of field `name` (lower-case), in order, until it returns true;
     /// whether one did.
     fn any_value(&self, name: &str, f: &mut dyn FnMut(&[u8]) -> bool) -> bool;
-}
-
-/// An HTTP/1.1 head: the buffer it was parsed from and its field ranges.
-pub struct H1Headers<'a> {
-    pub buf: &'a [u8],
-    pub scratch: &'a HeadScratch,
-}
-
-/// The action for a request on route `index` of an HTTP/1.1 connection: `proxy` (the route's
-/// own) unless the route splits, then the chosen target's (counted per route and cluster).
-pub fn h1_action<'a>(
-    worker: &Worker,
-    conn: &Downstream,
-    local: &'a Local,
-    index: usize,
-    proxy: &'a ProxyAction,
-) -> &'a ProxyAction {
-    if local.snap.config.routes.get(index).is_none_or(|r| r.split.is_none()) {
-        return proxy;
-    }
-    let scratch = request_scratch(worker, conn, &local.snap.config.server);
-    let headers = H1Headers { buf: conn.rbuf.get(conn.rpos..).unwrap_or_default(), scratch: &scratch };
-    action(local, index, proxy, &headers, &worker.rng)
 }
 
 /// The action for a request on route `index`: `proxy` (the route's own) unless the route
@@ -123,13 +98,9 @@ fn sticky_hash(key: &StickyKey, headers: &impl Headers) -> Option<u64> {
     hash
 }
 
-impl Headers for H1Headers<'_> {
+impl Headers for crate::request::Fields<'_> {
     fn any_value(&self, name: &str, f: &mut dyn FnMut(&[u8]) -> bool) -> bool {
-        self.scratch
-            .headers()
-            .iter()
-            .filter(|h| h.name(self.buf).eq_ignore_ascii_case(name.as_bytes()))
-            .any(|h| f(h.value(self.buf)))
+        self.any(name.as_bytes(), f)
     }
 }
 

@@ -4,6 +4,7 @@ use gateway_config::Split;
 use http::{HeaderMap, HeaderValue};
 
 use super::*;
+use crate::codec::h1::HeadScratch;
 
 /// The split of a route with `route` (TOML keys) over clusters a, b and c.
 fn split(route: &str) -> Split {
@@ -116,9 +117,9 @@ fn the_stable_hash_never_changes() {
 fn h1_headers_match_names_case_insensitively() {
     let raw = b"GET / HTTP/1.1\r\nHost: a\r\nX-User-Id: bob\r\nCookie: uid=7\r\n\r\n";
     let mut scratch = HeadScratch::new(16);
-    let limits = crate::http::h1::RequestLimits { max_request_line: 1024, max_header_bytes: 4096, max_headers: 16 };
-    crate::http::h1::parse_request(raw, &limits, &mut scratch).unwrap().unwrap();
-    let h = H1Headers { buf: raw, scratch: &scratch };
+    let limits = crate::codec::h1::RequestLimits { max_request_line: 1024, max_header_bytes: 4096, max_headers: 16 };
+    crate::codec::h1::parse_request(raw, &limits, &mut scratch).unwrap().unwrap();
+    let h = crate::request::Fields::H1 { buf: raw, scratch: &scratch };
     let mut seen = Vec::new();
     assert!(h.any_value("x-user-id", &mut |v| {
         seen.push(v.to_vec());

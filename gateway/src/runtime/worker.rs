@@ -1,6 +1,6 @@
 //! One worker: its state, its listeners' accept loops and its drain.
 
-use std::cell::{Cell, RefCell, RefMut};
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
@@ -16,7 +16,7 @@ use super::signal::Drain;
 use super::Shared;
 use crate::accesslog::{Entry, RequestId, RequestIds, WorkerLog};
 use crate::admission::RouteLimit;
-use crate::http::h1::HeadScratch;
+use crate::codec::h1::HeadScratch;
 use crate::snapshot::Snapshot;
 use crate::stats::metrics::{ClusterMetrics, RouteMetrics, WorkerMetrics};
 use crate::stats::WorkerStats;
@@ -41,8 +41,9 @@ pub struct Worker {
     pub idle_timer: IdleTimer,
     pub rng: XorShift,
     shared: Arc<Shared>,
-    scratch: RefCell<HeadScratch>,
-    resp_scratch: RefCell<HeadScratch>,
+    /// Field-range storage for HTTP/1.1 heads, lent to a request (or an upstream response)
+    /// for as long as it lives.
+    scratches: RefCell<Vec<HeadScratch>>,
     cache: RefCell<Cache<Arc<ArcSwap<Snapshot>>, Arc<Snapshot>>>,
     local: RefCell<Rc<Local>>,
     /// Accept loops running, by binding id.
@@ -51,11 +52,8 @@ pub struct Worker {
     listeners_version: Cell<u64>,
     /// Accept loops paused at the connection limit, woken when a connection closes.
     accept_waiters: RefCell<Vec<std::task::Waker>>,
-    /// Which request's head the request scratch currently describes (see [`Worker::head_scratch`]).
-    scratch_owner: Cell<u64>,
-    next_token: Cell<u64>,
     /// Sources recently cut for stalling HTTP/2 flow control.
-    pub h2_penalty: crate::http::h2::penalty::PenaltyBox,
+    pub h2_penalty: crate::downstream::h2::penalty::PenaltyBox,
 }
 
 /// One listener as a worker runs it. Its connections close after their current request once
@@ -93,7 +91,6 @@ impl Worker {
     pub fn new(id: usize, shared: Arc<Shared>, parts: WorkerParts) -> Self {
         let mut cache = Cache::new(Arc::clone(&shared.snapshot));
         let snap = Arc::clone(cache.load());
-        let max_headers = snap.config.server.limits.max_headers;
         let policy = crate::admission::policy(&snap.config);
         let clusters: Vec<Rc<ClusterState>> = snap
             .config
@@ -122,8 +119,7 @@ impl Worker {
             idle_timer: IdleTimer::new(),
             rng: XorShift::new(seed),
             shared,
-            scratch: RefCell::new(HeadScratch::new(max_headers)),
-            resp_scratch: RefCell::new(HeadScratch::new(max_headers)),
+            scratches: RefCell::new(Vec::new()),
             cache: RefCell::new(cache),
             local: RefCell::new(Rc::new(Local {
                 route_limits: route_limits(&snap, None, workers),
@@ -136,8 +132,6 @@ impl Worker {
             listeners: RefCell::new(HashMap::new()),
             listeners_version: Cell::new(0),
             accept_waiters: RefCell::new(Vec::new()),
-            scratch_owner: Cell::new(0),
-            next_token: Cell::new(0),
             h2_penalty: Default::default(),
         }
     }
@@ -212,44 +206,26 @@ impl Worker {
         }
     }
 
-    /// The request-head scratch, sized for `max_headers`, for parsing a new head. Never hold it
-    /// across an `.await`. After a successful parse, claim it with [`Worker::claim_scratch`].
-    pub fn scratch(&self, max_headers: usize) -> RefMut<'_, HeadScratch> {
-        sized(&self.scratch, max_headers)
-    }
-
-    /// Marks the scratch as describing a newly parsed head; returns the head's token.
-    pub fn claim_scratch(&self) -> u64 {
-        let token = self.next_token.get() + 1;
-        self.next_token.set(token);
-        self.scratch_owner.set(token);
-        token
-    }
-
-    /// The scratch describing the head with `token`, which sits at `buf` (the connection's read
-    /// buffer from the head's first byte). Other connections of this worker parse their own
-    /// heads into the same scratch while this request awaits (a queue, a delay), so the head is
-    /// parsed again when the scratch was taken over meanwhile. Never hold it across an `.await`.
-    pub fn head_scratch(
-        &self,
-        token: u64,
-        buf: &[u8],
-        limits: &crate::http::h1::RequestLimits,
-    ) -> RefMut<'_, HeadScratch> {
-        let mut scratch = sized(&self.scratch, limits.max_headers);
-        if self.scratch_owner.get() != token {
-            // The head parsed before, so it parses again to the same ranges.
-            let _ = crate::http::h1::parse_request(buf, limits, &mut scratch);
-            self.scratch_owner.set(token);
+    /// Storage for the field ranges of one HTTP/1.1 head with up to `max_headers` fields.
+    pub fn take_scratch(&self, max_headers: usize) -> HeadScratch {
+        let max = max_headers.min(crate::codec::h1::MAX_HEADERS);
+        match self.scratches.borrow_mut().pop() {
+            Some(s) if s.max_headers() == max => s,
+            _ => HeadScratch::new(max),
         }
-        scratch
     }
 
-    /// The response-head scratch. Never hold it across an `.await`.
-    pub fn resp_scratch(&self, max_headers: usize) -> RefMut<'_, HeadScratch> {
-        sized(&self.resp_scratch, max_headers)
+    /// Takes back storage lent by [`Worker::take_scratch`].
+    pub fn give_scratch(&self, scratch: HeadScratch) {
+        let mut pool = self.scratches.borrow_mut();
+        if pool.len() < MAX_POOLED_SCRATCHES {
+            pool.push(scratch);
+        }
     }
 }
+
+/// Head scratches kept for reuse per worker (each about 40 bytes per field of the limit).
+const MAX_POOLED_SCRATCHES: usize = 256;
 
 /// This worker's rate limiters for the snapshot's routes, reusing `previous` ones by route name
 /// when the limit is unchanged.
@@ -297,14 +273,6 @@ fn publish_endpoints(views: &EndpointViews, clusters: &[Rc<ClusterState>]) {
         .flat_map(|c| c.endpoints.iter().map(|e| (c.settings.name.clone(), e.address, Arc::clone(&e.gauge))))
         .collect();
     *crate::control::lock(views) = list;
-}
-
-fn sized(cell: &RefCell<HeadScratch>, max_headers: usize) -> RefMut<'_, HeadScratch> {
-    let mut s = cell.borrow_mut();
-    if s.max_headers() != max_headers.min(crate::http::h1::MAX_HEADERS) {
-        *s = HeadScratch::new(max_headers);
-    }
-    s
 }
 
 /// The worker's main task: run the listeners of the current snapshot (following reloads) until
@@ -482,7 +450,7 @@ async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, handle: Rc<Liste
         // Counted here, not in the connection task, so the limit check above sees it at once.
         worker.stats.connections_active.inc();
         let _ = stream.set_nodelay(true);
-        monoio::spawn(crate::http::accept::serve(Rc::clone(&worker), Rc::clone(&handle), binding, stream, peer));
+        monoio::spawn(crate::downstream::accept::serve(Rc::clone(&worker), Rc::clone(&handle), binding, stream, peer));
         if stopping {
             return;
         }

@@ -7,8 +7,7 @@
 use gateway_config::HashKey;
 
 use super::{ClusterState, PickHints};
-use crate::http::conn::Downstream;
-use crate::runtime::worker::Worker;
+use crate::request::Request;
 
 /// A well-mixed 64-bit hash of `bytes`, stable across processes, builds and platforms.
 pub fn hash_bytes(bytes: &[u8]) -> u64 {
@@ -22,49 +21,19 @@ pub fn mix64(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Pick hints for an HTTP/1.1 request whose head starts at `conn.rbuf[base..]`: the hash of
-/// the cluster's `hash_key` when it has one and the request carries the key.
-pub fn h1(
-    worker: &Worker,
-    conn: &Downstream,
-    base: usize,
-    server: &gateway_config::Server,
-    cluster: &ClusterState,
-) -> PickHints {
-    let Some(key) = &cluster.settings.hash_key else { return PickHints::default() };
-    let hash = match key {
-        HashKey::ClientIp => Some(hash_bytes(&conn.peer_ip)),
-        HashKey::Header(name) | HashKey::Cookie(name) => {
-            let limits = crate::http::h1::RequestLimits {
-                max_request_line: server.limits.max_request_line_bytes,
-                max_header_bytes: server.limits.max_header_bytes,
-                max_headers: server.limits.max_headers,
-            };
-            let buf = conn.rbuf.get(base..).unwrap_or_default();
-            let scratch = worker.head_scratch(conn.head_token, buf, &limits);
-            let fields = scratch.headers().iter().map(|h| (h.name(buf), h.value(buf)));
-            match key {
-                HashKey::Header(_) => header(fields, name.as_bytes()),
-                _ => cookie(fields, name.as_bytes()),
-            }
-        }
-    };
+/// Pick hints for `req`: the hash of the cluster's `hash_key` when it has one and the request
+/// carries the key.
+pub fn hints(req: &Request<'_>, cluster: &ClusterState) -> PickHints {
+    let hash = cluster.settings.hash_key.as_ref().and_then(|key| hash_of(key, req));
     PickHints { hash, avoid: None }
 }
 
-/// Pick hints for an HTTP/2 request (see [`h1`]); `peer_ip` is the client address as text.
-pub fn h2(parts: &http::request::Parts, peer_ip: &[u8], cluster: &ClusterState) -> PickHints {
-    let hash = cluster.settings.hash_key.as_ref().and_then(|key| h2_hash(key, parts, peer_ip));
-    PickHints { hash, avoid: None }
-}
-
-/// The hash of `key` in an HTTP/2 request, `None` when the request lacks it.
-fn h2_hash(key: &HashKey, parts: &http::request::Parts, peer_ip: &[u8]) -> Option<u64> {
-    let fields = parts.headers.iter().map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()));
+/// The hash of `key` in a request, `None` when the request lacks it.
+fn hash_of(key: &HashKey, req: &Request<'_>) -> Option<u64> {
     match key {
-        HashKey::ClientIp => Some(hash_bytes(peer_ip)),
-        HashKey::Header(name) => header(fields, name.as_bytes()),
-        HashKey::Cookie(name) => cookie(fields, name.as_bytes()),
+        HashKey::ClientIp => Some(hash_bytes(&req.client.peer_ip)),
+        HashKey::Header(name) => header(req.fields.iter(), name.as_bytes()),
+        HashKey::Cookie(name) => cookie(req.fields.iter(), name.as_bytes()),
     }
 }
 
@@ -132,10 +101,20 @@ mod tests {
             .body(())
             .unwrap_or_else(|_| unreachable!())
             .into_parts();
-        let ip = b"192.0.2.7";
-        assert_eq!(h2_hash(&HashKey::ClientIp, &parts, ip), Some(hash_bytes(ip)));
-        assert_eq!(h2_hash(&HashKey::Header("x-user".into()), &parts, ip), Some(hash_bytes(b"alice")));
-        assert_eq!(h2_hash(&HashKey::Cookie("session".into()), &parts, ip), Some(hash_bytes(b"s1")));
-        assert_eq!(h2_hash(&HashKey::Header("x-none".into()), &parts, ip), None);
+        let client = crate::request::Client::for_tests();
+        let h2 = Request::h2(&parts, None, true, &client);
+        let raw = b"GET / HTTP/1.1\r\nhost: a\r\nX-User: alice\r\ncookie: a=1\r\nCookie: session=s1\r\n\r\n";
+        let limits = crate::codec::h1::RequestLimits { max_request_line: 100, max_header_bytes: 1000, max_headers: 10 };
+        let mut scratch = crate::codec::h1::HeadScratch::new(10);
+        let head = crate::codec::h1::parse_request(raw, &limits, &mut scratch).ok().flatten();
+        let Some(head) = head else { unreachable!("the head parses") };
+        let h1 = Request::h1(raw, &head, &scratch, &client);
+        let ip = b"192.0.2.1";
+        for req in [h2, h1] {
+            assert_eq!(hash_of(&HashKey::ClientIp, &req), Some(hash_bytes(ip)));
+            assert_eq!(hash_of(&HashKey::Header("x-user".into()), &req), Some(hash_bytes(b"alice")));
+            assert_eq!(hash_of(&HashKey::Cookie("session".into()), &req), Some(hash_bytes(b"s1")));
+            assert_eq!(hash_of(&HashKey::Header("x-none".into()), &req), None);
+        }
     }
 }

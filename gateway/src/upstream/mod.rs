@@ -9,6 +9,7 @@
 //! all endpoints as if they were healthy (counted in `gateway_cluster_panic_picks_total`).
 
 pub mod balancer;
+mod error;
 pub mod ewma;
 pub mod h2io;
 pub mod h2pool;
@@ -33,9 +34,9 @@ use crate::stats::Counter;
 use gateway_config::{Balancer, Cluster};
 
 use balancer::{Candidate, RoundRobin, XorShift};
+pub use error::UpstreamError;
 use health::{EndpointHealth, HealthRegistry};
 use outlier::{Ejectable, OutlierState};
-pub use pick::no_healthy_upstream;
 pub use pool::IdlePool;
 
 /// One cluster, per worker.

@@ -132,9 +132,3 @@ impl InFlight {
         }
     }
 }
-
-/// The header of the 503 answered when a cluster has no eligible endpoint
-/// (`all_unhealthy = "fail"`), for HTTP/2 replies.
-pub fn no_healthy_upstream() -> [(String, String); 1] {
-    [("x-gateway-reason".into(), "no-healthy-upstream".into())]
-}

@@ -184,7 +184,13 @@ pub fn parse_request(
 }
 
 impl Method {
-    fn from_token(token: &[u8]) -> Self {
+    /// RFC 9110 §9.2.2 idempotent methods (safe to send again).
+    pub fn is_idempotent(self) -> bool {
+        matches!(self, Self::Get | Self::Head | Self::Options | Self::Trace | Self::Put | Self::Delete)
+    }
+
+    /// The method of a token (case-sensitive).
+    pub fn from_token(token: &[u8]) -> Self {
         match token {
             b"GET" => Self::Get,
             b"HEAD" => Self::Head,

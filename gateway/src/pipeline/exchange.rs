@@ -1,13 +1,13 @@
 //! What one request did: filled in while it is handled, reported once at its end to the
 //! per-worker stats, the route and cluster metrics and the access log.
 
-use crate::http::deadline::{Incoming, GRPC_TIMEOUT};
+use crate::pipeline::deadline::Incoming;
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::time::{Duration, Instant, SystemTime};
 
-use super::h1::{HeadScratch, RequestHead};
 use crate::accesslog::{valid_request_id, Entry};
+use crate::request::Request;
 use crate::runtime::worker::{Local, Worker};
 
 /// Per-connection, reused for every request (its buffers keep their capacity).
@@ -57,42 +57,34 @@ struct LogFields<'a> {
 }
 
 impl Exchange {
-    /// Starts accounting for a new request whose head is `buf[..head.head_len]`.
-    /// `deadline_header`: the configured incoming-deadline header (see [`Incoming`]).
-    pub fn begin(
-        &mut self,
-        worker: &Worker,
-        buf: &[u8],
-        head: &RequestHead,
-        scratch: &HeadScratch,
-        deadline_header: Option<&str>,
-    ) {
+    /// Starts accounting for a new request; `head_len`: the bytes its head took on the wire
+    /// (HTTP/1.1; 0 for HTTP/2, whose body bytes alone are counted).
+    pub fn begin(&mut self, worker: &Worker, req: &Request<'_>, head_len: usize, deadline_header: Option<&str>) {
         self.reset();
-        self.bytes_in = head.head_len as u64;
-        self.version = if head.version_minor == 0 { "HTTP/1.0" } else { "HTTP/1.1" };
+        self.bytes_in = head_len as u64;
+        self.tls = req.client.tls.is_some();
+        self.version = req.version.as_str();
         let mut client_id = None;
         let mut ua = None;
         let mut referer = None;
-        for h in scratch.headers() {
-            let name = h.name(buf);
+        for (name, value) in req.fields.iter() {
             if name.eq_ignore_ascii_case(b"x-request-id") {
-                client_id = Some(h.value(buf));
+                client_id = Some(value);
             } else if name.eq_ignore_ascii_case(b"user-agent") {
-                ua = Some(h.value(buf));
+                ua = Some(value);
             } else if name.eq_ignore_ascii_case(b"referer") {
-                referer = Some(h.value(buf));
+                referer = Some(value);
             } else {
-                self.deadline.observe(name, h.value(buf), deadline_header);
+                self.deadline.observe(name, value, deadline_header);
             }
         }
         self.set_request_id(worker, client_id);
         if worker.access_log_enabled() {
-            let get = |r: Range<usize>| buf.get(r).unwrap_or_default();
             self.keep_fields(LogFields {
-                method: get(head.method_range.clone()),
-                path: get(head.path.clone()),
-                query: head.query.clone().map(get),
-                host: head.authority.clone().map(get),
+                method: req.method_bytes,
+                path: req.path,
+                query: req.query,
+                host: req.authority,
                 user_agent: ua,
                 referer,
             });
@@ -112,30 +104,6 @@ impl Exchange {
         self.bytes_out = 0;
         self.request_id.clear();
         self.deadline = Incoming::default();
-    }
-
-    /// Starts accounting for a new HTTP/2 request.
-    pub fn begin_h2(&mut self, worker: &Worker, parts: &http::request::Parts, deadline_header: Option<&str>) {
-        self.reset();
-        self.version = "HTTP/2";
-        if let Some(v) = parts.headers.get(GRPC_TIMEOUT) {
-            self.deadline.observe(GRPC_TIMEOUT.as_bytes(), v.as_bytes(), deadline_header);
-        }
-        if let Some(v) = deadline_header.and_then(|h| parts.headers.get(h)) {
-            self.deadline.observe(deadline_header.unwrap_or_default().as_bytes(), v.as_bytes(), deadline_header);
-        }
-        let header = |name: &str| parts.headers.get(name).map(http::HeaderValue::as_bytes);
-        self.set_request_id(worker, header("x-request-id"));
-        if worker.access_log_enabled() {
-            self.keep_fields(LogFields {
-                method: parts.method.as_str().as_bytes(),
-                path: parts.uri.path().as_bytes(),
-                query: parts.uri.query().map(str::as_bytes),
-                host: parts.uri.authority().map(|a| a.as_str().as_bytes()),
-                user_agent: header("user-agent"),
-                referer: header("referer"),
-            });
-        }
     }
 
     /// The client's `x-request-id` when valid, else a new one.

@@ -11,78 +11,15 @@ use h2::{RecvStream, SendStream};
 use monoio::time::Instant;
 
 use super::interim::{Interim, MAX_INTERIM};
-use super::UpstreamError;
 use crate::runtime::worker::Worker;
 use crate::upstream::h2io::{send_data, send_data_watched, FlowWatch};
 use crate::upstream::h2pool::{self, H2Endpoint, H2Error, H2Stream};
+use crate::upstream::UpstreamError;
 
 /// Fields never forwarded between HTTP/2 peers or from HTTP/1.1 into HTTP/2 (RFC 9113 §8.2.2);
 /// `te: trailers` is the one TE value allowed and is kept.
 pub fn connection_specific(name: &str) -> bool {
     matches!(name, "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade" | "host")
-}
-
-/// Who sends the request, for the fields the gateway adds.
-pub struct Forwarded<'a> {
-    pub peer_ip: &'a [u8],
-    pub tls: bool,
-    pub via: &'a str,
-    /// "1.1" or "2": the protocol the gateway received the request with.
-    pub received: &'a str,
-    pub request_id: &'a [u8],
-    /// The priority header (never forwarded).
-    pub strip: Option<&'a str>,
-    /// The client-identity header (never taken from the client) and the identity to send.
-    pub identity: Option<(&'a str, Option<&'a str>)>,
-}
-
-/// Copies the client's end-to-end fields into `out` and adds the gateway's own.
-pub fn forward_headers<'h>(
-    out: &mut http::HeaderMap,
-    fields: impl Iterator<Item = (&'h [u8], &'h [u8])>,
-    fwd: &Forwarded<'_>,
-) {
-    let mut xff = Vec::new();
-    for (name, value) in fields {
-        let Ok(name) = http::HeaderName::from_bytes(name) else { continue };
-        let n = name.as_str();
-        if n == "x-forwarded-for" {
-            if !value.is_empty() {
-                xff.extend_from_slice(value);
-                xff.extend_from_slice(b", ");
-            }
-            continue;
-        }
-        if connection_specific(n)
-            || (n == "te" && !value.eq_ignore_ascii_case(b"trailers"))
-            || n == "x-forwarded-proto"
-            || n == "x-request-id"
-            || n == "expect"
-            || fwd.strip.is_some_and(|h| n.eq_ignore_ascii_case(h))
-            || n == super::mirror::MARKER_NAME
-            || fwd.identity.is_some_and(|(h, _)| n.eq_ignore_ascii_case(h))
-        {
-            continue;
-        }
-        if let Ok(v) = http::HeaderValue::from_bytes(value) {
-            out.append(name, v);
-        }
-    }
-    xff.extend_from_slice(fwd.peer_ip);
-    let mut put = |name: &'static str, value: &[u8]| {
-        if let Ok(v) = http::HeaderValue::from_bytes(value) {
-            out.insert(name, v);
-        }
-    };
-    put("x-forwarded-for", &xff);
-    put("x-forwarded-proto", if fwd.tls { b"https" } else { b"http" });
-    put("via", format!("{} {}", fwd.received, fwd.via).as_bytes());
-    put("x-request-id", fwd.request_id);
-    if let Some((name, Some(id))) = fwd.identity {
-        if let (Ok(n), Ok(v)) = (http::HeaderName::from_bytes(name.as_bytes()), http::HeaderValue::from_str(id)) {
-            out.insert(n, v);
-        }
-    }
 }
 
 /// Maps a failure to get a stream to the proxy's error kinds (nothing was sent).

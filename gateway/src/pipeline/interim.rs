@@ -18,19 +18,19 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::UpstreamError;
-use crate::http::body::TransferError;
-use crate::http::h1::{self, HeadScratch, ResponseHead};
-use crate::http::response::push_num;
+use crate::codec::body::TransferError;
+use crate::codec::h1::{self, HeadScratch, ResponseHead};
+use crate::codec::response::push_num;
 use crate::runtime::io::write_from;
 use crate::runtime::stream::Stream;
 use crate::runtime::worker::Worker;
+use crate::upstream::UpstreamError;
 
 /// Interim responses accepted per exchange; one more is a 502.
-pub(crate) const MAX_INTERIM: usize = 10;
+pub const MAX_INTERIM: usize = 10;
 
 /// Where interim responses go.
-pub(crate) enum Interim<'a> {
+pub enum Interim<'a> {
     /// Dropped: an HTTP/1.0 client, or nobody (a mirrored copy).
     Drop,
     /// Written to an HTTP/1.1 client connection within `timeout`; `continued`: the gateway
@@ -43,7 +43,7 @@ pub(crate) enum Interim<'a> {
 impl Interim<'_> {
     /// The sink for an HTTP/1.x client of minor version `version_minor`; `continued`: the
     /// gateway answered its `Expect: 100-continue` already.
-    pub(crate) fn h1(client: &mut Stream, version_minor: u8, continued: bool, timeout: Duration) -> Interim<'_> {
+    pub fn h1(client: &mut Stream, version_minor: u8, continued: bool, timeout: Duration) -> Interim<'_> {
         if version_minor >= 1 {
             Interim::H1 { client, continued, timeout }
         } else {

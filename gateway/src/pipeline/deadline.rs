@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::http::response::push_num;
+use crate::codec::response::push_num;
 
 /// The request header gRPC clients send (RFC-like grammar from the gRPC HTTP/2 protocol spec:
 /// 1 to 8 digits followed by one of `H M S m u n`).

@@ -5,21 +5,30 @@ use std::rc::Rc;
 
 use monoio::time::Instant;
 
-use super::{interim, websocket, UpstreamError};
-use crate::http::h1::{self, ResponseHead};
+use super::{interim, websocket};
+use crate::codec::h1::{self, HeadScratch, ResponseHead};
 use crate::runtime::io::{make_room, read_append_until};
 use crate::runtime::stream::Stream;
 use crate::runtime::worker::Worker;
-use crate::upstream::UpConn;
+use crate::upstream::{UpConn, UpstreamError};
 
 /// Bytes left free at the front of the pooled response buffer (before the upstream's head), so
 /// that the rewritten response head can be placed right before the body bytes that arrived with
 /// it and both go out in one write without copying the body (see `relay_response`).
-pub(crate) const HEAD_ROOM: usize = 512;
+pub const HEAD_ROOM: usize = 512;
+
+/// A response head read from an HTTP/1.1 upstream: its read buffer (the head at `upos`, body
+/// bytes that came with it after), the head and its field ranges.
+pub struct UpHead {
+    pub ubuf: Vec<u8>,
+    pub upos: usize,
+    pub head: ResponseHead,
+    pub scratch: HeadScratch,
+}
 
 /// Reads the response head into a pooled buffer (given back on failure), after [`HEAD_ROOM`]
 /// unused bytes: the head starts at the returned offset, never at 0.
-pub(crate) async fn read_response_head_pooled(
+pub async fn read_response_head_pooled(
     worker: &Rc<Worker>,
     up: &mut UpConn,
     server: &gateway_config::Server,
@@ -27,13 +36,27 @@ pub(crate) async fn read_response_head_pooled(
     websocket: bool,
     interim: &mut interim::Interim<'_>,
     deadline: Instant,
-) -> Result<(Vec<u8>, usize, ResponseHead), UpstreamError> {
+) -> Result<UpHead, UpstreamError> {
     let mut ubuf = worker.buffers.take();
     ubuf.resize(HEAD_ROOM, 0);
-    match read_response_head(worker, &mut up.stream, &mut ubuf, server, is_head, websocket, interim, deadline).await {
-        Ok((upos, resp)) => Ok((ubuf, upos, resp)),
+    let mut scratch = worker.take_scratch(server.limits.max_headers);
+    let read = read_response_head(
+        worker,
+        &mut up.stream,
+        &mut ubuf,
+        &mut scratch,
+        server,
+        is_head,
+        websocket,
+        interim,
+        deadline,
+    )
+    .await;
+    match read {
+        Ok((upos, head)) => Ok(UpHead { ubuf, upos, head, scratch }),
         Err(e) => {
             worker.buffers.give(ubuf);
+            worker.give_scratch(scratch);
             Err(e)
         }
     }
@@ -45,10 +68,11 @@ pub(crate) async fn read_response_head_pooled(
 /// A 101 is final: accepted when `websocket` (the request was a WebSocket handshake) and it
 /// switches to WebSocket, refused otherwise.
 #[allow(clippy::too_many_arguments)]
-pub(crate) async fn read_response_head(
+pub async fn read_response_head(
     worker: &Rc<Worker>,
     up: &mut Stream,
     ubuf: &mut Vec<u8>,
+    scratch: &mut HeadScratch,
     server: &gateway_config::Server,
     is_head: bool,
     websocket: bool,
@@ -61,14 +85,13 @@ pub(crate) async fn read_response_head(
     let mut interims = 0;
     loop {
         let (parsed, switches, out) = {
-            let mut scratch = worker.resp_scratch(server.limits.max_headers);
             let buf = ubuf.get(upos..).unwrap_or_default();
-            let parsed = h1::parse_response(buf, max, is_head, &mut scratch);
+            let parsed = h1::parse_response(buf, max, is_head, scratch);
             let switches =
-                matches!(parsed, Ok(Some(ref r)) if r.status == 101) && websocket::accepts_websocket(buf, &scratch);
+                matches!(parsed, Ok(Some(ref r)) if r.status == 101) && websocket::accepts_websocket(buf, scratch);
             let out = match &parsed {
                 Ok(Some(r)) if r.status < 200 && r.status != 101 && interims < interim::MAX_INTERIM => {
-                    interim.prepare(worker, buf, r, &scratch)
+                    interim.prepare(worker, buf, r, scratch)
                 }
                 _ => None,
             };

@@ -3,7 +3,6 @@
 
 use std::cell::Cell;
 use std::future::poll_fn;
-use std::net::SocketAddr;
 use std::rc::Rc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -14,16 +13,13 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use super::guard::{FrameGuard, GuardLimits, Violation};
 use super::penalty::{Admit, MAX_STREAMS};
 use super::stall::Stall;
-use crate::http::conn::TlsFacts;
+use crate::request::Client;
 use crate::runtime::worker::{ListenerHandle, Worker};
 use crate::upstream::h2io::FlowWatch;
 
 /// What every stream of a connection shares.
 pub struct ConnCtx {
-    pub peer: SocketAddr,
-    /// The client's IP address as text, for X-Forwarded-For.
-    pub peer_ip: Vec<u8>,
-    pub tls: Option<Rc<TlsFacts>>,
+    pub client: Rc<Client>,
     /// Streams being handled.
     pub active: Cell<usize>,
     /// When the last stream ended (for the idle timeout).
@@ -48,15 +44,11 @@ enum Event {
 
 /// Serves an HTTP/2 connection until the client leaves, it idles out, it misbehaves, or the
 /// listener stops (then in-flight streams finish after a GOAWAY).
-pub async fn serve<T>(
-    worker: &Rc<Worker>,
-    listener: Rc<ListenerHandle>,
-    io: T,
-    peer: SocketAddr,
-    tls: Option<Rc<TlsFacts>>,
-) where
+pub async fn serve<T>(worker: &Rc<Worker>, io: T, client: Rc<Client>)
+where
     T: AsyncRead + AsyncWrite + Unpin + 'static,
 {
+    let peer = client.peer;
     // A source recently cut for stalling flow control gets a few one-stream connections.
     let penalized = match worker.h2_penalty.admit(peer.ip(), Instant::now()) {
         Admit::Free => None,
@@ -111,9 +103,7 @@ pub async fn serve<T>(
     worker.stats.h2_connections.inc();
     let idle_timeout = server.timeouts.idle;
     let ctx = Rc::new(ConnCtx {
-        peer,
-        peer_ip: peer.ip().to_string().into_bytes(),
-        tls,
+        client,
         active: Cell::new(0),
         idle_since: Cell::new(Instant::now()),
         flow: FlowWatch::default(),
@@ -139,7 +129,7 @@ pub async fn serve<T>(
                 }
             }) => e,
             _ = monoio::time::sleep_until(next_tick) => Event::Tick,
-            _ = stop_signal(&listener, stopping) => Event::Stop,
+            _ = stop_signal(&ctx.client.listener, stopping) => Event::Stop,
         };
         match event {
             Event::Stream(req, respond) => {

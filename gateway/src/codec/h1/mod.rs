@@ -112,14 +112,20 @@ impl HeadScratch {
 /// option listed in the head's `Connection` fields, compared case-insensitively. `buf` and
 /// `scratch` are those of the last successful parse.
 pub fn is_hop_by_hop(name: &[u8], buf: &[u8], scratch: &HeadScratch) -> bool {
-    const FIXED: [&[u8]; 7] =
-        [b"connection", b"keep-alive", b"te", b"trailer", b"transfer-encoding", b"upgrade", b"proxy-connection"];
-    FIXED.iter().any(|f| f.eq_ignore_ascii_case(name))
+    is_fixed_hop_by_hop(name)
         || scratch
             .connection
             .iter()
             .filter_map(|&i| scratch.headers.get(i))
             .any(|h| list_elements(h.value(buf)).any(|option| option.eq_ignore_ascii_case(name)))
+}
+
+/// Whether `name` is one of the fixed hop-by-hop fields: `Connection`, `Keep-Alive`, `TE`,
+/// `Trailer`, `Transfer-Encoding`, `Upgrade`, `Proxy-Connection` (ASCII case-insensitive).
+pub fn is_fixed_hop_by_hop(name: &[u8]) -> bool {
+    const FIXED: [&[u8]; 7] =
+        [b"connection", b"keep-alive", b"te", b"trailer", b"transfer-encoding", b"upgrade", b"proxy-connection"];
+    FIXED.iter().any(|f| f.eq_ignore_ascii_case(name))
 }
 
 /// Whether a `#rule` list field value has an element equal to `token` (case-insensitive).

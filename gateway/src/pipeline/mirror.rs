@@ -24,10 +24,11 @@ use std::time::Duration;
 use gateway_config::Action;
 use monoio::time::Instant;
 
+use super::connect::{acquire, retry_if_stale};
 use super::interim::Interim;
-use super::{acquire, read_response_head_pooled, retry_if_stale};
-use crate::http::body::{self, Side, Source};
-use crate::http::h1::{ResponseFraming, ResponseHead};
+use super::response_head::read_response_head_pooled;
+use crate::codec::body::{self, Side, Source};
+use crate::codec::h1::{ResponseFraming, ResponseHead};
 use crate::runtime::io::write_from;
 use crate::runtime::worker::{Local, Worker};
 use crate::stats::metrics::{MirrorResult, RouteMetrics};
@@ -42,21 +43,20 @@ pub const MARKER: &[u8] = b"x-gateway-mirror: 1\r\n";
 pub const MARKER_NAME: &str = "x-gateway-mirror";
 
 /// Mirrors the request on route `route` if the route has a mirror that takes it: `method` as
-/// sent, `no_body` when the request has no body, `write_head` writes the HTTP/1.1 request head
-/// as sent upstream (ending with the empty line). Never waits; `write_head` runs only for a
-/// request that will really be copied.
+/// sent, `write_head` writes the HTTP/1.1 request head as sent upstream (ending with the empty
+/// line). Only for requests without a body (the caller checks). Never waits; `write_head` runs
+/// only for a request that will really be copied.
 pub fn start(
     worker: &Rc<Worker>,
     local: &Rc<Local>,
     route: Option<usize>,
     method: &[u8],
-    no_body: bool,
     write_head: impl FnOnce(&mut Vec<u8>),
 ) {
     let Some(index) = route else { return };
     let Some(r) = local.snap.config.routes.get(index) else { return };
     let (Some(mirror), Action::Proxy(proxy)) = (&r.mirror, &r.action) else { return };
-    if !no_body || !mirror.methods.iter().any(|m| m.as_bytes() == method) || !sampled(mirror.percent, &worker.rng) {
+    if !mirror.methods.iter().any(|m| m.as_bytes() == method) || !sampled(mirror.percent, &worker.rng) {
         return;
     }
     let (Some(traffic), Some(metrics)) = (local.traffic.get(index), local.route_metrics.get(index)) else { return };
@@ -168,13 +168,14 @@ async fn exchange(worker: &Rc<Worker>, local: &Local, copy: &Copy, head: &mut Ve
             )
             .await
             {
-                Ok((ubuf, upos, resp)) => {
-                    inflight.record(Outcome::Response(resp.status));
-                    return discard_response(worker, endpoint, up, ubuf, upos, &resp, deadline).await;
+                Ok(h) => {
+                    inflight.record(Outcome::Response(h.head.status));
+                    worker.give_scratch(h.scratch);
+                    return discard_response(worker, endpoint, up, h.ubuf, h.upos, &h.head, deadline).await;
                 }
                 Err(e) => e,
             },
-            Err(e) => super::UpstreamError::Send(e),
+            Err(e) => crate::upstream::UpstreamError::Send(e),
         };
         if let Err(e) = retry_if_stale(worker, err, reused, &mut retried) {
             if let Some(o) = e.outcome() {

@@ -52,10 +52,6 @@ impl<'a> Retries<'a> {
         self.resendable = true;
     }
 
-    pub fn resendable(&self) -> bool {
-        self.resendable
-    }
-
     /// Whether any retry can happen for this request (skips the work of preparing one).
     pub fn possible(&self) -> bool {
         self.idempotent && self.policy.num_retries > 0 && !self.policy.retry_on.is_empty()
@@ -75,7 +71,8 @@ impl<'a> Retries<'a> {
         let on = self.policy.retry_on;
         let covered = match failure {
             Failure::ConnectFailure => on.covers_connect_failure(),
-            Failure::RefusedStream => on.covers_refused_stream(),
+            // Not processed, but a body streamed into the refused stream is gone.
+            Failure::RefusedStream => on.covers_refused_stream() && self.resendable,
             Failure::Reset => on.covers_reset() && self.resendable,
             Failure::Status { shed: true, .. } => false,
             Failure::Status { status, shed: false } => {

@@ -1,0 +1,254 @@
+//! An HTTP/1.1 client's side of forwarding: its body sent to an HTTP/1.1 upstream (as is or
+//! re-chunked) or into an HTTP/2 stream, interim responses written back to it, and the answer
+//! relayed (`relay`) or refused.
+
+use std::io;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use monoio::time::Instant;
+
+use super::{relay, Conn, Next};
+use crate::codec::body::{self, Dest, Side, Source, TransferError};
+use crate::codec::h1::{BodyFraming, RequestHead};
+use crate::pipeline::answer::Refusal;
+use crate::pipeline::connect::{acquire, retry_if_stale};
+use crate::pipeline::forward::{Downstream, Response, Try};
+use crate::pipeline::interim::Interim;
+use crate::pipeline::response_head::read_response_head_pooled;
+use crate::pipeline::{exchange::Exchange, h2up};
+use crate::runtime::io::{read_append_timeout, write_from, write_from_until};
+use crate::runtime::stream::Stream;
+use crate::upstream::h2pool::H2Endpoint;
+use crate::upstream::{EndpointState, UpstreamError};
+
+const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// One request of an HTTP/1.1 connection on its way to an upstream.
+pub struct H1Forward<'c> {
+    pub conn: &'c mut Conn,
+    pub head: &'c RequestHead,
+    /// Where the body starts in `conn.rbuf` (each try sends it from there).
+    pub body_start: usize,
+}
+
+impl Downstream for H1Forward<'_> {
+    type Done = Next;
+
+    fn ex(&mut self) -> &mut Exchange {
+        &mut self.conn.ex
+    }
+
+    async fn hold_body(&mut self, t: &Try<'_>, n: u64) -> Result<bool, Option<Refusal>> {
+        let conn = &mut *self.conn;
+        let server = &t.local.snap.config.server;
+        let end =
+            self.body_start + usize::try_from(n).map_err(|_| Refusal::for_client_body(&TransferError::TooLarge))?;
+        if conn.rbuf.len() >= end {
+            return Ok(true);
+        }
+        conn.rbuf.reserve(end - conn.rbuf.len());
+        // The client may wait for 100 Continue before sending the body.
+        if self.head.expect_continue && conn.rbuf.len() == self.body_start {
+            let (res, _) = write_from(&mut conn.stream, CONTINUE.to_vec(), 0, server.timeouts.body_io).await;
+            res.map_err(|e| Refusal::for_client_body(&TransferError::Write(e)))?;
+            conn.ex.continued = true;
+        }
+        while conn.rbuf.len() < end {
+            let (res, b) =
+                read_append_timeout(&mut conn.stream, std::mem::take(&mut conn.rbuf), server.timeouts.body_io).await;
+            conn.rbuf = b;
+            let failed = match res {
+                Ok(0) => TransferError::Truncated,
+                Ok(_) => continue,
+                Err(e) if e.kind() == io::ErrorKind::TimedOut => TransferError::ReadTimeout,
+                Err(e) => TransferError::Read(e),
+            };
+            return Err(Refusal::for_client_body(&failed));
+        }
+        Ok(true)
+    }
+
+    async fn try_h1(
+        &mut self,
+        t: &Try<'_>,
+        endpoint: &EndpointState,
+        head: &mut Vec<u8>,
+    ) -> Result<Response, UpstreamError> {
+        let server = &t.local.snap.config.server;
+        let connect_timeout = t.local.clusters.get(t.action.cluster).map(|c| c.settings.connect_timeout);
+        let connect_timeout = connect_timeout.unwrap_or(std::time::Duration::from_secs(3));
+        let replayable = self.head.body == BodyFraming::None && t.req.is_idempotent();
+        let mut retried = false;
+        loop {
+            self.conn.rpos = self.body_start;
+            let (mut up, reused) =
+                acquire(t.worker, t.local, t.action.cluster, endpoint, connect_timeout, t.try_deadline).await?;
+            let sent = self.send(t, &mut up.stream, head).await;
+            let err = match sent {
+                Ok(()) => {
+                    let (minor, continued) = (self.head.version_minor, self.conn.ex.continued);
+                    let mut interim = Interim::h1(&mut self.conn.stream, minor, continued, server.timeouts.body_io);
+                    let read = read_response_head_pooled(
+                        t.worker,
+                        &mut up,
+                        server,
+                        t.req.is_head(),
+                        t.websocket,
+                        &mut interim,
+                        t.try_deadline,
+                    )
+                    .await;
+                    match read {
+                        Ok(h) => {
+                            return Ok(Response::H1 {
+                                up,
+                                ubuf: h.ubuf,
+                                upos: h.upos,
+                                head: h.head,
+                                scratch: h.scratch,
+                            })
+                        }
+                        Err(e) => e,
+                    }
+                }
+                Err(e) => e,
+            };
+            retry_if_stale(t.worker, err, reused && replayable, &mut retried)?;
+        }
+    }
+
+    async fn try_h2(
+        &mut self,
+        t: &Try<'_>,
+        endpoint: &Rc<H2Endpoint>,
+        up: http::Request<()>,
+    ) -> Result<Response, UpstreamError> {
+        let server = &t.local.snap.config.server;
+        self.conn.rpos = self.body_start;
+        let no_body = self.head.body == BodyFraming::None;
+        let (slot, response, tx) = h2up::send_head(t.worker, endpoint, up, no_body, t.try_deadline).await?;
+        if let Some(mut tx) = tx {
+            let conn = &mut *self.conn;
+            let source = match self.head.body {
+                BodyFraming::Length(n) => Source::Length(n),
+                _ => Source::Chunked,
+            };
+            if self.head.expect_continue && conn.rbuf.len() == conn.rpos {
+                let (res, _) = write_from(&mut conn.stream, CONTINUE.to_vec(), 0, server.timeouts.body_io).await;
+                res.map_err(|e| UpstreamError::ClientBody(TransferError::Write(e)))?;
+                conn.ex.continued = true;
+            }
+            let left = t.try_deadline.saturating_duration_since(Instant::now());
+            let limits = body::Limits {
+                max_bytes: server.limits.max_body_bytes,
+                read_timeout: server.timeouts.body_io,
+                write_timeout: left,
+            };
+            let mut scratch = t.worker.buffers.take();
+            let mut out = Vec::new();
+            let side = Side { stream: &mut conn.stream, buf: &mut conn.rbuf, pos: &mut conn.rpos };
+            let result =
+                body::transfer(side, Some(Dest::H2(&mut tx, None)), &mut out, source, false, &limits, &mut scratch)
+                    .await;
+            t.worker.buffers.give(scratch);
+            match result {
+                Ok(n) => {
+                    t.worker.stats.downstream_bytes_in.add(n);
+                    conn.ex.bytes_in += n;
+                    tx.send_data(Bytes::new(), true).map_err(|e| UpstreamError::Send(io::Error::other(e)))?;
+                }
+                Err(TransferError::Write(e)) => return Err(UpstreamError::Send(e)),
+                Err(e) => {
+                    tx.send_reset(h2::Reason::CANCEL);
+                    return Err(UpstreamError::ClientBody(e));
+                }
+            }
+        }
+        let (minor, continued) = (self.head.version_minor, self.conn.ex.continued);
+        let mut interim = Interim::h1(&mut self.conn.stream, minor, continued, server.timeouts.body_io);
+        let resp = h2up::response_head(t.worker, response, &mut interim, t.try_deadline).await?;
+        Ok(Response::H2 { slot, resp, pump: None })
+    }
+
+    async fn relay(&mut self, t: &Try<'_>, endpoint: &EndpointState, resp: Response) -> Next {
+        match resp {
+            Response::H1 { up, ubuf, upos, head, scratch } if head.status == 101 => {
+                Box::pin(super::tunnel::tunnel(t.worker, self.conn, t.local, up, ubuf, upos, &head, scratch)).await
+            }
+            Response::H1 { up, ubuf, upos, head, scratch } => {
+                let from = relay::FromH1 { up, ubuf, upos, resp: head, scratch };
+                relay::from_h1(t, self.conn, self.head, endpoint, from).await
+            }
+            Response::H2 { slot, resp, pump: _ } => {
+                let next = Box::pin(relay::from_h2(t, self.conn, self.head, resp)).await;
+                drop(slot);
+                next
+            }
+        }
+    }
+
+    async fn refuse(&mut self, t: &Try<'_>, refusal: Refusal, keep: bool) -> Next {
+        // The connection stays usable only when no request body is left unread on it.
+        let keep = keep && self.head.body == BodyFraming::None && self.head.keep_alive && !self.conn.closing();
+        let written =
+            super::answer::write_refusal(t.worker, self.conn, t.local, &refusal, !keep, t.req.is_head()).await;
+        if written && keep {
+            Next::KeepAlive
+        } else {
+            Next::Close
+        }
+    }
+
+    fn abort(&mut self) -> Next {
+        Next::Close
+    }
+}
+
+impl H1Forward<'_> {
+    /// Writes the request head (kept in `head` for a resend when there is no body) and streams
+    /// the body from the client.
+    async fn send(&mut self, t: &Try<'_>, up: &mut Stream, head: &mut Vec<u8>) -> Result<(), UpstreamError> {
+        let server = &t.local.snap.config.server;
+        let conn = &mut *self.conn;
+        let source = match self.head.body {
+            BodyFraming::None => {
+                let len = head.len();
+                let (res, b) = write_from_until(up, std::mem::take(head), 0, t.try_deadline).await;
+                *head = b;
+                head.truncate(len);
+                return res.map_err(UpstreamError::Send);
+            }
+            BodyFraming::Length(n) => Source::Length(n),
+            BodyFraming::Chunked => Source::Chunked,
+        };
+        let left = t.try_deadline.saturating_duration_since(Instant::now());
+        if self.head.expect_continue && conn.rbuf.len() == conn.rpos {
+            let (res, _) = write_from(&mut conn.stream, CONTINUE.to_vec(), 0, server.timeouts.body_io).await;
+            res.map_err(|e| UpstreamError::ClientBody(TransferError::Write(e)))?;
+            conn.ex.continued = true;
+        }
+        let limits = body::Limits {
+            max_bytes: server.limits.max_body_bytes,
+            read_timeout: server.timeouts.body_io,
+            write_timeout: left,
+        };
+        let mut scratch = t.worker.buffers.take();
+        let side = Side { stream: &mut conn.stream, buf: &mut conn.rbuf, pos: &mut conn.rpos };
+        let chunked = source == Source::Chunked;
+        // Boxed: requests with a body are the rarer kind, and the transfer's state would
+        // otherwise size every request's future.
+        let transfer = body::transfer(side, Some(body::Dest::Stream(up)), head, source, chunked, &limits, &mut scratch);
+        let result = Box::pin(transfer).await;
+        t.worker.buffers.give(scratch);
+        match result {
+            Ok(n) => {
+                t.worker.stats.downstream_bytes_in.add(n);
+                conn.ex.bytes_in += n;
+                Ok(())
+            }
+            Err(TransferError::Write(e)) => Err(UpstreamError::Send(e)),
+            Err(e) => Err(UpstreamError::ClientBody(e)),
+        }
+    }
+}

@@ -1,0 +1,359 @@
+//! One downstream HTTP/1.1 connection: read requests in order, turn each head into a
+//! [`Request`], run the pipeline on it, write the answer.
+
+mod answer;
+mod forward;
+mod relay;
+mod tunnel;
+
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use crate::codec::body::{self, Side, Source};
+use crate::codec::h1::{self, BodyFraming, HeadScratch, RequestHead, RequestLimits};
+use crate::pipeline::answer::Refusal;
+use crate::pipeline::dispatch::{dispatch, Verdict};
+use crate::pipeline::exchange::Exchange;
+use crate::request::{Client, Request};
+use crate::runtime::idle_timer::Expiry;
+use crate::runtime::io::{make_room, read_append_expiry};
+use crate::runtime::stream::Stream;
+use crate::runtime::worker::{Local, Worker};
+
+pub use forward::H1Forward;
+
+/// Largest request body a gateway-answered request (404, direct response, redirect) may carry
+/// and still keep the connection: it is read and discarded. Larger ones close the connection.
+const DISCARD_LIMIT: u64 = 64 * 1024;
+
+/// The downstream side of a connection.
+pub struct Conn {
+    pub stream: Stream,
+    pub client: Rc<Client>,
+    /// Bytes read from the client; `rbuf[rpos..]` are not consumed yet (after a head: the
+    /// start of its body, or the next request).
+    pub rbuf: Vec<u8>,
+    pub rpos: usize,
+    /// Requests answered so far.
+    pub served: u64,
+    /// Accounting of the current request.
+    pub ex: Exchange,
+}
+
+/// A request head that was read, in storage of its own: the pipeline may wait (a rate-limit
+/// delay, a queue for a slot) while the connection's read buffer moves on to the body.
+pub struct Head {
+    /// The head's bytes from `start`, as parsed.
+    buf: Vec<u8>,
+    start: usize,
+    scratch: HeadScratch,
+    pub head: RequestHead,
+}
+
+impl Head {
+    /// The request view of this head.
+    pub fn request<'a>(&'a self, client: &'a Client) -> Request<'a> {
+        Request::h1(self.buf.get(self.start..).unwrap_or_default(), &self.head, &self.scratch, client)
+    }
+
+    fn give(self, worker: &Worker) {
+        worker.buffers.give(self.buf);
+        worker.give_scratch(self.scratch);
+    }
+}
+
+/// What happens to the connection after a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    KeepAlive,
+    Close,
+}
+
+impl Conn {
+    /// Whether the connection must close after the current request.
+    pub fn closing(&self) -> bool {
+        self.client.closing()
+    }
+}
+
+/// Serves an HTTP/1.1 connection until the client leaves, an error closes it, or the worker
+/// drains. `initial` holds bytes already read from it (protocol detection), possibly none.
+pub async fn serve(worker: &Rc<Worker>, stream: Stream, client: Rc<Client>, initial: Vec<u8>) {
+    let mut conn = Conn { stream, client, rbuf: initial, rpos: 0, served: 0, ex: Exchange::default() };
+    if let Some(status) = serve_requests(worker, &mut conn).await {
+        // A head that cannot be served: answered, and the connection closes.
+        worker.stats.requests_rejected.inc();
+        // Boxed: its write timeout would otherwise size every connection's task.
+        Box::pin(reply_and_close(worker, &mut conn, status, &worker.local())).await;
+        worker.stats.count_status(status);
+    }
+    worker.buffers.give(std::mem::take(&mut conn.rbuf));
+    if conn.stream.is_tls() {
+        // close_notify, so the client can tell a complete response from a truncated one.
+        monoio::select! {
+            _ = conn.stream.shutdown() => {}
+            _ = worker.idle_timer.after(Duration::from_secs(1)) => {}
+        }
+    }
+}
+
+/// Serves requests until the connection closes; `Some(status)`: close after answering a head
+/// that could not be served with this status.
+async fn serve_requests(worker: &Rc<Worker>, conn: &mut Conn) -> Option<u16> {
+    // When the previous request ended (the idle timeout counts from there).
+    let mut ended = None;
+    loop {
+        if conn.rpos >= conn.rbuf.len() && !wait_for_request(worker, conn, ended).await {
+            return None;
+        }
+        let local = worker.local();
+        // Boxed, with the head moved in: the connection's task holds neither while it waits.
+        // (No wait inside this match: its scrutinee, which holds a head, would be kept in
+        // every connection's task across it.)
+        let request = match read_head(worker, conn, &local).await {
+            Ok(head) => Box::pin(request(worker, conn, &local, head)),
+            Err(HeadEnd::Close) => return None,
+            Err(HeadEnd::Reply(status)) => return Some(status),
+        };
+        worker.stats.requests_total.inc();
+        worker.stats.requests_active.inc();
+        let next = request.await;
+        ended = Some(conn.ex.finish(worker, &local, conn.client.peer.ip()));
+        worker.stats.requests_active.sub(1);
+        conn.served += 1;
+        if next == Next::Close || conn.closing() {
+            return None;
+        }
+    }
+}
+
+/// Waits, without holding a buffer, until the client sends the first byte of a request.
+/// False when the connection should close (idle timeout, drain, client gone). `ended`: when the
+/// previous request ended (read already; the wait's limit counts from then), if any. The timeout
+/// is on the worker's coarse timer (`runtime::idle_timer`): an idle connection's task holds no
+/// timer entry of its own.
+async fn wait_for_request(worker: &Rc<Worker>, conn: &mut Conn, ended: Option<Instant>) -> bool {
+    let buf = std::mem::take(&mut conn.rbuf);
+    worker.buffers.give(buf);
+    conn.rpos = 0;
+    let timeouts = &worker.local().snap.config.server.timeouts;
+    let limit = if conn.served == 0 { timeouts.header_read } else { timeouts.idle };
+    let expiry = match ended.and_then(|e| e.checked_add(limit)) {
+        Some(deadline) => worker.idle_timer.at(deadline),
+        None => worker.idle_timer.after(limit),
+    };
+    if conn.stream.is_tls() {
+        return wait_for_tls_request(worker, conn, expiry).await;
+    }
+    // On epoll, relaxed readiness can be stale; io_uring polls for real either way.
+    let relaxed = !monoio::utils::is_legacy();
+    let first = conn.served == 0;
+    let ready = monoio::select! {
+        r = conn.stream.readable(relaxed) => r.is_ok(),
+        _ = expiry => false,
+        _ = stop_unless_first(&conn.client, first) => false,
+    };
+    if ready {
+        conn.rbuf = worker.buffers.take();
+    }
+    ready
+}
+
+/// Resolves when the listener stops, except for a connection's first request: a client that
+/// connected (its connection was accepted, maybe just before a drain) always gets its first
+/// request answered, within the header-read timeout. Idle keep-alive connections close at once.
+async fn stop_unless_first(client: &Client, first: bool) {
+    if first {
+        std::future::pending::<()>().await;
+    }
+    client.listener.stop.wait().await;
+}
+
+/// TLS cannot report readability without decrypting, so an idle TLS connection waits in a read
+/// into a small buffer (not a pooled one: idle connections should cost little memory).
+async fn wait_for_tls_request(worker: &Rc<Worker>, conn: &mut Conn, expiry: Expiry<'_>) -> bool {
+    let small = Vec::with_capacity(512);
+    let first = conn.served == 0;
+    let read = monoio::select! {
+        r = conn.stream.read_append(small) => Some(r),
+        _ = expiry => None,
+        _ = stop_unless_first(&conn.client, first) => None,
+    };
+    match read {
+        Some((Ok(n), bytes)) if n > 0 => {
+            worker.stats.downstream_bytes_in.add(n as u64);
+            let mut buf = worker.buffers.take();
+            buf.extend_from_slice(&bytes);
+            conn.rbuf = buf;
+            true
+        }
+        _ => false,
+    }
+}
+
+enum HeadEnd {
+    Close,
+    Reply(u16),
+}
+
+/// The limits of a request head.
+fn limits(server: &gateway_config::Server) -> RequestLimits {
+    RequestLimits {
+        max_request_line: server.limits.max_request_line_bytes,
+        max_header_bytes: server.limits.max_header_bytes,
+        max_headers: server.limits.max_headers,
+    }
+}
+
+/// Reads until a complete, valid request head is buffered at `conn.rbuf[conn.rpos..]`, and
+/// takes it out of the read buffer: `conn.rpos` is then where its body (or the next request)
+/// starts.
+async fn read_head(worker: &Rc<Worker>, conn: &mut Conn, local: &Local) -> Result<Head, HeadEnd> {
+    let server = &local.snap.config.server;
+    let limits = limits(server);
+    // On the worker's coarse timer: a monoio `Sleep` here would size every connection's task.
+    let deadline = Instant::now() + server.timeouts.header_read;
+    loop {
+        // Taken for each parse and kept only by a complete head: a client that sends its head
+        // slowly holds no field storage while it waits (nor does its task: the block ends it).
+        {
+            let mut scratch = worker.take_scratch(limits.max_headers);
+            let parsed = h1::parse_request(conn.rbuf.get(conn.rpos..).unwrap_or_default(), &limits, &mut scratch);
+            match parsed {
+                Ok(Some(head)) => return Ok(take_head(worker, conn, head, scratch)),
+                Err(e) => {
+                    worker.give_scratch(scratch);
+                    return Err(HeadEnd::Reply(e.status()));
+                }
+                Ok(None) => worker.give_scratch(scratch),
+            }
+        }
+        if !make_room(&mut conn.rbuf, &mut conn.rpos, 1024, limits.max_header_bytes + 1) {
+            return Err(HeadEnd::Reply(431));
+        }
+        let had_bytes = conn.rbuf.len() > conn.rpos;
+        let expiry = worker.idle_timer.at(deadline);
+        let (res, buf) = read_append_expiry(&mut conn.stream, std::mem::take(&mut conn.rbuf), expiry).await;
+        conn.rbuf = buf;
+        match res {
+            Ok(0) => return Err(HeadEnd::Close),
+            Ok(n) => worker.stats.downstream_bytes_in.add(n as u64),
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                worker.stats.header_read_timeouts.inc();
+                return Err(if had_bytes || conn.served == 0 { HeadEnd::Reply(408) } else { HeadEnd::Close });
+            }
+            Err(_) => return Err(HeadEnd::Close),
+        }
+    }
+}
+
+/// Moves a parsed head out of the read buffer, copying the smaller part: what follows the head
+/// goes into a fresh buffer when it is no longer than the head (a request without a body: often
+/// nothing), else the head is copied out.
+fn take_head(worker: &Worker, conn: &mut Conn, head: RequestHead, scratch: HeadScratch) -> Head {
+    let end = conn.rpos + head.head_len;
+    let tail = conn.rbuf.get(end..).unwrap_or_default();
+    if tail.len() <= head.head_len {
+        let mut next = worker.buffers.take();
+        next.extend_from_slice(tail);
+        let buf = std::mem::replace(&mut conn.rbuf, next);
+        let start = std::mem::replace(&mut conn.rpos, 0);
+        Head { buf, start, scratch, head }
+    } else {
+        let mut buf = worker.buffers.take();
+        buf.extend_from_slice(conn.rbuf.get(conn.rpos..end).unwrap_or_default());
+        conn.rpos = end;
+        Head { buf, start: 0, scratch, head }
+    }
+}
+
+/// Runs the pipeline on one request and answers it, then gives its head's storage back.
+async fn request(worker: &Rc<Worker>, conn: &mut Conn, local: &Rc<Local>, head: Head) -> Next {
+    let next = handle(worker, conn, local, &head).await;
+    head.give(worker);
+    next
+}
+
+/// Runs the pipeline on one request and answers it.
+pub(crate) async fn handle(worker: &Rc<Worker>, conn: &mut Conn, local: &Rc<Local>, head: &Head) -> Next {
+    let server = &local.snap.config.server;
+    let client = Rc::clone(&conn.client);
+    let req = head.request(&client);
+    conn.ex.begin(worker, &req, head.head.head_len, server.deadline_header.as_deref());
+    if let Some(status) = check_body(worker, conn, &head.head, server.limits.max_body_bytes) {
+        worker.stats.requests_rejected.inc();
+        Box::pin(reply_and_close(worker, conn, status, local)).await;
+        return Next::Close;
+    }
+    // Matched whole, with no wait inside the match's scrutinee: see `serve_requests`.
+    let verdict = dispatch(worker, local, &req, &mut conn.ex).await;
+    match verdict {
+        Verdict::Proxy(fwd) => {
+            let mut down = H1Forward { conn, head: &head.head, body_start: 0 };
+            down.body_start = down.conn.rpos;
+            crate::pipeline::forward::forward(worker, local, &mut down, &req, fwd).await
+        }
+        Verdict::Answer(answer) => answer::answer(worker, conn, local, &req, &head.head, answer).await,
+    }
+}
+
+/// Refuses a body the head already tells is too large, or whose start (what came with the
+/// head) is malformed or too large, before any upstream sees the request.
+fn check_body(worker: &Worker, conn: &Conn, head: &RequestHead, max_body: u64) -> Option<u16> {
+    match head.body {
+        BodyFraming::Length(n) if n > max_body => Some(413),
+        BodyFraming::Chunked => precheck_chunked(worker, conn, max_body),
+        _ => None,
+    }
+}
+
+/// Validates the part of a chunked body that arrived with the head, so that a malformed or
+/// oversized body in a single write is refused before any upstream sees the request.
+fn precheck_chunked(worker: &Worker, conn: &Conn, max_body: u64) -> Option<u16> {
+    let buffered = conn.rbuf.get(conn.rpos..).unwrap_or_default();
+    if buffered.is_empty() {
+        return None;
+    }
+    let mut decoder = crate::codec::chunked::ChunkedDecoder::new();
+    let mut out = worker.buffers.take();
+    let result = decoder.decode(buffered, &mut out);
+    let size = out.len() as u64;
+    worker.buffers.give(out);
+    match result {
+        Err(_) => Some(400),
+        Ok(_) if size > max_body => Some(413),
+        Ok(_) => None,
+    }
+}
+
+/// Reads and drops a request body of at most [`DISCARD_LIMIT`] bytes. False if the connection
+/// must close (too large, malformed, timeout).
+async fn discard_body(
+    worker: &Rc<Worker>,
+    conn: &mut Conn,
+    framing: BodyFraming,
+    server: &gateway_config::Server,
+) -> bool {
+    let source = match framing {
+        BodyFraming::None => return true,
+        BodyFraming::Length(n) => Source::Length(n),
+        BodyFraming::Chunked => Source::Chunked,
+    };
+    let limits =
+        body::Limits { max_bytes: DISCARD_LIMIT, read_timeout: server.timeouts.body_io, write_timeout: Duration::ZERO };
+    let mut scratch = worker.buffers.take();
+    let result = body::discard(
+        Side { stream: &mut conn.stream, buf: &mut conn.rbuf, pos: &mut conn.rpos },
+        source,
+        &limits,
+        &mut scratch,
+    )
+    .await;
+    worker.buffers.give(scratch);
+    result.is_ok()
+}
+
+/// Writes a gateway error response with `connection: close`.
+pub async fn reply_and_close(worker: &Rc<Worker>, conn: &mut Conn, status: u16, local: &Local) {
+    answer::write_refusal(worker, conn, local, &Refusal::status(status), true, false).await;
+}

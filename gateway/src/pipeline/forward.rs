@@ -1,0 +1,368 @@
+//! The one forwarding loop: pick an endpoint, try it within the per-try timeout, and retry a
+//! failed try (on another endpoint where one exists) within the route's policy, the cluster's
+//! retry budget and the request's deadline; then relay the response or answer the failure.
+//!
+//! What differs per protocol pair is behind [`Downstream`]: each client protocol implements
+//! one try over HTTP/1.1 and over HTTP/2 (sending its body its own way) and the relay of either
+//! kind of upstream response (`downstream/h1`, `downstream/h2`).
+
+use std::rc::Rc;
+
+use gateway_config::ProxyAction;
+use monoio::time::Instant;
+
+use super::answer::Refusal;
+use super::dispatch::Forward;
+use super::exchange::Exchange;
+use super::outbound::{self, Additions};
+use super::retry::{Failure, Retries};
+use crate::admission::limiter::Permit;
+use crate::codec::h1::{HeadScratch, ResponseHead};
+use crate::request::{Body, Request};
+use crate::runtime::worker::{Local, Worker};
+use crate::stats::metrics::FailureReason;
+use crate::upstream::h2pool::{H2Endpoint, H2Stream};
+use crate::upstream::{ClusterState, EndpointState, InFlight, Outcome, PickHints, UpConn, UpstreamError};
+
+/// One client protocol's side of forwarding.
+#[allow(async_fn_in_trait)]
+pub trait Downstream {
+    /// What handling the request leaves (HTTP/1.1: whether the connection stays open).
+    type Done;
+
+    /// The request's accounting.
+    fn ex(&mut self) -> &mut Exchange;
+
+    /// Reads a `Content-Length` body of `n` bytes whole, so that a retry after sending can send
+    /// it again; false when this protocol does not hold bodies. `Err`: the answer to give
+    /// (`None`: none possible).
+    async fn hold_body(&mut self, t: &Try<'_>, n: u64) -> Result<bool, Option<Refusal>>;
+
+    /// One try over HTTP/1.1: sends `head` (complete) and the body, reads the response head.
+    async fn try_h1(
+        &mut self,
+        t: &Try<'_>,
+        endpoint: &EndpointState,
+        head: &mut Vec<u8>,
+    ) -> Result<Response, UpstreamError>;
+
+    /// One try over HTTP/2 with the request `up`: opens a stream, sends the body, reads the
+    /// response head. [`UpstreamError::Http1Only`] when ALPN chose HTTP/1.1 (nothing was sent).
+    async fn try_h2(
+        &mut self,
+        t: &Try<'_>,
+        endpoint: &Rc<H2Endpoint>,
+        up: http::Request<()>,
+    ) -> Result<Response, UpstreamError>;
+
+    /// Relays the chosen response to the client.
+    async fn relay(&mut self, t: &Try<'_>, endpoint: &EndpointState, resp: Response) -> Self::Done;
+
+    /// Answers with a gateway error; `keep`: the connection may stay open if nothing else
+    /// forbids it.
+    async fn refuse(&mut self, t: &Try<'_>, refusal: Refusal, keep: bool) -> Self::Done;
+
+    /// Ends the request without an answer (connection closed, stream reset).
+    fn abort(&mut self) -> Self::Done;
+}
+
+/// What every try of one request shares.
+#[derive(Clone, Copy)]
+pub struct Try<'a> {
+    pub worker: &'a Rc<Worker>,
+    pub local: &'a Rc<Local>,
+    pub req: &'a Request<'a>,
+    pub action: &'a ProxyAction,
+    /// The request's deadline and this try's.
+    pub deadline: Instant,
+    pub try_deadline: Instant,
+    pub websocket: bool,
+}
+
+/// An upstream's response head, not yet relayed.
+pub enum Response {
+    /// From an HTTP/1.1 connection: its read buffer (the head at `upos`), the parsed head and
+    /// its own field ranges.
+    H1 { up: UpConn, ubuf: Vec<u8>, upos: usize, head: ResponseHead, scratch: HeadScratch },
+    /// From an HTTP/2 stream: its slot, the head with the body stream, and the task still
+    /// pumping the request body (if any).
+    H2 { slot: H2Stream, resp: http::Response<h2::RecvStream>, pump: Option<monoio::task::JoinHandle<u64>> },
+}
+
+impl Response {
+    pub fn status(&self) -> u16 {
+        match self {
+            Self::H1 { head, .. } => head.status,
+            Self::H2 { resp, .. } => resp.status().as_u16(),
+        }
+    }
+
+    /// Whether a 503 marks load shedding (never retried).
+    fn is_shed(&self) -> bool {
+        match self {
+            Self::H1 { ubuf, upos, head, scratch, .. } => {
+                let buf = ubuf.get(*upos..).unwrap_or_default();
+                super::retry::is_shed(head.status, scratch.headers().iter().map(|h| (h.name(buf), h.value(buf))))
+            }
+            Self::H2 { resp, .. } => super::retry::is_shed(
+                resp.status().as_u16(),
+                resp.headers().iter().map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())),
+            ),
+        }
+    }
+
+    /// Gives its buffers back (a response dropped for a retry).
+    pub fn discard(self, worker: &Worker) {
+        if let Self::H1 { ubuf, scratch, .. } = self {
+            worker.buffers.give(ubuf);
+            worker.give_scratch(scratch);
+        }
+    }
+}
+
+/// Forwards an admitted request through `down` and relays the answer.
+pub async fn forward<D: Downstream>(
+    worker: &Rc<Worker>,
+    local: &Rc<Local>,
+    down: &mut D,
+    req: &Request<'_>,
+    fwd: Forward<'_>,
+) -> D::Done {
+    let Forward { action, mut permit, deadline, websocket } = fwd;
+    let deadline = Instant::from_std(deadline);
+    let t = Try { worker, local, req, action, deadline, try_deadline: deadline, websocket };
+    down.ex().cluster = Some(action.cluster);
+    worker.stats.upstream_requests_active.inc();
+    // Matched whole, with no wait inside the match: a value still (partly) held there would
+    // be kept in every request's future across the relay.
+    let chosen = choose(&t, down, &mut permit).await;
+    let done = match chosen {
+        Ok(chosen) => relay(&t, down, chosen, permit).await,
+        Err(failure) => {
+            drop(permit);
+            // Boxed: refusals are rare, and their futures would size every request's.
+            match failure {
+                Some((refusal, keep)) => Box::pin(down.refuse(&t, refusal, keep)).await,
+                None => down.abort(),
+            }
+        }
+    };
+    worker.stats.upstream_requests_active.sub(1);
+    done
+}
+
+/// Relays the chosen response, holding its balancer in-flight count and admission slot until
+/// it ends (a WebSocket tunnel gives both back first).
+async fn relay<D: Downstream>(t: &Try<'_>, down: &mut D, chosen: Chosen, permit: Permit) -> D::Done {
+    let Chosen { resp, cluster, index, inflight } = chosen;
+    let Some(endpoint) = cluster.endpoints.get(index) else {
+        resp.discard(t.worker);
+        return Box::pin(down.refuse(t, Refusal::status(503), false)).await;
+    };
+    if resp.status() == 101 {
+        // A tunnel may last for hours: it holds neither an admission slot nor a balancer
+        // in-flight count, only its upstream connection (in the caps).
+        drop(inflight);
+        drop(permit);
+        return down.relay(t, endpoint, resp).await;
+    }
+    let done = down.relay(t, endpoint, resp).await;
+    drop(inflight);
+    drop(permit);
+    done
+}
+
+/// A response chosen to relay: from endpoint `index` of `cluster`, whose balancer in-flight
+/// count it holds until relayed.
+struct Chosen {
+    resp: Response,
+    cluster: Rc<ClusterState>,
+    index: usize,
+    inflight: InFlight,
+}
+
+/// Tries endpoints until one gives a response to relay, or the request fails: `Err` with the
+/// answer to give and whether the connection may stay open (`None`: no answer possible).
+async fn choose<D: Downstream>(
+    t: &Try<'_>,
+    down: &mut D,
+    permit: &mut Permit,
+) -> Result<Chosen, Option<(Refusal, bool)>> {
+    let (worker, local, req, action) = (t.worker, t.local, t.req, t.action);
+    let server = &local.snap.config.server;
+    let Some(cluster) = local.clusters.get(action.cluster).cloned() else {
+        return Err(Some((Refusal::status(503), false)));
+    };
+    cluster.note_request();
+    let hash = crate::upstream::hashkey::hints(req, &cluster).hash;
+    let request_id = std::mem::take(&mut down.ex().request_id);
+    let add = Additions {
+        via: &server.via,
+        request_id: &request_id,
+        strip: local.snap.config.overload.priority_header.as_deref(),
+        deadline_header: server.deadline_header.as_deref(),
+        default_host: local.snap.config.clusters.get(action.cluster).map_or("", |c| c.name.as_str()),
+        websocket: t.websocket,
+    };
+    // The HTTP/1.1 head without its end: each try adds its deadline fields.
+    let mut base = worker.buffers.take();
+    outbound::write_h1_head(&mut base, req, &add);
+    if req.bodyless() && !t.websocket {
+        super::mirror::start(worker, local, down.ex().route, req.method_bytes, |out| {
+            out.extend_from_slice(&base);
+            out.extend_from_slice(b"\r\n");
+        });
+    }
+    let mut wbuf = worker.buffers.take();
+    let result = tries(t, down, permit, &cluster, hash, &add, &base, &mut wbuf).await;
+    give(worker, [base, wbuf]);
+    down.ex().request_id = request_id;
+    result
+}
+
+/// The tries of [`choose`], each on the endpoint the balancer picks (another one after a
+/// failure, where one exists); `base`: the HTTP/1.1 head without its end.
+#[allow(clippy::too_many_arguments)]
+async fn tries<D: Downstream>(
+    t: &Try<'_>,
+    down: &mut D,
+    permit: &mut Permit,
+    cluster: &Rc<ClusterState>,
+    hash: Option<u64>,
+    add: &Additions<'_>,
+    base: &[u8],
+    wbuf: &mut Vec<u8>,
+) -> Result<Chosen, Option<(Refusal, bool)>> {
+    let (worker, local, req, action, deadline) = (t.worker, t.local, t.req, t.action, t.deadline);
+    let grpc = down.ex().deadline.grpc;
+    let mut retries = Retries::new(&action.retry, req.is_idempotent() && !t.websocket, req.body == Body::None);
+    // A body that a retry after sending would need again is read whole first (bounded).
+    if let (Body::Length(n), true) = (req.body, retries.possible() && action.retry.retry_on.after_send()) {
+        if n <= action.retry.max_replay_bytes
+            && Box::pin(down.hold_body(t, n)).await.map_err(|r| r.map(|r| (r, false)))?
+        {
+            retries.set_resendable();
+        }
+    }
+    let sent_at = Instant::now();
+    permit.start_at(sent_at.into_std());
+    let mut avoid = None;
+    loop {
+        let Some(inflight) = cluster.pick_with(&worker.rng, PickHints { hash, avoid }) else {
+            return Err(Some((Refusal::NO_HEALTHY_UPSTREAM, false)));
+        };
+        let index = inflight.index();
+        let Some(endpoint) = cluster.endpoints.get(index) else {
+            return Err(Some((Refusal::status(503), false)));
+        };
+        down.ex().upstream = Some(endpoint.address);
+        let tt = Try { try_deadline: retries.try_deadline(deadline), ..*t };
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let mut result = Err(UpstreamError::Http1Only);
+        // WebSocket needs an HTTP/1.1 connection to take over: never on an HTTP/2 pool.
+        if let (Some(h2ep), false) = (endpoint.h2().cloned(), t.websocket) {
+            let Some(up) = outbound::h2_request(req, add, cluster.tls.is_some(), grpc, remaining) else {
+                return Err(Some((Refusal::status(400), false)));
+            };
+            // Boxed: the HTTP/2 upstream path is large, and every request would carry it.
+            result = Box::pin(down.try_h2(&tt, &h2ep, up)).await;
+            if matches!(result, Err(UpstreamError::Http1Only)) {
+                endpoint.speaks_http1.set(true);
+            }
+        }
+        if matches!(result, Err(UpstreamError::Http1Only)) {
+            wbuf.clear();
+            wbuf.extend_from_slice(base);
+            outbound::finish_h1_head(wbuf, grpc, add.deadline_header, remaining);
+            result = down.try_h1(&tt, endpoint, wbuf).await;
+        }
+        let failure = match &result {
+            Ok(resp) => {
+                inflight.record(Outcome::Response(resp.status()));
+                (resp.status() >= 500).then(|| Failure::Status { status: resp.status(), shed: resp.is_shed() })
+            }
+            Err(e) => {
+                if let Some(o) = e.outcome() {
+                    inflight.record(o);
+                }
+                retry_failure(e)
+            }
+        };
+        if let Some(failure) = failure {
+            if retries.allow(worker, cluster, failure, deadline) {
+                avoid = Some(index);
+                drop(inflight);
+                if let Ok(resp) = result {
+                    // The failed response is discarded with its connection.
+                    resp.discard(worker);
+                }
+                if retries.backoff(worker, deadline).await {
+                    continue;
+                }
+                // No time left for another try: the deadline has passed.
+                return Err(Some((Refusal::status(504), true)));
+            }
+        }
+        down.ex().upstream_elapsed = Some(sent_at.elapsed());
+        if result.as_ref().is_ok_and(|r| r.status() < 500) {
+            permit.success();
+        }
+        if let Some(m) = local.cluster_metrics.get(action.cluster) {
+            m.set_limit(cluster.limiter.limit() as u64);
+        }
+        return match result {
+            Ok(resp) => Ok(Chosen { resp, cluster: Rc::clone(cluster), index, inflight }),
+            Err(e) => {
+                count_failure(worker, local, action, &e);
+                tracing::debug!(upstream = %endpoint.address, error = %e, "upstream exchange failed");
+                Err(Refusal::for_upstream(&e).map(|r| (r, true)))
+            }
+        };
+    }
+}
+
+fn give<const N: usize>(worker: &Worker, bufs: [Vec<u8>; N]) {
+    for b in bufs {
+        worker.buffers.give(b);
+    }
+}
+
+/// What a failed try means for retrying; `None` when it is not retried at all (the client's
+/// body failed, the cluster is at its cap).
+fn retry_failure(e: &UpstreamError) -> Option<Failure> {
+    match e {
+        UpstreamError::Connect(_) => Some(Failure::ConnectFailure),
+        UpstreamError::RefusedStream => Some(Failure::RefusedStream),
+        UpstreamError::Timeout | UpstreamError::Send(_) | UpstreamError::ClosedEarly | UpstreamError::Protocol(_) => {
+            Some(Failure::Reset)
+        }
+        UpstreamError::Http1Only | UpstreamError::ClientBody(_) | UpstreamError::Overflow => None,
+    }
+}
+
+/// Counts a failed exchange in the stats and the cluster's failure reasons.
+fn count_failure(worker: &Worker, local: &Local, action: &ProxyAction, e: &UpstreamError) {
+    let reason = match e {
+        UpstreamError::Connect(io) if io.kind() == std::io::ErrorKind::TimedOut => Some(FailureReason::ConnectTimeout),
+        UpstreamError::Connect(_) => Some(FailureReason::ConnectError),
+        UpstreamError::Send(_) | UpstreamError::ClosedEarly | UpstreamError::RefusedStream => {
+            Some(FailureReason::Reset)
+        }
+        UpstreamError::Protocol(_) | UpstreamError::Http1Only => {
+            worker.stats.upstream_protocol_errors.inc();
+            Some(FailureReason::Protocol)
+        }
+        UpstreamError::Timeout => {
+            worker.stats.upstream_timeouts.inc();
+            Some(FailureReason::Timeout)
+        }
+        UpstreamError::ClientBody(_) => None,
+        UpstreamError::Overflow => {
+            worker.stats.requests_overflow.inc();
+            None
+        }
+    };
+    if let (Some(m), Some(r)) = (local.cluster_metrics.get(action.cluster), reason) {
+        m.failure(r);
+    }
+}

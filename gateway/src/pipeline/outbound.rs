@@ -1,0 +1,278 @@
+//! What the upstream sees: the request head the gateway sends, as HTTP/1.1 lines or as an
+//! HTTP/2 request, built once from the [`Request`] whichever protocol the client spoke.
+//!
+//! Dropped from the client's fields: hop-by-hop fields (and, on HTTP/1.1, every field its
+//! `Connection` names; `te: trailers` from an HTTP/2 client is kept for an HTTP/2 upstream),
+//! `Host` (sent as the authority), `Content-Length` and `Transfer-Encoding` (the gateway frames
+//! the body itself), `Expect`, `X-Forwarded-Proto`, `X-Request-Id` (replaced by the validated
+//! id), the priority header, the deadline fields (each try sends what remains), the mirror
+//! marker and the client-identity header (never taken from a client). `X-Forwarded-For` fields
+//! form one list with the client's address appended; `Via` names the protocol received. Cookie
+//! crumbs of an HTTP/2 client become one `Cookie` line for HTTP/1.1 (RFC 9113 §8.2.3).
+
+use std::time::Duration;
+
+use crate::codec::response::push_num;
+use crate::pipeline::deadline;
+use crate::request::{Body, Request, Version};
+
+/// What the gateway adds to every forwarded request.
+#[derive(Clone, Copy)]
+pub struct Additions<'a> {
+    /// The gateway's `Via` name.
+    pub via: &'a str,
+    /// The request id sent in `x-request-id`.
+    pub request_id: &'a [u8],
+    /// The priority header (never forwarded).
+    pub strip: Option<&'a str>,
+    /// The configured deadline header; it and `grpc-timeout` are sent as what remains.
+    pub deadline_header: Option<&'a str>,
+    /// The authority when the request has none (HTTP/1.0 without Host): the cluster's name,
+    /// as nginx sends its upstream's name.
+    pub default_host: &'a str,
+    /// Ask the upstream to switch to WebSocket (a checked handshake on a route allowing it).
+    pub websocket: bool,
+}
+
+/// Whether the client's field `name` is never forwarded as received.
+fn dropped(req: &Request<'_>, add: &Additions<'_>, name: &[u8]) -> bool {
+    const FIXED: [&[u8]; 5] = [b"host", b"content-length", b"expect", b"x-forwarded-proto", b"x-request-id"];
+    FIXED.iter().any(|f| name.eq_ignore_ascii_case(f))
+        || add.strip.is_some_and(|h| name.eq_ignore_ascii_case(h.as_bytes()))
+        || deadline::Incoming::is_deadline_field(name, add.deadline_header)
+        || name.eq_ignore_ascii_case(super::mirror::MARKER_NAME.as_bytes())
+        || req.client.identity_field().is_some_and(|(h, _)| name.eq_ignore_ascii_case(h.as_bytes()))
+}
+
+/// Writes the HTTP/1.1 request head, without the final empty line (each try appends its
+/// deadline fields, then CRLF: see [`finish_h1_head`]).
+pub fn write_h1_head(out: &mut Vec<u8>, req: &Request<'_>, add: &Additions<'_>) {
+    out.extend_from_slice(req.method_bytes);
+    out.push(b' ');
+    out.extend_from_slice(if req.path.is_empty() { b"/" } else { req.path });
+    if let Some(q) = req.query {
+        out.push(b'?');
+        out.extend_from_slice(q);
+    }
+    // HTTP/1.1 upstreams require a Host (RFC 9112 §3.2).
+    out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
+    out.extend_from_slice(req.authority.unwrap_or(add.default_host.as_bytes()));
+    out.extend_from_slice(b"\r\n");
+    let join_cookies = req.version == Version::Http2;
+    let mut cookies = 0;
+    for (name, value) in req.fields.iter() {
+        if req.fields.is_hop_by_hop(name)
+            || dropped(req, add, name)
+            || name.eq_ignore_ascii_case(b"x-forwarded-for")
+            || (join_cookies && name.eq_ignore_ascii_case(b"cookie"))
+        {
+            cookies += usize::from(join_cookies && name.eq_ignore_ascii_case(b"cookie"));
+            continue;
+        }
+        line(out, name, value);
+    }
+    if cookies > 0 {
+        out.extend_from_slice(b"cookie: ");
+        let mut first = true;
+        req.fields.any(b"cookie", |v| {
+            if !std::mem::take(&mut first) {
+                out.extend_from_slice(b"; ");
+            }
+            out.extend_from_slice(v);
+            false
+        });
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"x-forwarded-for: ");
+    req.fields.any(b"x-forwarded-for", |v| {
+        if !v.is_empty() {
+            out.extend_from_slice(v);
+            out.extend_from_slice(b", ");
+        }
+        false
+    });
+    out.extend_from_slice(&req.client.peer_ip);
+    out.extend_from_slice(b"\r\nx-forwarded-proto: ");
+    out.extend_from_slice(req.scheme().as_bytes());
+    out.extend_from_slice(b"\r\nvia: ");
+    out.extend_from_slice(req.version.via().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(add.via.as_bytes());
+    out.extend_from_slice(b"\r\nx-request-id: ");
+    out.extend_from_slice(add.request_id);
+    out.extend_from_slice(b"\r\n");
+    if let Some((name, Some(value))) = req.client.identity_field() {
+        line(out, name.as_bytes(), value.as_bytes());
+    }
+    if add.websocket {
+        out.extend_from_slice(b"connection: upgrade\r\nupgrade: websocket\r\n");
+    }
+    match req.body {
+        Body::None => {}
+        Body::Length(n) => {
+            out.extend_from_slice(b"content-length: ");
+            push_num(out, n);
+            out.extend_from_slice(b"\r\n");
+        }
+        Body::Stream => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+    }
+}
+
+/// Ends a head written by [`write_h1_head`] for one try: the deadline fields with what remains
+/// (`grpc`: the client sent `grpc-timeout`), then the empty line.
+pub fn finish_h1_head(out: &mut Vec<u8>, grpc: bool, deadline_header: Option<&str>, remaining: Duration) {
+    if grpc || deadline_header.is_some() {
+        deadline::push_h1_lines(out, grpc, deadline_header, remaining);
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The HTTP/2 request for an HTTP/2 upstream (`tls`: the upstream connection is TLS, for the
+/// scheme); `None` when the request cannot be expressed as one (an invalid URI).
+pub fn h2_request(
+    req: &Request<'_>,
+    add: &Additions<'_>,
+    tls: bool,
+    grpc: bool,
+    remaining: Duration,
+) -> Option<http::Request<()>> {
+    let method = http::Method::from_bytes(req.method_bytes).ok()?;
+    let authority = String::from_utf8_lossy(req.authority.unwrap_or(add.default_host.as_bytes())).into_owned();
+    let mut target = String::from_utf8_lossy(if req.path.is_empty() { b"/" } else { req.path }).into_owned();
+    if let Some(q) = req.query {
+        target.push('?');
+        target.push_str(&String::from_utf8_lossy(q));
+    }
+    let scheme = if tls { "https" } else { "http" };
+    let uri = http::Uri::try_from(format!("{scheme}://{authority}{target}")).ok()?;
+    let mut out = http::Request::new(());
+    *out.method_mut() = method;
+    *out.uri_mut() = uri;
+    let headers = out.headers_mut();
+    // `te: trailers` is the one TE an HTTP/2 peer may send (RFC 9113 §8.2.2): kept from an
+    // HTTP/2 client (gRPC needs it); an HTTP/1.1 client's TE is hop-by-hop.
+    let keep_te = req.version == Version::Http2;
+    let mut xff = Vec::new();
+    for (name, value) in req.fields.iter() {
+        let te_trailers = keep_te && name.eq_ignore_ascii_case(b"te") && value.eq_ignore_ascii_case(b"trailers");
+        // An HTTP/2 request may carry its length (RFC 9113 §8.1.1); it was checked already.
+        let length = name.eq_ignore_ascii_case(b"content-length");
+        if (req.fields.is_hop_by_hop(name) && !te_trailers) || (dropped(req, add, name) && !length) {
+            continue;
+        }
+        if name.eq_ignore_ascii_case(b"x-forwarded-for") {
+            if !value.is_empty() {
+                xff.extend_from_slice(value);
+                xff.extend_from_slice(b", ");
+            }
+            continue;
+        }
+        if let (Ok(n), Ok(v)) = (http::HeaderName::from_bytes(name), http::HeaderValue::from_bytes(value)) {
+            headers.append(n, v);
+        }
+    }
+    xff.extend_from_slice(&req.client.peer_ip);
+    let mut put = |name: &'static str, value: &[u8]| {
+        if let Ok(v) = http::HeaderValue::from_bytes(value) {
+            headers.insert(name, v);
+        }
+    };
+    put("x-forwarded-for", &xff);
+    put("x-forwarded-proto", req.scheme().as_bytes());
+    put("via", format!("{} {}", req.version.via(), add.via).as_bytes());
+    put("x-request-id", add.request_id);
+    if let Some((name, Some(id))) = req.client.identity_field() {
+        if let (Ok(n), Ok(v)) = (http::HeaderName::from_bytes(name.as_bytes()), http::HeaderValue::from_str(id)) {
+            headers.insert(n, v);
+        }
+    }
+    if grpc || add.deadline_header.is_some() {
+        deadline::set_h2(headers, grpc, add.deadline_header, remaining);
+    }
+    Some(out)
+}
+
+fn line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::codec::h1::{parse_request, HeadScratch, RequestLimits};
+    use crate::request::Client;
+
+    const ADD: Additions<'static> = Additions {
+        via: "edge",
+        request_id: b"id-1",
+        strip: Some("x-priority"),
+        deadline_header: Some("x-deadline-ms"),
+        default_host: "cluster-a",
+        websocket: false,
+    };
+
+    fn h1_head(raw: &[u8]) -> String {
+        let limits = RequestLimits { max_request_line: 1000, max_header_bytes: 4000, max_headers: 32 };
+        let mut scratch = HeadScratch::new(32);
+        let head = parse_request(raw, &limits, &mut scratch).unwrap().unwrap();
+        let client = Client::for_tests();
+        let req = Request::h1(raw, &head, &scratch, &client);
+        let mut out = Vec::new();
+        write_h1_head(&mut out, &req, &ADD);
+        finish_h1_head(&mut out, false, ADD.deadline_header, Duration::from_millis(250));
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn http1_heads_keep_end_to_end_fields_only() {
+        let out = h1_head(
+            b"POST /a?b=1 HTTP/1.1\r\nHost: x.example\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\n\
+              X-Priority: critical\r\nX-Deadline-Ms: 9000\r\nX-Forwarded-For: 10.0.0.1\r\nX-Request-Id: mine\r\n\
+              Content-Length: 2\r\nAccept: */*\r\n\r\n",
+        );
+        assert_eq!(
+            out,
+            "POST /a?b=1 HTTP/1.1\r\nhost: x.example\r\nAccept: */*\r\nx-forwarded-for: 10.0.0.1, 192.0.2.1\r\n\
+             x-forwarded-proto: http\r\nvia: 1.1 edge\r\nx-request-id: id-1\r\ncontent-length: 2\r\n\
+             x-deadline-ms: 250\r\n\r\n"
+        );
+        let old = h1_head(b"GET / HTTP/1.0\r\n\r\n");
+        assert!(old.starts_with("GET / HTTP/1.1\r\nhost: cluster-a\r\n"), "{old}");
+        assert!(old.contains("via: 1.0 edge\r\n"), "{old}");
+    }
+
+    #[test]
+    fn http2_requests_join_cookies_for_http1_and_keep_te_trailers_for_http2() {
+        let (parts, ()) = http::Request::builder()
+            .uri("https://x.example/p?q")
+            .header("cookie", "a=1")
+            .header("cookie", "b=2")
+            .header("te", "trailers")
+            .header("x-priority", "high")
+            .header("content-length", "5")
+            .body(())
+            .unwrap()
+            .into_parts();
+        let client = Client::for_tests();
+        let req = Request::h2(&parts, Some(b"x.example"), false, &client);
+        assert_eq!(req.body, Body::Length(5));
+        let mut out = Vec::new();
+        write_h1_head(&mut out, &req, &ADD);
+        finish_h1_head(&mut out, false, None, Duration::ZERO);
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("POST /p?q HTTP/1.1\r\n") || text.starts_with("GET /p?q HTTP/1.1\r\n"), "{text}");
+        assert!(text.contains("cookie: a=1; b=2\r\n") && !text.contains("te:") && !text.contains("x-priority"));
+        assert!(text.contains("via: 2 edge\r\n") && text.ends_with("content-length: 5\r\n\r\n"), "{text}");
+        let up = h2_request(&req, &ADD, false, false, Duration::ZERO).unwrap();
+        assert_eq!(up.uri().to_string(), "http://x.example/p?q");
+        assert_eq!(up.headers().get("te").unwrap(), "trailers");
+        assert_eq!(up.headers().get_all("cookie").iter().count(), 2);
+        assert!(up.headers().get("x-priority").is_none());
+        assert_eq!(up.headers().get("content-length").unwrap(), "5");
+        assert_eq!(up.headers().get("x-forwarded-for").unwrap(), "192.0.2.1");
+    }
+}

@@ -49,7 +49,7 @@ pub(crate) struct TlsSettings {
     identity_header: String,
 }
 
-async fn serve_cleartext(
+pub(crate) async fn serve_cleartext(
     worker: &Rc<Worker>,
     listener: Rc<ListenerHandle>,
     tcp: TcpStream,
@@ -184,27 +184,4 @@ async fn handshake(
 
 fn session_resumed(session: &rustls::ServerConnection) -> bool {
     matches!(session.handshake_kind(), Some(rustls::HandshakeKind::Resumed))
-}
-
-#[cfg(test)]
-mod future_sizes {
-    //! An idle keep-alive connection costs its task's whole future, which is as large as its
-    //! largest state: keep timers out of it (`runtime::idle_timer`) and box rare large states.
-    #![allow(unreachable_code, clippy::diverging_sub_expression, unused_variables)]
-
-    /// The size of what `f` would return, without calling it.
-    fn ret_size<F: FnOnce() -> R, R>(_: &F) -> usize {
-        std::mem::size_of::<R>()
-    }
-
-    #[test]
-    fn plain_connection_task_stays_small() {
-        let cleartext = ret_size(&|| super::serve_cleartext(todo!(), todo!(), todo!(), todo!(), todo!()));
-        let h1 = ret_size(&|| super::conn::serve(todo!(), todo!(), todo!(), todo!()));
-        // Were 2432 and 2176 bytes (128-byte aligned) with monoio sleeps inline, measured at
-        // 1456 and 1264 with the coarse idle timer, 1304 and 1112 once a request's head moved
-        // into its own (boxed) future. What is left is mostly `Conn`.
-        assert!(cleartext <= 1344, "cleartext connection task: {cleartext} bytes");
-        assert!(h1 <= 1152, "HTTP/1.1 connection future: {h1} bytes");
-    }
 }

@@ -5,3 +5,6 @@
 pub mod accept;
 pub mod h1;
 pub mod h2;
+
+#[cfg(test)]
+mod future_sizes;

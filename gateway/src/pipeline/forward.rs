@@ -12,13 +12,17 @@ use gateway_config::ProxyAction;
 use monoio::time::Instant;
 
 use super::answer::Refusal;
+use super::connect::{acquire, retry_if_stale};
 use super::dispatch::Forward;
 use super::exchange::Exchange;
+use super::interim::Interim;
 use super::outbound::{self, Additions};
+use super::response_head::read_response_head_pooled;
 use super::retry::{Failure, Retries};
 use crate::admission::limiter::Permit;
 use crate::codec::h1::{HeadScratch, ResponseHead};
 use crate::request::{Body, Request};
+use crate::runtime::stream::Stream;
 use crate::runtime::worker::{Local, Worker};
 use crate::stats::metrics::FailureReason;
 use crate::upstream::h2pool::{H2Endpoint, H2Stream};
@@ -38,13 +42,13 @@ pub trait Downstream {
     /// (`None`: none possible).
     async fn hold_body(&mut self, t: &Try<'_>, n: u64) -> Result<bool, Option<Refusal>>;
 
-    /// One try over HTTP/1.1: sends `head` (complete) and the body, reads the response head.
-    async fn try_h1(
-        &mut self,
-        t: &Try<'_>,
-        endpoint: &EndpointState,
-        head: &mut Vec<u8>,
-    ) -> Result<Response, UpstreamError>;
+    /// Sends `head` (complete; left as it was when the request has no body) and the request
+    /// body on an HTTP/1.1 upstream connection, for a try. Each call sends the body from its
+    /// start.
+    async fn send_h1(&mut self, t: &Try<'_>, up: &mut Stream, head: &mut Vec<u8>) -> Result<(), UpstreamError>;
+
+    /// Where interim (1xx) responses go while a response head is awaited.
+    fn interim(&mut self, t: &Try<'_>) -> Interim<'_>;
 
     /// One try over HTTP/2 with the request `up`: opens a stream, sends the body, reads the
     /// response head. [`UpstreamError::Http1Only`] when ALPN chose HTTP/1.1 (nothing was sent).
@@ -274,7 +278,7 @@ async fn tries<D: Downstream>(
             wbuf.clear();
             wbuf.extend_from_slice(base);
             outbound::finish_h1_head(wbuf, grpc, add.deadline_header, remaining);
-            result = down.try_h1(&tt, endpoint, wbuf).await;
+            result = try_h1(&tt, down, endpoint, wbuf).await;
         }
         let failure = match &result {
             Ok(resp) => {
@@ -318,6 +322,50 @@ async fn tries<D: Downstream>(
                 Err(Refusal::for_upstream(&e).map(|r| (r, true)))
             }
         };
+    }
+}
+
+/// One try over HTTP/1.1: a pooled or new connection, the request, the response head. A request
+/// that meets a pooled connection the upstream closed while idle (it fails before any response
+/// byte) is sent once more on a fresh one when it is idempotent and has no body.
+async fn try_h1<D: Downstream>(
+    t: &Try<'_>,
+    down: &mut D,
+    endpoint: &EndpointState,
+    head: &mut Vec<u8>,
+) -> Result<Response, UpstreamError> {
+    let server = &t.local.snap.config.server;
+    let connect_timeout = t.local.clusters.get(t.action.cluster).map(|c| c.settings.connect_timeout);
+    let connect_timeout = connect_timeout.unwrap_or(std::time::Duration::from_secs(3));
+    let replayable = t.req.body == Body::None && t.req.is_idempotent();
+    let mut retried = false;
+    loop {
+        let (mut up, reused) =
+            acquire(t.worker, t.local, t.action.cluster, endpoint, connect_timeout, t.try_deadline).await?;
+        let err = match down.send_h1(t, &mut up.stream, head).await {
+            Ok(()) => {
+                let (is_head, websocket) = (t.req.is_head(), t.websocket);
+                let mut interim = down.interim(t);
+                let read = read_response_head_pooled(
+                    t.worker,
+                    &mut up,
+                    server,
+                    is_head,
+                    websocket,
+                    &mut interim,
+                    t.try_deadline,
+                )
+                .await;
+                match read {
+                    Ok(h) => {
+                        return Ok(Response::H1 { up, ubuf: h.ubuf, upos: h.upos, head: h.head, scratch: h.scratch })
+                    }
+                    Err(e) => e,
+                }
+            }
+            Err(e) => e,
+        };
+        retry_if_stale(t.worker, err, reused && replayable, &mut retried)?;
     }
 }
 

@@ -12,10 +12,8 @@ use super::{relay, Conn, Next};
 use crate::codec::body::{self, Dest, Side, Source, TransferError};
 use crate::codec::h1::{BodyFraming, RequestHead};
 use crate::pipeline::answer::Refusal;
-use crate::pipeline::connect::{acquire, retry_if_stale};
 use crate::pipeline::forward::{Downstream, Response, Try};
 use crate::pipeline::interim::Interim;
-use crate::pipeline::response_head::read_response_head_pooled;
 use crate::pipeline::{exchange::Exchange, h2up};
 use crate::runtime::io::{read_append_timeout, write_from, write_from_until};
 use crate::runtime::stream::Stream;
@@ -69,53 +67,14 @@ impl Downstream for H1Forward<'_> {
         Ok(true)
     }
 
-    async fn try_h1(
-        &mut self,
-        t: &Try<'_>,
-        endpoint: &EndpointState,
-        head: &mut Vec<u8>,
-    ) -> Result<Response, UpstreamError> {
-        let server = &t.local.snap.config.server;
-        let connect_timeout = t.local.clusters.get(t.action.cluster).map(|c| c.settings.connect_timeout);
-        let connect_timeout = connect_timeout.unwrap_or(std::time::Duration::from_secs(3));
-        let replayable = self.head.body == BodyFraming::None && t.req.is_idempotent();
-        let mut retried = false;
-        loop {
-            self.conn.rpos = self.body_start;
-            let (mut up, reused) =
-                acquire(t.worker, t.local, t.action.cluster, endpoint, connect_timeout, t.try_deadline).await?;
-            let sent = self.send(t, &mut up.stream, head).await;
-            let err = match sent {
-                Ok(()) => {
-                    let (minor, continued) = (self.head.version_minor, self.conn.ex.continued);
-                    let mut interim = Interim::h1(&mut self.conn.stream, minor, continued, server.timeouts.body_io);
-                    let read = read_response_head_pooled(
-                        t.worker,
-                        &mut up,
-                        server,
-                        t.req.is_head(),
-                        t.websocket,
-                        &mut interim,
-                        t.try_deadline,
-                    )
-                    .await;
-                    match read {
-                        Ok(h) => {
-                            return Ok(Response::H1 {
-                                up,
-                                ubuf: h.ubuf,
-                                upos: h.upos,
-                                head: h.head,
-                                scratch: h.scratch,
-                            })
-                        }
-                        Err(e) => e,
-                    }
-                }
-                Err(e) => e,
-            };
-            retry_if_stale(t.worker, err, reused && replayable, &mut retried)?;
-        }
+    async fn send_h1(&mut self, t: &Try<'_>, up: &mut Stream, head: &mut Vec<u8>) -> Result<(), UpstreamError> {
+        self.conn.rpos = self.body_start;
+        self.send(t, up, head).await
+    }
+
+    fn interim(&mut self, t: &Try<'_>) -> Interim<'_> {
+        let timeout = t.local.snap.config.server.timeouts.body_io;
+        Interim::h1(&mut self.conn.stream, self.head.version_minor, self.conn.ex.continued, timeout)
     }
 
     async fn try_h2(

@@ -295,20 +295,7 @@ fn build_response_head(
     // representation for HEAD and 304), except where RFC 9110 section 8.6 forbids the field:
     // 1xx and 204.
     let pass_length = resp.framing == ResponseFraming::None && resp.status >= 200 && resp.status != 204;
-    for h in scratch.headers() {
-        let name = h.name(buf);
-        if h1::is_hop_by_hop(name, buf, scratch)
-            || (!pass_length && name.eq_ignore_ascii_case(b"content-length"))
-            || decor.replaces(name)
-        {
-            continue;
-        }
-        out.extend_from_slice(name);
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(h.value(buf));
-        out.extend_from_slice(b"\r\n");
-    }
-    decor.push_h1(out);
+    push_fields(out, buf, scratch, decor, pass_length);
     match resp.framing {
         ResponseFraming::Length(n) => {
             out.extend_from_slice(b"content-length: ");
@@ -337,9 +324,18 @@ pub(super) fn build_switch_head(
     out.extend_from_slice(b"HTTP/1.1 101 ");
     out.extend_from_slice(buf.get(resp.reason.clone()).unwrap_or_default());
     out.extend_from_slice(b"\r\n");
+    push_fields(out, buf, scratch, decor, false);
+    out.extend_from_slice(b"connection: upgrade\r\nupgrade: websocket\r\n\r\n");
+}
+
+/// The upstream's end-to-end fields (`Content-Length` only when `length`), then the
+/// gateway's own (`decor`, replacing the upstream's of the same name).
+fn push_fields(out: &mut Vec<u8>, buf: &[u8], scratch: &HeadScratch, decor: &Decor<'_>, length: bool) {
     for h in scratch.headers() {
         let name = h.name(buf);
-        if h1::is_hop_by_hop(name, buf, scratch) || name.eq_ignore_ascii_case(b"content-length") || decor.replaces(name)
+        if h1::is_hop_by_hop(name, buf, scratch)
+            || (!length && name.eq_ignore_ascii_case(b"content-length"))
+            || decor.replaces(name)
         {
             continue;
         }
@@ -349,7 +345,6 @@ pub(super) fn build_switch_head(
         out.extend_from_slice(b"\r\n");
     }
     decor.push_h1(out);
-    out.extend_from_slice(b"connection: upgrade\r\nupgrade: websocket\r\n\r\n");
 }
 
 #[cfg(test)]

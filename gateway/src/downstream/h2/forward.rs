@@ -5,7 +5,6 @@
 //! is read from the upstream only as fast as the client's window allows).
 
 use std::rc::Rc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use monoio::time::Instant;
@@ -16,13 +15,12 @@ use crate::codec::chunked::{encode_chunk, LAST_CHUNK};
 use crate::codec::h1::{self, HeadScratch, ResponseFraming, ResponseHead};
 use crate::codec::response::push_num;
 use crate::pipeline::answer::Refusal;
-use crate::pipeline::connect::{acquire, retry_if_stale};
 use crate::pipeline::exchange::Exchange;
 use crate::pipeline::forward::{Downstream, Response, Try};
 use crate::pipeline::h2up;
 use crate::pipeline::interim::Interim;
-use crate::pipeline::response_head::read_response_head_pooled;
 use crate::runtime::io::write_from;
+use crate::runtime::stream::Stream;
 use crate::runtime::worker::Worker;
 use crate::upstream::h2io::FlowWatch;
 use crate::upstream::h2pool::H2Endpoint;
@@ -49,60 +47,25 @@ impl Downstream for H2Forward<'_> {
         Ok(false)
     }
 
-    async fn try_h1(
-        &mut self,
-        t: &Try<'_>,
-        endpoint: &EndpointState,
-        head: &mut Vec<u8>,
-    ) -> Result<Response, UpstreamError> {
-        let server = &t.local.snap.config.server;
-        let connect_timeout = t.local.clusters.get(t.action.cluster).map(|c| c.settings.connect_timeout);
-        let connect_timeout = connect_timeout.unwrap_or(Duration::from_secs(3));
-        let no_body = t.req.body == crate::request::Body::None;
-        let chunked = t.req.body == crate::request::Body::Stream;
-        let replayable = no_body && t.req.is_idempotent();
-        let mut retried = false;
-        loop {
-            let (mut up, reused) =
-                acquire(t.worker, t.local, t.action.cluster, endpoint, connect_timeout, t.try_deadline).await?;
-            let left = t.try_deadline.saturating_duration_since(Instant::now());
-            let len = head.len();
-            let (res, b) = write_from(&mut up.stream, std::mem::take(head), 0, left).await;
-            *head = b;
-            head.truncate(len);
-            let mut sent = res.map_err(UpstreamError::Send);
-            if let (true, Some(body)) = (sent.is_ok() && !no_body, self.body.as_mut()) {
-                sent = send_body(t.worker, server, body, self.ex, &mut up, chunked, t.try_deadline).await;
+    async fn send_h1(&mut self, t: &Try<'_>, up: &mut Stream, head: &mut Vec<u8>) -> Result<(), UpstreamError> {
+        let left = t.try_deadline.saturating_duration_since(Instant::now());
+        let len = head.len();
+        let (res, b) = write_from(up, std::mem::take(head), 0, left).await;
+        *head = b;
+        head.truncate(len);
+        res.map_err(UpstreamError::Send)?;
+        match self.body.as_mut() {
+            Some(body) if t.req.body != crate::request::Body::None => {
+                let chunked = t.req.body == crate::request::Body::Stream;
+                let server = &t.local.snap.config.server;
+                send_body(t.worker, server, body, self.ex, up, chunked, t.try_deadline).await
             }
-            let err = match sent {
-                Ok(()) => {
-                    let read = read_response_head_pooled(
-                        t.worker,
-                        &mut up,
-                        server,
-                        t.req.is_head(),
-                        false,
-                        &mut Interim::H2(self.respond),
-                        t.try_deadline,
-                    )
-                    .await;
-                    match read {
-                        Ok(h) => {
-                            return Ok(Response::H1 {
-                                up,
-                                ubuf: h.ubuf,
-                                upos: h.upos,
-                                head: h.head,
-                                scratch: h.scratch,
-                            })
-                        }
-                        Err(e) => e,
-                    }
-                }
-                Err(e) => e,
-            };
-            retry_if_stale(t.worker, err, reused && replayable, &mut retried)?;
+            _ => Ok(()),
         }
+    }
+
+    fn interim(&mut self, _: &Try<'_>) -> Interim<'_> {
+        Interim::H2(self.respond)
     }
 
     async fn try_h2(
@@ -209,7 +172,7 @@ async fn send_body(
     server: &gateway_config::Server,
     body: &mut h2::RecvStream,
     ex: &mut Exchange,
-    up: &mut UpConn,
+    up: &mut Stream,
     chunked: bool,
     deadline: Instant,
 ) -> Result<(), UpstreamError> {
@@ -234,7 +197,7 @@ async fn send_body(
             out.extend_from_slice(&data);
         }
         let left = deadline.saturating_duration_since(Instant::now());
-        let (res, b) = write_from(&mut up.stream, std::mem::take(&mut out), 0, left.min(server.timeouts.body_io)).await;
+        let (res, b) = write_from(up, std::mem::take(&mut out), 0, left.min(server.timeouts.body_io)).await;
         out = b;
         if let Err(e) = res {
             break Err(UpstreamError::Send(e));
@@ -261,7 +224,7 @@ async fn send_body(
             _ => out.extend_from_slice(LAST_CHUNK),
         }
         let left = deadline.saturating_duration_since(Instant::now());
-        let (res, b) = write_from(&mut up.stream, std::mem::take(&mut out), 0, left).await;
+        let (res, b) = write_from(up, std::mem::take(&mut out), 0, left).await;
         out = b;
         if let Err(e) = res {
             worker.buffers.give(out);

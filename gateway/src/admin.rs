@@ -23,10 +23,10 @@ use gateway_admin::{Handler, Request, Response};
 
 use crate::accesslog::AccessLogStats;
 use crate::control::{hex, Control};
-use crate::runtime::Shared;
 use crate::stats::metrics::{ProcessInfo, ProcessRecorder, WorkerMetrics, ADMIN_REQUESTS, CONTENT_TYPE};
 use crate::stats::WorkerStats;
 use crate::upstream::EndpointViews;
+use crate::worker::Shared;
 use crate::ServerInfo;
 
 /// Every endpoint path (the label values of `gateway_admin_requests_total`, besides `other`).
@@ -126,7 +126,7 @@ fn prometheus(ctx: &AdminContext) -> Response {
         uptime: ctx.started.elapsed(),
         recorder: Some(ctx.recorder.handle()),
         classes: ctx.shared.snapshot.load().config.overload.classes.clone(),
-        health: ctx.shared.health.list(),
+        health: ctx.shared.health.samples(),
     };
     let workers: Vec<_> = ctx.stats.iter().cloned().zip(ctx.metrics.iter().cloned()).collect();
     let mut out = String::with_capacity(16 * 1024);

@@ -18,13 +18,11 @@ use std::time::SystemTime;
 use gateway_config::Config;
 
 use crate::runtime::listeners;
-use crate::runtime::Shared;
 use crate::snapshot::{fnv1a64, Binding, Snapshot};
 use crate::tls::ServerTls;
+use crate::worker::Shared;
 
-/// Sockets bound by the control plane and not yet taken by their workers: binding id -> one
-/// slot per worker. Locked only when listeners change, never per request.
-pub type Handoff = Mutex<HashMap<u64, Vec<Option<TcpListener>>>>;
+pub use crate::worker::{lock, Handoff};
 
 pub struct Control {
     shared: Arc<Shared>,
@@ -303,12 +301,6 @@ fn keep_fixed_settings(next: &mut Config, running: &Config) -> Vec<String> {
 
 pub fn hex(hash: u64) -> String {
     format!("{hash:016x}")
-}
-
-/// Locks a mutex, recovering it if a panicking thread poisoned it (the data is plain state that
-/// stays consistent between statements).
-pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

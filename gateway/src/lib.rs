@@ -1,22 +1,29 @@
 //! The edge gateway's data plane: thread-per-core workers on io_uring (or epoll), strict
 //! HTTP/1.1, routing, upstream pools and per-worker stats.
 
+// The request path, in the order a request meets it (see docs/architecture.md); each folder
+// uses only those below it.
 pub mod accesslog;
 pub mod admission;
 pub mod codec;
-pub mod control;
 pub mod downstream;
+pub mod listen;
 pub mod pipeline;
-pub mod privileges;
 pub mod request;
 pub mod route;
 pub mod runtime;
-pub mod sdnotify;
 pub mod snapshot;
 pub mod stats;
 pub mod tls;
-pub mod upgrade;
 pub mod upstream;
+pub mod worker;
+
+// The process around the workers.
+pub mod control;
+pub mod health_check;
+pub mod privileges;
+pub mod sdnotify;
+pub mod upgrade;
 
 mod admin;
 
@@ -30,10 +37,11 @@ use arc_swap::ArcSwap;
 use gateway_config::{Config, Workers};
 
 use runtime::cpus::CpuBudget;
-use runtime::{Shared, WorkerInfo};
+use runtime::WorkerInfo;
 use snapshot::Snapshot;
 use stats::metrics::WorkerMetrics;
 use stats::WorkerStats;
+use worker::Shared;
 
 fn access_log_config(s: &gateway_config::AccessLog) -> accesslog::AccessLogConfig {
     accesslog::AccessLogConfig {
@@ -67,7 +75,7 @@ pub struct Gateway {
     watcher: Option<gateway_config::watch::ConfigWatcher>,
     /// Polls the TLS certificate, key and CA files and reloads when one changes.
     cert_poller: Option<std::thread::JoinHandle<()>>,
-    /// The process's one active health checker (`upstream::health_check`); ends on drain.
+    /// The process's one active health checker (`health_check`); ends on drain.
     health_checker: Option<std::thread::JoinHandle<()>>,
     /// Hands the listening sockets to a successor process (`server.upgrade_socket`).
     upgrade_thread: Option<std::thread::JoinHandle<()>>,
@@ -199,14 +207,21 @@ impl Gateway {
             .zip(&metrics)
             .zip(&endpoints)
             .enumerate()
-            .map(|(i, ((s, m), e))| runtime::worker::WorkerParts {
+            .map(|(i, ((s, m), e))| worker::WorkerParts {
                 stats: Arc::clone(s),
                 endpoints: Arc::clone(e),
                 metrics: Arc::clone(m),
                 log: access_log.as_ref().map(|l| l.worker_handle(i)),
             })
             .collect();
-        let (threads, workers) = match runtime::spawn_workers(&shared, driver, &budget.allowed, parts) {
+        let label = {
+            let snap = shared.snapshot.load();
+            snap.bindings.iter().map(|b| format!("{}@{}", b.name, b.address)).collect::<Vec<_>>().join(", ")
+        };
+        let for_workers = Arc::clone(&shared);
+        let main =
+            move |id, parts| listen::run(std::rc::Rc::new(worker::Worker::new(id, Arc::clone(&for_workers), parts)));
+        let (threads, workers) = match runtime::spawn_workers(driver, &budget.allowed, parts, &label, main) {
             Ok(x) => x,
             Err(e) => {
                 shared.draining.store(true, Ordering::Release);
@@ -232,7 +247,7 @@ impl Gateway {
             upgrade_stop: Arc::new(AtomicBool::new(false)),
             handed_over: Arc::new(AtomicBool::new(false)),
         };
-        match upstream::health_check::start(Arc::clone(&gateway.shared)) {
+        match health_check::start(Arc::clone(&gateway.shared)) {
             Ok(t) => gateway.health_checker = Some(t),
             Err(e) => tracing::error!(error = %e, "cannot start the health checker; endpoints stay healthy"),
         }
@@ -376,8 +391,8 @@ impl Gateway {
     }
 
     /// A probe of worker liveness for the systemd watchdog.
-    pub fn liveness(&self) -> runtime::Liveness {
-        runtime::Liveness::new(Arc::clone(&self.shared))
+    pub fn liveness(&self) -> worker::Liveness {
+        worker::Liveness::new(Arc::clone(&self.shared))
     }
 
     /// Whether a successor process took over the listening sockets.
@@ -426,7 +441,7 @@ const CERT_POLL: Duration = Duration::from_secs(2);
 /// Reloads when a TLS file of the serving snapshot changed on disk (a renewed certificate,
 /// also when replaced through a symlink swap as Kubernetes secrets are). A file that fails to
 /// load is retried only once it changes again; the old certificate keeps serving meanwhile.
-fn poll_certificates(control: &control::Control, shared: &runtime::Shared) {
+fn poll_certificates(control: &control::Control, shared: &worker::Shared) {
     let mut last_failed: Option<u64> = None;
     let step = Duration::from_millis(100);
     loop {

@@ -9,6 +9,7 @@ use gateway_config::Config;
 
 use crate::route::RouteTable;
 use crate::tls::ServerTls;
+pub use crate::upstream::hashkey::fnv1a64;
 
 pub struct Snapshot {
     /// 1 for the first config, +1 for every applied reload.
@@ -67,16 +68,6 @@ impl Snapshot {
             tls,
         }
     }
-}
-
-/// FNV-1a, 64 bit: a cheap content hash for config identity (not for security).
-pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
 }
 
 #[cfg(test)]

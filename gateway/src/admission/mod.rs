@@ -7,6 +7,7 @@
 pub mod bucket;
 pub mod gradient;
 pub mod limiter;
+pub mod penalty;
 pub mod queue_delay;
 pub mod ratelimit_headers;
 
@@ -18,7 +19,7 @@ use std::time::{Duration, Instant};
 use gateway_config::{Config, RateLimit, RateLimitKey, RateLimitMode, RateLimitScope};
 
 use crate::request::Request;
-use crate::runtime::worker::{Local, Worker};
+use crate::stats::WorkerStats;
 use bucket::{Decision, KeyedBuckets, LocalBucket, Rate, SharedBucket};
 use limiter::Policy;
 
@@ -124,13 +125,17 @@ impl RouteLimit {
     }
 }
 
-/// Applies the route's rate limit. `Err(headers)`: refuse with 429 and these header lines.
-pub async fn rate_limit(worker: &Worker, req: &Request<'_>, local: &Local, route: usize) -> Result<(), Vec<u8>> {
-    let (Some(Some(limit)), Some(settings)) =
-        (local.route_limits.get(route), local.snap.config.routes.get(route).and_then(|r| r.rate_limit.as_ref()))
-    else {
-        return Ok(());
-    };
+/// Applies a route's rate limit (`limit`, this worker's limiter for `settings`; `workers`:
+/// how many share a per-worker split of it). `Err(fields)`: refuse with 429 and these field
+/// lines. A delay is counted in `stats`.
+pub async fn rate_limit(
+    limit: &RouteLimit,
+    settings: &RateLimit,
+    route_name: &str,
+    req: &Request<'_>,
+    workers: usize,
+    stats: &WorkerStats,
+) -> Result<(), Vec<u8>> {
     let key = match &settings.key {
         RateLimitKey::Route => KeyValue::Missing,
         RateLimitKey::ClientIp => KeyValue::Ip(req.client.peer.ip()),
@@ -146,17 +151,16 @@ pub async fn rate_limit(worker: &Worker, req: &Request<'_>, local: &Local, route
     match limit.acquire(&key, now, max_wait) {
         Decision::Admit => Ok(()),
         Decision::Wait(d) => {
-            worker.stats.requests_delayed.inc();
+            stats.requests_delayed.inc();
             monoio::time::sleep(d).await;
             Ok(())
         }
         Decision::Reject { retry_after } => {
-            let rate = limit.enforced(settings, worker.workers());
+            let rate = limit.enforced(settings, workers);
             let remaining = limit.remaining(&key, now);
             let reset = limit.reset_after(&key, now);
             let mut headers = Vec::with_capacity(160);
-            let name = local.snap.config.routes.get(route).map_or("route", |r| r.name.as_str());
-            ratelimit_headers::write_429_headers(&mut headers, name, &rate, remaining, reset, retry_after);
+            ratelimit_headers::write_429_headers(&mut headers, route_name, &rate, remaining, reset, retry_after);
             headers.extend_from_slice(b"x-gateway-reason: rate-limited\r\n");
             Err(headers)
         }

@@ -32,7 +32,7 @@ pub struct Side<'a> {
 pub enum Dest<'a> {
     Stream(&'a mut Stream),
     /// A stream of a downstream connection, whose waits for window are reported to the watch.
-    H2(&'a mut h2::SendStream<bytes::Bytes>, Option<&'a crate::upstream::h2io::FlowWatch>),
+    H2(&'a mut h2::SendStream<bytes::Bytes>, Option<&'a crate::codec::h2io::FlowWatch>),
 }
 
 impl Dest<'_> {
@@ -50,7 +50,7 @@ impl Dest<'_> {
             },
             Dest::H2(tx, watch) => {
                 let data = bytes::Bytes::copy_from_slice(buf.get(range).unwrap_or_default());
-                let send = crate::upstream::h2io::send_data_watched(tx, data, false, *watch);
+                let send = crate::codec::h2io::send_data_watched(tx, data, false, *watch);
                 let res = match monoio::time::timeout(limit, send).await {
                     Ok(r) => r.map_err(io::Error::other),
                     Err(_) => Err(io::ErrorKind::TimedOut.into()),

@@ -141,7 +141,7 @@ pub fn redirect_location(out: &mut Vec<u8>, r: &Redirect, url: &RequestUrl<'_>) 
             }
         }
         (None, Some(p)) => {
-            out.extend_from_slice(crate::route::strip_port(req_authority));
+            out.extend_from_slice(super::strip_port(req_authority));
             out.push(b':');
             push_num(out, u64::from(p));
         }

@@ -12,9 +12,10 @@ use monoio::net::TcpStream;
 
 use super::h1 as conn;
 use crate::request::{Client, TlsFacts};
+use crate::runtime::signal::ListenerHandle;
 use crate::runtime::stream::Stream;
-use crate::runtime::worker::{ListenerHandle, Worker};
 use crate::tls::{ClientIdentity, ServerTls};
+use crate::worker::Worker;
 
 /// The HTTP/2 client connection preface (RFC 9113 §3.4).
 pub const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";

@@ -8,8 +8,8 @@ use monoio::net::TcpStream;
 use monoio::time::Instant;
 
 use crate::runtime::stream::Stream;
-use crate::runtime::worker::{Local, Worker};
 use crate::upstream::{EndpointState, UpConn, UpstreamError};
+use crate::worker::{Local, Worker};
 
 /// An upstream connection to `endpoint`: a pooled one (`true`: reused) or a new one.
 pub async fn acquire(

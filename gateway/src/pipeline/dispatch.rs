@@ -10,8 +10,8 @@ use super::answer::{Answer, Refusal};
 use super::exchange::Exchange;
 use crate::admission::limiter::{Admission, Permit};
 use crate::request::Request;
-use crate::runtime::worker::{Local, Worker};
 use crate::stats::metrics::ClassOutcome;
+use crate::worker::{Local, Worker};
 
 /// The decision on one request.
 pub enum Verdict<'l> {
@@ -53,10 +53,15 @@ pub async fn dispatch<'l>(worker: &Worker, local: &'l Local, req: &Request<'_>, 
         }
     };
     // The rate limit first (it applies to every kind of route), then the cluster's admission.
-    if let Err(fields) = crate::admission::rate_limit(worker, req, local, index).await {
-        worker.stats.requests_rate_limited.inc();
-        count(ClassOutcome::RateLimited);
-        return Verdict::Answer(Answer::Refuse(Refusal::rate_limited(fields)));
+    let limit = local.route_limits.get(index).and_then(Option::as_ref).zip(route.rate_limit.as_ref());
+    if let Some((limit, settings)) = limit {
+        let fields =
+            crate::admission::rate_limit(limit, settings, &route.name, req, worker.workers(), &worker.stats).await;
+        if let Err(fields) = fields {
+            worker.stats.requests_rate_limited.inc();
+            count(ClassOutcome::RateLimited);
+            return Verdict::Answer(Answer::Refuse(Refusal::rate_limited(fields)));
+        }
     }
     let proxy = match &route.action {
         Action::Proxy(p) => p,
@@ -70,7 +75,8 @@ pub async fn dispatch<'l>(worker: &Worker, local: &'l Local, req: &Request<'_>, 
         }
     };
     // Before admission, which is per cluster: a split route's target decides the cluster.
-    let action = crate::route::split::action(local, index, proxy, &req.fields, &worker.rng);
+    let counters = local.traffic.get(index).map_or(&[][..], |t| &t.splits);
+    let action = crate::route::split::action(route, proxy, counters, &req.fields, &worker.rng);
     // A WebSocket handshake is forwarded as one only where the route allows it; elsewhere (and
     // for any other Upgrade) the Upgrade field is dropped and the request is served as plain
     // HTTP, as RFC 9110 §7.8 allows.

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::accesslog::{valid_request_id, Entry};
 use crate::request::Request;
-use crate::runtime::worker::{Local, Worker};
+use crate::worker::{Local, Worker};
 
 /// Per-connection, reused for every request (its buffers keep their capacity).
 #[derive(Default)]

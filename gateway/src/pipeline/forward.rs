@@ -23,10 +23,10 @@ use crate::admission::limiter::Permit;
 use crate::codec::h1::{HeadScratch, ResponseHead};
 use crate::request::{Body, Request};
 use crate::runtime::stream::Stream;
-use crate::runtime::worker::{Local, Worker};
 use crate::stats::metrics::FailureReason;
 use crate::upstream::h2pool::{H2Endpoint, H2Stream};
 use crate::upstream::{ClusterState, EndpointState, InFlight, Outcome, PickHints, UpConn, UpstreamError};
+use crate::worker::{Local, Worker};
 
 /// One client protocol's side of forwarding.
 #[allow(async_fn_in_trait)]

@@ -11,10 +11,10 @@ use h2::{RecvStream, SendStream};
 use monoio::time::Instant;
 
 use super::interim::{Interim, MAX_INTERIM};
-use crate::runtime::worker::Worker;
-use crate::upstream::h2io::{send_data, send_data_watched, FlowWatch};
+use crate::codec::h2io::{send_data, send_data_watched, FlowWatch};
 use crate::upstream::h2pool::{self, H2Endpoint, H2Error, H2Stream};
 use crate::upstream::UpstreamError;
+use crate::worker::Worker;
 
 /// Fields never forwarded between HTTP/2 peers or from HTTP/1.1 into HTTP/2 (RFC 9113 §8.2.2);
 /// `te: trailers` is the one TE value allowed and is kept.

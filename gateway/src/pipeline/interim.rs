@@ -23,8 +23,8 @@ use crate::codec::h1::{self, HeadScratch, ResponseHead};
 use crate::codec::response::push_num;
 use crate::runtime::io::write_from;
 use crate::runtime::stream::Stream;
-use crate::runtime::worker::Worker;
 use crate::upstream::UpstreamError;
+use crate::worker::Worker;
 
 /// Interim responses accepted per exchange; one more is a 502.
 pub const MAX_INTERIM: usize = 10;

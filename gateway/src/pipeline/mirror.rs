@@ -30,10 +30,10 @@ use super::response_head::read_response_head_pooled;
 use crate::codec::body::{self, Side, Source};
 use crate::codec::h1::{ResponseFraming, ResponseHead};
 use crate::runtime::io::write_from;
-use crate::runtime::worker::{Local, Worker};
 use crate::stats::metrics::{MirrorResult, RouteMetrics};
 use crate::upstream::balancer::XorShift;
 use crate::upstream::{EndpointState, Outcome, UpConn};
+use crate::worker::{Local, Worker};
 
 /// The field line added to every copy, so the shadow (and its logs) can tell copies apart.
 pub const MARKER: &[u8] = b"x-gateway-mirror: 1\r\n";

@@ -9,8 +9,8 @@ use super::{interim, websocket};
 use crate::codec::h1::{self, HeadScratch, ResponseHead};
 use crate::runtime::io::{make_room, read_append_until};
 use crate::runtime::stream::Stream;
-use crate::runtime::worker::Worker;
 use crate::upstream::{UpConn, UpstreamError};
+use crate::worker::Worker;
 
 /// Bytes left free at the front of the pooled response buffer (before the upstream's head), so
 /// that the rewritten response head can be placed right before the body bytes that arrived with

@@ -8,8 +8,8 @@ use std::time::Duration;
 use gateway_config::RetryPolicy;
 use monoio::time::Instant;
 
-use crate::runtime::worker::Worker;
 use crate::upstream::{ClusterState, RetrySlot};
+use crate::worker::Worker;
 
 /// Why a try failed, as far as retrying is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

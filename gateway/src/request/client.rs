@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::rc::Rc;
 
-use crate::runtime::worker::ListenerHandle;
+use crate::runtime::signal::ListenerHandle;
 
 /// The client side of one downstream connection.
 pub struct Client {

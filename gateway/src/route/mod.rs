@@ -2,8 +2,9 @@
 
 use gateway_config::{Action, Config, HeaderMatch, HostMatch, IdentityMatch, PathMatch, RouteMatch};
 
+pub use crate::codec::strip_port;
+
 pub mod split;
-pub mod traffic;
 
 /// A compiled route table for one config snapshot.
 #[derive(Debug)]
@@ -118,20 +119,6 @@ fn host_matches(pattern: &HostMatch, host: &[u8]) -> bool {
             let s = s.as_bytes();
             host.len() > s.len() && host.get(host.len() - s.len()..).is_some_and(|tail| tail.eq_ignore_ascii_case(s))
         }
-    }
-}
-
-/// `example.com:8080` -> `example.com`; `[::1]:80` -> `[::1]`.
-pub fn strip_port(authority: &[u8]) -> &[u8] {
-    if authority.first() == Some(&b'[') {
-        return match authority.iter().position(|&b| b == b']') {
-            Some(end) => authority.get(..=end).unwrap_or(authority),
-            None => authority,
-        };
-    }
-    match authority.iter().rposition(|&b| b == b':') {
-        Some(colon) => authority.get(..colon).unwrap_or(authority),
-        None => authority,
     }
 }
 

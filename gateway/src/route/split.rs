@@ -3,10 +3,11 @@
 //! weight. Chosen at dispatch, before admission (which is per cluster); the forwarders only see
 //! the chosen target's [`ProxyAction`].
 
-use gateway_config::{ProxyAction, Split, StickyKey};
+use std::sync::Arc;
 
-use crate::runtime::worker::Local;
-use crate::stats::metrics::SplitReason;
+use gateway_config::{ProxyAction, Route, Split, StickyKey};
+
+use crate::stats::metrics::{SplitMetrics, SplitReason};
 use crate::upstream::balancer::XorShift;
 
 /// A request's header fields, as the split looks at them.
@@ -16,18 +17,18 @@ pub trait Headers {
     fn any_value(&self, name: &str, f: &mut dyn FnMut(&[u8]) -> bool) -> bool;
 }
 
-/// The action for a request on route `index`: `proxy` (the route's own) unless the route
-/// splits, then the chosen target's (counted per route and cluster).
+/// The action for a request on `route`: `proxy` (the route's own) unless the route splits,
+/// then the chosen target's, counted in `counters` (indexed like the split's targets).
 pub fn action<'a>(
-    local: &'a Local,
-    index: usize,
+    route: &'a Route,
     proxy: &'a ProxyAction,
+    counters: &[Arc<SplitMetrics>],
     headers: &impl Headers,
     rng: &XorShift,
 ) -> &'a ProxyAction {
-    let Some(split) = local.snap.config.routes.get(index).and_then(|r| r.split.as_ref()) else { return proxy };
+    let Some(split) = route.split.as_ref() else { return proxy };
     let (target, reason) = choose(split, headers, rng);
-    if let Some(m) = local.traffic.get(index).and_then(|t| t.splits.get(target)) {
+    if let Some(m) = counters.get(target) {
         m.count(reason);
     }
     split.targets.get(target).map_or(proxy, |t| &t.action)

@@ -8,57 +8,13 @@ pub mod io;
 pub mod listeners;
 pub mod signal;
 pub mod stream;
-pub mod worker;
 
-use std::rc::Rc;
-use std::sync::atomic::AtomicBool;
 use std::sync::mpsc;
-use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use arc_swap::ArcSwap;
 use gateway_config::IoDriver;
 use monoio::time::TimeDriver;
 use monoio::{IoUringDriver, LegacyDriver, RuntimeBuilder};
-
-use crate::snapshot::Snapshot;
-
-/// What workers share with the rest of the process: the current config snapshot and the drain
-/// flag. Both are read-mostly; workers never write here.
-pub struct Shared {
-    pub snapshot: Arc<ArcSwap<Snapshot>>,
-    pub draining: AtomicBool,
-    /// Listener sockets waiting for their workers (see `control::Handoff`).
-    pub handoff: crate::control::Handoff,
-    /// One per worker, advanced by the worker on every tick: proof of life for the watchdog.
-    pub heartbeats: Vec<std::sync::atomic::AtomicU64>,
-    /// Active health of every endpoint, written by the process's one health checker.
-    pub health: crate::upstream::health::HealthRegistry,
-}
-
-/// Tells whether every worker has ticked since the previous check (a stuck worker stops
-/// systemd's watchdog pings, so systemd restarts the process).
-pub struct Liveness {
-    shared: Arc<Shared>,
-    last: Vec<u64>,
-}
-
-impl Liveness {
-    pub fn new(shared: Arc<Shared>) -> Self {
-        let last = vec![u64::MAX; shared.heartbeats.len()];
-        Self { shared, last }
-    }
-
-    pub fn check(&mut self) -> bool {
-        let mut all = true;
-        for (beat, last) in self.shared.heartbeats.iter().zip(self.last.iter_mut()) {
-            let now = beat.load(std::sync::atomic::Ordering::Relaxed);
-            all &= now != *last;
-            *last = now;
-        }
-        all
-    }
-}
 
 /// A running worker, as reported by the worker itself once its runtime started.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -76,23 +32,31 @@ pub const DRIVER_URING_COOP: &str = "io_uring (coop_taskrun)";
 pub const DRIVER_URING: &str = "io_uring";
 pub const DRIVER_EPOLL: &str = "epoll";
 
-/// Starts one worker per entry of `stats` and waits until every one reports
-/// its driver. Fails if any worker cannot start a runtime.
-pub fn spawn_workers(
-    shared: &Arc<Shared>,
+/// Starts one worker thread per entry of `parts`, each pinned to its core (round robin over
+/// `cores`) with its own runtime on `driver`, running `main(id, part)` until it returns; waits
+/// until every one reports its driver. Fails if any worker cannot start a runtime. `label`
+/// says what the workers serve, for the log.
+pub fn spawn_workers<P, F, Fut>(
     driver: IoDriver,
     cores: &[usize],
-    parts: Vec<worker::WorkerParts>,
-) -> Result<(Vec<JoinHandle<()>>, Vec<WorkerInfo>), String> {
+    parts: Vec<P>,
+    label: &str,
+    main: F,
+) -> Result<(Vec<JoinHandle<()>>, Vec<WorkerInfo>), String>
+where
+    P: Send + 'static,
+    F: Fn(usize, P) -> Fut + Send + Clone + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
     let (tx, rx) = mpsc::channel::<Result<WorkerInfo, String>>();
     let mut threads = Vec::new();
-    for (id, parts) in parts.into_iter().enumerate() {
-        let shared = Arc::clone(shared);
+    for (id, part) in parts.into_iter().enumerate() {
         let core = if cores.is_empty() { None } else { cores.get(id % cores.len()).copied() };
         let tx = tx.clone();
+        let (main, label) = (main.clone(), label.to_owned());
         let spawned = std::thread::Builder::new()
             .name(format!("gw-worker-{id}"))
-            .spawn(move || worker_thread(id, core, driver, shared, parts, tx))
+            .spawn(move || worker_thread(id, core, driver, &label, move || main(id, part), tx))
             .map_err(|e| format!("cannot spawn worker thread {id}: {e}"))?;
         threads.push(spawned);
     }
@@ -109,28 +73,25 @@ pub fn spawn_workers(
     Ok((threads, infos))
 }
 
-fn worker_thread(
+fn worker_thread<Fut: std::future::Future<Output = ()>>(
     id: usize,
     core: Option<usize>,
     driver: IoDriver,
-    shared: Arc<Shared>,
-    parts: worker::WorkerParts,
+    label: &str,
+    run: impl FnOnce() -> Fut,
     tx: mpsc::Sender<Result<WorkerInfo, String>>,
 ) {
     let pinned = core.filter(|&c| core_affinity::set_for_current(core_affinity::CoreId { id: c }));
     if core.is_some() && pinned.is_none() {
         tracing::warn!(worker = id, core = ?core, "could not pin worker to its core");
     }
-    let listen_addrs: Vec<String> =
-        shared.snapshot.load().bindings.iter().map(|b| format!("{}@{}", b.name, b.address)).collect();
     let report = |name: &'static str| {
-        tracing::info!(worker = id, core = ?pinned, driver = name, listeners = ?listen_addrs, "worker started");
+        tracing::info!(worker = id, core = ?pinned, driver = name, listeners = label, "worker started");
         let _ = tx.send(Ok(WorkerInfo { id, core: pinned, driver: name }));
     };
-    let run = move || {
-        let worker = Rc::new(worker::Worker::new(id, shared, parts));
-        worker::run(worker)
-    };
+    // Called once, on whichever driver starts.
+    let mut run = Some(run);
+    let mut run = move || run.take().map(|f| f());
     if driver != IoDriver::Epoll {
         for (name, flags) in [
             (DRIVER_URING_DEFER, UringFlags::DeferTaskrun),
@@ -140,7 +101,9 @@ fn worker_thread(
             match uring_runtime(flags) {
                 Ok(mut rt) => {
                     report(name);
-                    rt.block_on(run());
+                    if let Some(main) = run() {
+                        rt.block_on(main);
+                    }
                     return;
                 }
                 Err(e) => tracing::debug!(worker = id, driver = name, error = %e, "io_uring setup failed"),
@@ -156,7 +119,9 @@ fn worker_thread(
     match RuntimeBuilder::<LegacyDriver>::new().enable_timer().build() {
         Ok(mut rt) => {
             report(DRIVER_EPOLL);
-            rt.block_on(run());
+            if let Some(main) = run() {
+                rt.block_on(main);
+            }
         }
         Err(e) => {
             let _ = tx.send(Err(format!("worker {id}: cannot start the epoll driver: {e}")));

@@ -143,3 +143,9 @@ mod tests {
         }
     }
 }
+/// One listener as a worker runs it. Its connections close after their current request once
+/// `stop` fires (the listener was removed by a reload, or the worker drains).
+#[derive(Default)]
+pub struct ListenerHandle {
+    pub stop: Drain,
+}

@@ -40,7 +40,19 @@ pub struct ProcessInfo {
     /// The configured priority class names, in order (labels of `gateway_priority_requests_total`).
     pub classes: Vec<String>,
     /// Every endpoint's active health (the process's health registry).
-    pub health: Vec<(crate::upstream::health::HealthKey, Arc<crate::upstream::health::EndpointHealth>)>,
+    pub health: Vec<EndpointHealthSample>,
+}
+
+/// One endpoint's active-health counters, as the exposition shows them.
+#[derive(Debug, Clone, Default)]
+pub struct EndpointHealthSample {
+    pub cluster: String,
+    pub endpoint: String,
+    pub checks_passed: u64,
+    pub checks_failed: u64,
+    pub became_healthy: u64,
+    pub became_unhealthy: u64,
+    pub healthy: bool,
 }
 
 /// Appends the exposition of every family to `out`. Each pair is one worker's stats and metric
@@ -196,7 +208,7 @@ impl Writer<'_> {
         self.header(&CLUSTER_EJECTIONS);
         for view in views {
             for (cluster, metrics) in &view.clusters {
-                for (reason, value) in crate::upstream::outlier::EjectReason::ALL.iter().zip(metrics.ejections()) {
+                for (reason, value) in super::metrics::EjectReason::ALL.iter().zip(metrics.ejections()) {
                     let labels = [("cluster", &**cluster), ("reason", reason.label()), ("worker", &view.id)];
                     self.sample(CLUSTER_EJECTIONS.name, "", &labels, value);
                 }
@@ -206,32 +218,25 @@ impl Writer<'_> {
         self.cluster_counter(&CLUSTER_PANIC_PICKS, views, ClusterMetrics::panic_picks);
     }
 
-    fn health_families(
-        &mut self,
-        health: &[(crate::upstream::health::HealthKey, Arc<crate::upstream::health::EndpointHealth>)],
-    ) {
-        use std::sync::atomic::Ordering::Relaxed;
+    fn health_families(&mut self, health: &[EndpointHealthSample]) {
         self.header(&HEALTH_CHECKS);
-        for ((cluster, address), h) in health {
-            let endpoint = address.to_string();
-            for (result, value) in [("passed", &h.checks_ok), ("failed", &h.checks_failed)] {
-                let labels = [("cluster", cluster.as_str()), ("endpoint", endpoint.as_str()), ("result", result)];
-                self.sample(HEALTH_CHECKS.name, "", &labels, value.load(Relaxed));
+        for h in health {
+            for (result, value) in [("passed", h.checks_passed), ("failed", h.checks_failed)] {
+                let labels = [("cluster", h.cluster.as_str()), ("endpoint", h.endpoint.as_str()), ("result", result)];
+                self.sample(HEALTH_CHECKS.name, "", &labels, value);
             }
         }
         self.header(&HEALTH_TRANSITIONS);
-        for ((cluster, address), h) in health {
-            let endpoint = address.to_string();
-            for (to, value) in [("healthy", &h.became_healthy), ("unhealthy", &h.became_unhealthy)] {
-                let labels = [("cluster", cluster.as_str()), ("endpoint", endpoint.as_str()), ("to", to)];
-                self.sample(HEALTH_TRANSITIONS.name, "", &labels, value.load(Relaxed));
+        for h in health {
+            for (to, value) in [("healthy", h.became_healthy), ("unhealthy", h.became_unhealthy)] {
+                let labels = [("cluster", h.cluster.as_str()), ("endpoint", h.endpoint.as_str()), ("to", to)];
+                self.sample(HEALTH_TRANSITIONS.name, "", &labels, value);
             }
         }
         self.header(&ENDPOINT_HEALTHY);
-        for ((cluster, address), h) in health {
-            let endpoint = address.to_string();
-            let labels = [("cluster", cluster.as_str()), ("endpoint", endpoint.as_str())];
-            self.sample(ENDPOINT_HEALTHY.name, "", &labels, u8::from(h.is_healthy()));
+        for h in health {
+            let labels = [("cluster", h.cluster.as_str()), ("endpoint", h.endpoint.as_str())];
+            self.sample(ENDPOINT_HEALTHY.name, "", &labels, u8::from(h.healthy));
         }
     }
 

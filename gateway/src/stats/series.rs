@@ -264,7 +264,7 @@ impl ClusterMetrics {
     }
 
     /// Counts an outlier ejection (and one more endpoint ejected). Owning worker only.
-    pub fn ejection(&self, reason: crate::upstream::outlier::EjectReason) {
+    pub fn ejection(&self, reason: super::metrics::EjectReason) {
         if let Some(c) = self.ejections.get(reason as usize) {
             c.inc();
         }

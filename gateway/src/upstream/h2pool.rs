@@ -98,7 +98,7 @@ pub struct H2Stream {
 }
 
 /// Sends the head of `req` on `stream` and returns the response future and, unless
-/// `end_of_stream`, the stream for the request body (see [`super::h2io::send_data`]).
+/// `end_of_stream`, the stream for the request body (see [`crate::codec::h2io::send_data`]).
 pub fn start(
     stream: &mut H2Stream,
     req: http::Request<()>,

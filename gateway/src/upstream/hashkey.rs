@@ -11,9 +11,18 @@ use crate::request::Request;
 
 /// A well-mixed 64-bit hash of `bytes`, stable across processes, builds and platforms.
 pub fn hash_bytes(bytes: &[u8]) -> u64 {
-    mix64(crate::snapshot::fnv1a64(bytes))
+    mix64(fnv1a64(bytes))
 }
 
+/// FNV-1a, 64 bit: a cheap content hash for config identity (not for security).
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
 /// The SplitMix64 finaliser: every input bit affects every output bit.
 pub fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);

@@ -155,6 +155,23 @@ impl HealthRegistry {
     }
 
     /// Every entry, sorted by key (metrics).
+    /// Every endpoint's counters, by cluster and address, for the metrics exposition.
+    pub fn samples(&self) -> Vec<crate::stats::prometheus::EndpointHealthSample> {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.list()
+            .into_iter()
+            .map(|((cluster, address), h)| crate::stats::prometheus::EndpointHealthSample {
+                cluster,
+                endpoint: address.to_string(),
+                checks_passed: h.checks_ok.load(Relaxed),
+                checks_failed: h.checks_failed.load(Relaxed),
+                became_healthy: h.became_healthy.load(Relaxed),
+                became_unhealthy: h.became_unhealthy.load(Relaxed),
+                healthy: h.is_healthy(),
+            })
+            .collect()
+    }
+
     pub fn list(&self) -> Vec<(HealthKey, Arc<EndpointHealth>)> {
         let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         let mut out: Vec<_> = entries.iter().map(|(k, v)| (k.clone(), Arc::clone(v))).collect();

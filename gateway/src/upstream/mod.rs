@@ -11,11 +11,11 @@
 pub mod balancer;
 mod error;
 pub mod ewma;
-pub mod h2io;
+
 pub mod h2pool;
 pub mod hashkey;
 pub mod health;
-pub mod health_check;
+
 pub mod maglev;
 pub mod outlier;
 mod pick;

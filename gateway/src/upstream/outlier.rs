@@ -27,23 +27,7 @@ use gateway_config::OutlierDetection;
 
 use super::Outcome;
 
-/// Why an endpoint was ejected; the `reason` label of `gateway_cluster_ejections_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EjectReason {
-    Consecutive5xx,
-    ConsecutiveGatewayErrors,
-}
-
-impl EjectReason {
-    pub const ALL: [EjectReason; 2] = [EjectReason::Consecutive5xx, EjectReason::ConsecutiveGatewayErrors];
-
-    pub fn label(self) -> &'static str {
-        match self {
-            Self::Consecutive5xx => "consecutive_5xx",
-            Self::ConsecutiveGatewayErrors => "consecutive_gateway_errors",
-        }
-    }
-}
+pub use crate::stats::metrics::EjectReason;
 
 /// One endpoint's outlier state on one worker.
 #[derive(Debug, Default)]

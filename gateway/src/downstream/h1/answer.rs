@@ -12,7 +12,7 @@ use crate::pipeline::answer::{Answer, Refusal};
 use crate::pipeline::decor::Decor;
 use crate::request::{Request, Version};
 use crate::runtime::io::write_from;
-use crate::runtime::worker::{Local, Worker};
+use crate::worker::{Local, Worker};
 
 /// Answers without an upstream. A small request body is read and discarded to keep the
 /// connection; a large one closes it.

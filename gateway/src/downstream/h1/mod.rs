@@ -18,7 +18,7 @@ use crate::request::{Client, Request};
 use crate::runtime::idle_timer::Expiry;
 use crate::runtime::io::{make_room, read_append_expiry};
 use crate::runtime::stream::Stream;
-use crate::runtime::worker::{Local, Worker};
+use crate::worker::{Local, Worker};
 
 pub use forward::H1Forward;
 

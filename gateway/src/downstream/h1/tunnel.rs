@@ -21,9 +21,9 @@ use super::{Conn, Next};
 use crate::codec::h1::{HeadScratch, ResponseHead};
 use crate::runtime::io::write_from;
 use crate::runtime::stream::PollStream;
-use crate::runtime::worker::{Local, Worker};
 use crate::stats::WorkerStats;
 use crate::upstream::UpConn;
+use crate::worker::{Local, Worker};
 
 /// Buffer of each direction of a tunnel.
 const TUNNEL_BUFFER: usize = 16 * 1024;

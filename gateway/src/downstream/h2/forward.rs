@@ -13,6 +13,7 @@ use super::server::ConnCtx;
 use crate::codec::body::{self, Dest, Side, Source, TransferError};
 use crate::codec::chunked::{encode_chunk, LAST_CHUNK};
 use crate::codec::h1::{self, HeadScratch, ResponseFraming, ResponseHead};
+use crate::codec::h2io::FlowWatch;
 use crate::codec::response::push_num;
 use crate::pipeline::answer::Refusal;
 use crate::pipeline::exchange::Exchange;
@@ -21,10 +22,9 @@ use crate::pipeline::h2up;
 use crate::pipeline::interim::Interim;
 use crate::runtime::io::write_from;
 use crate::runtime::stream::Stream;
-use crate::runtime::worker::Worker;
-use crate::upstream::h2io::FlowWatch;
 use crate::upstream::h2pool::H2Endpoint;
 use crate::upstream::{EndpointState, UpConn, UpstreamError};
+use crate::worker::Worker;
 
 /// One stream on its way to an upstream.
 pub struct H2Forward<'a> {

@@ -3,7 +3,7 @@
 
 mod forward;
 pub mod guard;
-pub mod penalty;
+
 mod prefixed;
 mod server;
 mod stall;

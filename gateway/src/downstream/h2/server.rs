@@ -11,11 +11,12 @@ use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::guard::{FrameGuard, GuardLimits, Violation};
-use super::penalty::{Admit, MAX_STREAMS};
 use super::stall::Stall;
+use crate::admission::penalty::{Admit, MAX_STREAMS};
+use crate::codec::h2io::FlowWatch;
 use crate::request::Client;
-use crate::runtime::worker::{ListenerHandle, Worker};
-use crate::upstream::h2io::FlowWatch;
+use crate::runtime::signal::ListenerHandle;
+use crate::worker::Worker;
 
 /// What every stream of a connection shares.
 pub struct ConnCtx {

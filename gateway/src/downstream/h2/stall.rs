@@ -3,7 +3,7 @@
 //! stream's upstream connection, buffers and cluster slot until the body I/O timeout.
 //!
 //! The connection's streams report their waits for send capacity to a shared
-//! [`FlowWatch`](crate::upstream::h2io::FlowWatch); the connection task samples it on its
+//! [`FlowWatch`](crate::codec::h2io::FlowWatch); the connection task samples it on its
 //! existing tick and feeds [`Stall`]: no timer, clock read or allocation per stream.
 
 use std::time::{Duration, Instant};

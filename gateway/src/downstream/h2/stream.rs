@@ -15,7 +15,7 @@ use crate::pipeline::answer::{Answer, Refusal};
 use crate::pipeline::dispatch::{dispatch, Verdict};
 use crate::pipeline::exchange::Exchange;
 use crate::request::Request;
-use crate::runtime::worker::{Local, Worker};
+use crate::worker::{Local, Worker};
 
 pub async fn handle(
     worker: Rc<Worker>,

@@ -61,7 +61,12 @@ fn two_workers_render_valid_and_complete() {
         uptime: Duration::from_millis(1500),
         recorder: Some(recorder.handle()),
         classes: vec!["critical".into(), "normal".into()],
-        health: vec![(("backend".into(), "127.0.0.1:8080".parse().unwrap()), Default::default())],
+        health: vec![super::EndpointHealthSample {
+            cluster: "backend".into(),
+            endpoint: "127.0.0.1:8080".into(),
+            healthy: true,
+            ..Default::default()
+        }],
     };
     m1.count_class(1, super::super::series::ClassOutcome::Shed);
     let mut out = String::new();

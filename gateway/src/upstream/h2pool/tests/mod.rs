@@ -8,7 +8,7 @@ use bytes::Bytes;
 use futures_util::future::join_all;
 
 use super::{start, H2Endpoint, H2Error, H2Stream};
-use crate::upstream::h2io::{next_data, send_data};
+use crate::codec::h2io::{next_data, send_data};
 use support::{eventually, get, is_pattern, pattern, plain, run, serve, settings, tls_pair, within, Behavior};
 
 /// Reads a response body to its end.

@@ -17,7 +17,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, Server
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::super::{H2Endpoint, H2Settings, Transport, Waiters};
-use crate::upstream::h2io::{next_data, send_data};
+use crate::codec::h2io::{next_data, send_data};
 
 pub const WINDOW: u32 = 65_535;
 

@@ -4,9 +4,9 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use crate::runtime::worker::Local;
 use crate::snapshot::Snapshot;
 use crate::stats::metrics::{SplitMetrics, WorkerMetrics};
+use crate::worker::Local;
 
 /// One route's split counters and mirror bound on one worker.
 #[derive(Debug, Default)]

@@ -1,4 +1,6 @@
-//! HTTP/1.1 message heads (RFC 9110, RFC 9112), parsed strictly and without heap allocation.
+//! The gateway's HTTP/1.1 codec, a crate of its own so that it can know nothing of routes,
+//! upstreams or the runtime: message heads (RFC 9110, RFC 9112), parsed strictly and without
+//! heap allocation, and the chunked transfer coding ([`chunked`]).
 //!
 //! httparse tokenises the head; this module then refuses everything httparse tolerates that the
 //! RFCs do not allow, so that the gateway and whatever sits behind it can never disagree on where
@@ -23,6 +25,7 @@
 //! method tokens, repeated or non-SP delimiters in the request line.
 #![forbid(unsafe_code)]
 
+pub mod chunked;
 mod classes;
 mod fields;
 mod request;

@@ -23,10 +23,10 @@ use std::time::Duration;
 use gateway_config::{Config, HealthCheck, UpstreamTls};
 use monoio::net::TcpStream;
 
-use super::balancer::XorShift;
-use super::health::{EndpointHealth, HealthKey, HealthRegistry, Transition};
 use crate::runtime::stream::Stream;
-use crate::runtime::Shared;
+use crate::upstream::balancer::XorShift;
+use crate::upstream::health::{EndpointHealth, HealthKey, HealthRegistry, Transition};
+use crate::worker::Shared;
 
 /// How often the checker looks for a new config version and for shutdown.
 const TICK: Duration = Duration::from_millis(100);

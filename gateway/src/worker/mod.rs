@@ -1,31 +1,31 @@
-//! One worker: its state, its listeners' accept loops and its drain.
+//! One worker's state: the snapshot it serves (with its own per-cluster and per-route state,
+//! carried across reloads by name), its stats, buffers, timers and access log. Owned by the
+//! worker's thread and shared by its tasks through `Rc`; what the process shares with every
+//! worker is [`Shared`].
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 use arc_swap::{ArcSwap, Cache};
-use monoio::net::TcpListener;
 
-use super::buffers::BufferPool;
-use super::idle_timer::IdleTimer;
-use super::signal::Drain;
-use super::Shared;
+pub mod traffic;
+
+use std::sync::atomic::AtomicBool;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
 use crate::accesslog::{Entry, RequestId, RequestIds, WorkerLog};
 use crate::admission::RouteLimit;
 use crate::codec::h1::HeadScratch;
+use crate::runtime::buffers::BufferPool;
+use crate::runtime::idle_timer::IdleTimer;
+use crate::runtime::signal::{Drain, ListenerHandle};
 use crate::snapshot::Snapshot;
 use crate::stats::metrics::{ClusterMetrics, RouteMetrics, WorkerMetrics};
 use crate::stats::WorkerStats;
 use crate::upstream::balancer::XorShift;
 use crate::upstream::{ClusterState, EndpointViews};
-
-/// How often a worker looks at process-wide signals (drain), sweeps idle pools and fires due
-/// connection deadlines (see `idle_timer`).
-const TICK: Duration = Duration::from_millis(100);
 
 /// Everything one worker owns. Shared by its tasks through `Rc`; never leaves its thread.
 pub struct Worker {
@@ -40,27 +40,20 @@ pub struct Worker {
     /// Idle and header-read deadlines of this worker's connections, advanced by [`run`].
     pub idle_timer: IdleTimer,
     pub rng: XorShift,
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     /// Field-range storage for HTTP/1.1 heads, lent to a request (or an upstream response)
     /// for as long as it lives.
     scratches: RefCell<Vec<HeadScratch>>,
     cache: RefCell<Cache<Arc<ArcSwap<Snapshot>>, Arc<Snapshot>>>,
     local: RefCell<Rc<Local>>,
     /// Accept loops running, by binding id.
-    listeners: RefCell<HashMap<u64, Rc<ListenerHandle>>>,
+    pub(crate) listeners: RefCell<HashMap<u64, Rc<ListenerHandle>>>,
     /// The snapshot version whose listeners are running.
-    listeners_version: Cell<u64>,
+    pub(crate) listeners_version: Cell<u64>,
     /// Accept loops paused at the connection limit, woken when a connection closes.
-    accept_waiters: RefCell<Vec<std::task::Waker>>,
+    pub(crate) accept_waiters: RefCell<Vec<std::task::Waker>>,
     /// Sources recently cut for stalling HTTP/2 flow control.
-    pub h2_penalty: crate::downstream::h2::penalty::PenaltyBox,
-}
-
-/// One listener as a worker runs it. Its connections close after their current request once
-/// `stop` fires (the listener was removed by a reload, or the worker drains).
-#[derive(Default)]
-pub struct ListenerHandle {
-    pub stop: Drain,
+    pub h2_penalty: crate::admission::penalty::PenaltyBox,
 }
 
 /// The config snapshot a request runs on, with this worker's state for its clusters.
@@ -76,7 +69,7 @@ pub struct Local {
     /// routes whose name and rate limit are unchanged.
     pub route_limits: Vec<Option<Rc<RouteLimit>>>,
     /// Split counters and mirror bounds by route index.
-    pub traffic: Vec<crate::route::traffic::RouteTraffic>,
+    pub traffic: Vec<traffic::RouteTraffic>,
 }
 
 /// What a worker thread is given at start.
@@ -100,7 +93,7 @@ impl Worker {
             .collect();
         publish_endpoints(&parts.endpoints, &clusters);
         let (route_metrics, cluster_metrics) = series_for(&parts.metrics, &snap);
-        let traffic = crate::route::traffic::for_snapshot(&parts.metrics, &snap, None);
+        let traffic = traffic::for_snapshot(&parts.metrics, &snap, None);
         let workers = shared.heartbeats.len().max(1);
         let seed = (id as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
             ^ std::time::SystemTime::now()
@@ -166,7 +159,7 @@ impl Worker {
         publish_endpoints(&self.endpoints, &clusters);
         let (route_metrics, cluster_metrics) = series_for(&self.metrics, &snap);
         let route_limits = route_limits(&snap, Some(&current), self.shared.heartbeats.len().max(1));
-        let traffic = crate::route::traffic::for_snapshot(&self.metrics, &snap, Some(&current));
+        let traffic = traffic::for_snapshot(&self.metrics, &snap, Some(&current));
         let next = Rc::new(Local { snap, clusters, route_metrics, cluster_metrics, route_limits, traffic });
         *self.local.borrow_mut() = Rc::clone(&next);
         next
@@ -197,6 +190,11 @@ impl Worker {
         if let Some(log) = self.log.borrow_mut().as_mut() {
             log.log(entry);
         }
+    }
+
+    /// Hands the last access log lines to the writer and stops logging (the drain's end).
+    pub fn close_log(&self) {
+        self.log.borrow_mut().take();
     }
 
     /// Hands partial access log batches to the writer.
@@ -272,187 +270,52 @@ fn publish_endpoints(views: &EndpointViews, clusters: &[Rc<ClusterState>]) {
         .iter()
         .flat_map(|c| c.endpoints.iter().map(|e| (c.settings.name.clone(), e.address, Arc::clone(&e.gauge))))
         .collect();
-    *crate::control::lock(views) = list;
+    *lock(views) = list;
 }
 
-/// The worker's main task: run the listeners of the current snapshot (following reloads) until
-/// drained, then wait for open connections to finish (up to the drain timeout).
-pub async fn run(worker: Rc<Worker>) {
-    sync_listeners(&worker);
-    let mut ticks: u64 = 0;
-    let mut drain_seen: Option<std::time::Instant> = None;
-    while !worker.drain.is_triggered() {
-        monoio::select! {
-            _ = monoio::time::sleep(TICK) => {}
-            _ = worker.drain.wait() => {}
-        }
-        ticks += 1;
-        worker.idle_timer.advance(std::time::Instant::now());
-        if let Some(beat) = worker.shared.heartbeats.get(worker.id) {
-            beat.store(ticks, Ordering::Relaxed);
-        }
-        if worker.shared.draining.load(Ordering::Acquire) {
-            // `/ready` already says 503; keep accepting for `drain_delay` so load balancers
-            // stop sending connections before the listeners close.
-            let delay = worker.local().snap.config.server.drain_delay;
-            let seen = *drain_seen.get_or_insert_with(std::time::Instant::now);
-            if seen.elapsed() >= delay {
-                worker.drain.trigger();
-                break;
-            }
-        }
-        sync_listeners(&worker);
-        worker.flush_log();
-        if ticks.is_multiple_of(10) {
-            for c in &worker.local().clusters {
-                c.evict_idle();
-            }
-        }
+/// What workers share with the rest of the process: the current config snapshot and the drain
+/// flag. Both are read-mostly; workers never write here.
+pub struct Shared {
+    pub snapshot: Arc<ArcSwap<Snapshot>>,
+    pub draining: AtomicBool,
+    /// Listener sockets waiting for their workers (see `control::Handoff`).
+    pub handoff: Handoff,
+    /// One per worker, advanced by the worker on every tick: proof of life for the watchdog.
+    pub heartbeats: Vec<std::sync::atomic::AtomicU64>,
+    /// Active health of every endpoint, written by the process's one health checker.
+    pub health: crate::upstream::health::HealthRegistry,
+}
+
+/// Tells whether every worker has ticked since the previous check (a stuck worker stops
+/// systemd's watchdog pings, so systemd restarts the process).
+pub struct Liveness {
+    pub(crate) shared: Arc<Shared>,
+    last: Vec<u64>,
+}
+
+impl Liveness {
+    pub fn new(shared: Arc<Shared>) -> Self {
+        let last = vec![u64::MAX; shared.heartbeats.len()];
+        Self { shared, last }
     }
-    for (_, l) in worker.listeners.borrow_mut().drain() {
-        l.stop.trigger();
-    }
-    let drain_timeout = worker.local().snap.config.server.drain_timeout;
-    let deadline = std::time::Instant::now() + drain_timeout;
-    while worker.stats.connections_active.value() > 0 && std::time::Instant::now() < deadline {
-        monoio::time::sleep(Duration::from_millis(20)).await;
-        // Connections still waiting for their first request keep their header-read timeout.
-        worker.idle_timer.advance(std::time::Instant::now());
-    }
-    // Hand over the last access log lines before the writer shuts down.
-    worker.log.borrow_mut().take();
-    let left = worker.stats.connections_active.value();
-    if left > 0 {
-        tracing::warn!(worker = worker.id, connections = left, "drain timeout: closing remaining connections");
-    } else {
-        tracing::info!(worker = worker.id, "drained");
+
+    pub fn check(&mut self) -> bool {
+        let mut all = true;
+        for (beat, last) in self.shared.heartbeats.iter().zip(self.last.iter_mut()) {
+            let now = beat.load(std::sync::atomic::Ordering::Relaxed);
+            all &= now != *last;
+            *last = now;
+        }
+        all
     }
 }
 
-/// Resolves once a downstream connection of this worker closes.
-struct SlotFreed<'a> {
-    worker: &'a Worker,
-    registered: bool,
-}
+/// Listener sockets bound by the control thread and waiting for their workers, by binding id:
+/// one slot per worker (a listener inherited from a process with more workers has more).
+pub type Handoff = Mutex<HashMap<u64, Vec<Option<std::net::TcpListener>>>>;
 
-impl std::future::Future for SlotFreed<'_> {
-    type Output = ();
-
-    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
-        if self.registered {
-            return std::task::Poll::Ready(());
-        }
-        self.worker.accept_waiters.borrow_mut().push(cx.waker().clone());
-        self.registered = true;
-        std::task::Poll::Pending
-    }
-}
-
-/// Starts accept loops for listeners the current snapshot added and stops those it removed.
-fn sync_listeners(worker: &Rc<Worker>) {
-    let local = worker.local();
-    if local.snap.version == worker.listeners_version.get() {
-        return;
-    }
-    worker.listeners_version.set(local.snap.version);
-    let mut running = worker.listeners.borrow_mut();
-    running.retain(|id, handle| {
-        let keep = local.snap.bindings.iter().any(|b| b.id == *id);
-        if !keep {
-            tracing::info!(
-                worker = worker.id,
-                binding = id,
-                "listener removed: stop accepting, draining its connections"
-            );
-            handle.stop.trigger();
-        }
-        keep
-    });
-    for b in &local.snap.bindings {
-        if running.contains_key(&b.id) {
-            continue;
-        }
-        // Slot `worker.id`, and every further `workers`-th one: a listener inherited from a
-        // process with more workers has more sockets than workers, and none may be closed.
-        let workers = worker.shared.heartbeats.len().max(1);
-        let sockets: Vec<std::net::TcpListener> = crate::control::lock(&worker.shared.handoff)
-            .get_mut(&b.id)
-            .map(|slots| {
-                slots
-                    .iter_mut()
-                    .enumerate()
-                    .filter(|(i, _)| i % workers == worker.id)
-                    .filter_map(|(_, s)| s.take())
-                    .collect()
-            })
-            .unwrap_or_default();
-        if sockets.is_empty() {
-            tracing::error!(worker = worker.id, listener = %b.name, "no socket handed over for listener");
-            continue;
-        }
-        let handle = Rc::new(ListenerHandle::default());
-        for socket in sockets {
-            match TcpListener::from_std(socket) {
-                Ok(l) => {
-                    running.insert(b.id, Rc::clone(&handle));
-                    monoio::spawn(accept_loop(Rc::clone(worker), l, Rc::clone(&handle), b.id));
-                }
-                Err(e) => {
-                    tracing::error!(worker = worker.id, listener = %b.name, error = %e, "cannot register listener")
-                }
-            }
-        }
-    }
-}
-
-async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, handle: Rc<ListenerHandle>, binding: u64) {
-    loop {
-        // At the connection limit, stop accepting: new connections wait in the kernel backlog
-        // (or go to other workers) until one of ours closes, instead of being accepted and dropped.
-        let max = worker.local().snap.config.server.limits.max_connections_per_worker as u64;
-        if worker.stats.connections_active.value() + 1 > max {
-            worker.stats.connections_rejected.inc();
-            while worker.stats.connections_active.value() >= max && !handle.stop.is_triggered() {
-                monoio::select! {
-                    _ = SlotFreed { worker: &worker, registered: false } => {}
-                    _ = handle.stop.wait() => {}
-                }
-            }
-            continue;
-        }
-        // A cancelled io_uring accept may already have taken a connection off the queue (the
-        // kernel completed it while the cancel was on its way): on stop, cancel and wait for the
-        // outcome, and serve a connection that raced in instead of dropping it. This matters
-        // most when a successor process keeps accepting on the same socket.
-        let canceller = monoio::io::Canceller::new();
-        let accept = listener.cancelable_accept(canceller.handle());
-        let mut accept = std::pin::pin!(accept);
-        let mut stopping = false;
-        let accepted = monoio::select! {
-            r = &mut accept => r,
-            _ = handle.stop.wait() => {
-                stopping = true;
-                let _canceller = canceller.cancel();
-                accept.await
-            }
-        };
-        let (stream, peer) = match accepted {
-            Err(_) if stopping => return,
-            Ok(x) => x,
-            Err(e) => {
-                tracing::warn!(worker = worker.id, error = %e, "accept failed");
-                // Out of file descriptors or memory: back off instead of spinning.
-                monoio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        worker.stats.connections_accepted.inc();
-        // Counted here, not in the connection task, so the limit check above sees it at once.
-        worker.stats.connections_active.inc();
-        let _ = stream.set_nodelay(true);
-        monoio::spawn(crate::downstream::accept::serve(Rc::clone(&worker), Rc::clone(&handle), binding, stream, peer));
-        if stopping {
-            return;
-        }
-    }
+/// Locks `m`, also when a thread panicked while holding it (the data are plain values that
+/// stay consistent).
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }

@@ -23,7 +23,7 @@ pub async fn acquire(
     Ok(match endpoint.pool.take() {
         Some(s) => {
             worker.stats.upstream_reuses.inc();
-            if let Some(m) = local.cluster_metrics.get(cluster) {
+            if let Some(m) = local.clusters.get(cluster).map(|c| c.metrics()) {
                 m.reuse();
             }
             (s, true)
@@ -44,7 +44,7 @@ pub async fn acquire(
             })?;
             let up = endpoint.adopt(up);
             worker.stats.upstream_connects.inc();
-            if let Some(m) = local.cluster_metrics.get(cluster) {
+            if let Some(m) = local.clusters.get(cluster).map(|c| c.metrics()) {
                 m.connect();
             }
             (up, false)

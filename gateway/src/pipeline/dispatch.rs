@@ -48,12 +48,12 @@ pub async fn dispatch<'l>(worker: &Worker, local: &'l Local, req: &Request<'_>, 
     let class = crate::admission::class_of(config, req, index);
     let count = |outcome| {
         worker.metrics.count_class(class, outcome);
-        if let Some(m) = local.route_metrics.get(index) {
-            m.decide(outcome);
+        if let Some(r) = local.route(index) {
+            r.metrics.decide(outcome);
         }
     };
     // The rate limit first (it applies to every kind of route), then the cluster's admission.
-    let limit = local.route_limits.get(index).and_then(Option::as_ref).zip(route.rate_limit.as_ref());
+    let limit = local.route(index).and_then(|r| r.limit.as_ref()).zip(route.rate_limit.as_ref());
     if let Some((limit, settings)) = limit {
         let fields =
             crate::admission::rate_limit(limit, settings, &route.name, req, worker.workers(), &worker.stats).await;
@@ -75,7 +75,7 @@ pub async fn dispatch<'l>(worker: &Worker, local: &'l Local, req: &Request<'_>, 
         }
     };
     // Before admission, which is per cluster: a split route's target decides the cluster.
-    let counters = local.traffic.get(index).map_or(&[][..], |t| &t.splits);
+    let counters = local.route(index).map_or(&[][..], |r| &r.splits);
     let action = crate::route::split::action(route, proxy, counters, &req.fields, &worker.rng);
     // A WebSocket handshake is forwarded as one only where the route allows it; elsewhere (and
     // for any other Upgrade) the Upgrade field is dropped and the request is served as plain

@@ -138,11 +138,11 @@ impl Exchange {
         if self.status != 0 {
             worker.stats.count_status(self.status);
         }
-        if let Some(m) = self.route.and_then(|r| local.route_metrics.get(r)) {
-            m.observe(self.status, elapsed);
+        if let Some(r) = self.route.and_then(|r| local.route(r)) {
+            r.metrics.observe(self.status, elapsed);
         }
-        if let (Some(m), Some(up)) = (self.cluster.and_then(|c| local.cluster_metrics.get(c)), self.upstream_elapsed) {
-            m.observe(self.status, up);
+        if let (Some(c), Some(up)) = (self.cluster.and_then(|c| local.clusters.get(c)), self.upstream_elapsed) {
+            c.metrics().observe(self.status, up);
         }
         if !worker.access_log_enabled() {
             return now;

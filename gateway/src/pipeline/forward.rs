@@ -311,7 +311,7 @@ async fn tries<D: Downstream>(
         if result.as_ref().is_ok_and(|r| r.status() < 500) {
             permit.success();
         }
-        if let Some(m) = local.cluster_metrics.get(action.cluster) {
+        if let Some(m) = local.clusters.get(action.cluster).map(|c| c.metrics()) {
             m.set_limit(cluster.limiter.limit() as u64);
         }
         return match result {
@@ -410,7 +410,7 @@ fn count_failure(worker: &Worker, local: &Local, action: &ProxyAction, e: &Upstr
             None
         }
     };
-    if let (Some(m), Some(r)) = (local.cluster_metrics.get(action.cluster), reason) {
+    if let (Some(m), Some(r)) = (local.clusters.get(action.cluster).map(|c| c.metrics()), reason) {
         m.failure(r);
     }
 }

@@ -59,8 +59,9 @@ pub fn start(
     if !mirror.methods.iter().any(|m| m.as_bytes() == method) || !sampled(mirror.percent, &worker.rng) {
         return;
     }
-    let (Some(traffic), Some(metrics)) = (local.traffic.get(index), local.route_metrics.get(index)) else { return };
-    if traffic.mirror_in_flight.get() >= mirror.max_in_flight {
+    let Some(state) = local.route(index) else { return };
+    let metrics = &state.metrics;
+    if state.mirror_in_flight.get() >= mirror.max_in_flight {
         metrics.mirror(MirrorResult::Dropped);
         return;
     }
@@ -75,7 +76,7 @@ pub fn start(
         cluster: mirror.cluster,
         timeout: proxy.timeout,
         is_head: method == b"HEAD",
-        _slot: Slot::take(&traffic.mirror_in_flight),
+        _slot: Slot::take(&state.mirror_in_flight),
     };
     monoio::spawn(run(Rc::clone(worker), Rc::clone(local), copy, head, Arc::clone(metrics)));
 }

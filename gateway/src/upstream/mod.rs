@@ -175,6 +175,11 @@ impl ewma::Measured for EndpointState {
 impl ClusterState {
     /// Builds a worker's state of `settings`; endpoint health comes from (and stays in)
     /// `health`, keyed by cluster name and address, so a reload keeps it.
+    /// This worker's metric set of the cluster (kept across reloads by cluster name).
+    pub fn metrics(&self) -> &Arc<ClusterMetrics> {
+        &self.metrics
+    }
+
     pub fn new(settings: &Cluster, policy: Policy, health: &HealthRegistry, metrics: Arc<ClusterMetrics>) -> Self {
         let connections = Rc::new(Cell::new(0));
         let panic = Rc::new(Cell::new(false));

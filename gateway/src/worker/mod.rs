@@ -10,19 +10,18 @@ use std::sync::Arc;
 
 use arc_swap::{ArcSwap, Cache};
 
-pub mod traffic;
+pub mod routes;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::accesslog::{Entry, RequestId, RequestIds, WorkerLog};
-use crate::admission::RouteLimit;
 use crate::codec::h1::HeadScratch;
 use crate::runtime::buffers::BufferPool;
 use crate::runtime::idle_timer::IdleTimer;
 use crate::runtime::signal::{Drain, ListenerHandle};
 use crate::snapshot::Snapshot;
-use crate::stats::metrics::{ClusterMetrics, RouteMetrics, WorkerMetrics};
+use crate::stats::metrics::WorkerMetrics;
 use crate::stats::WorkerStats;
 use crate::upstream::balancer::XorShift;
 use crate::upstream::{ClusterState, EndpointViews};
@@ -61,15 +60,15 @@ pub struct Local {
     pub snap: Arc<Snapshot>,
     /// Indexed like `snap.config.clusters`.
     pub clusters: Vec<Rc<ClusterState>>,
-    /// Indexed like `snap.config.routes`; kept across reloads by route name.
-    pub route_metrics: Vec<Arc<RouteMetrics>>,
-    /// Indexed like `snap.config.clusters`; kept across reloads by cluster name.
-    pub cluster_metrics: Vec<Arc<ClusterMetrics>>,
-    /// Rate limiters by route index (`None` for routes without one); kept across reloads for
-    /// routes whose name and rate limit are unchanged.
-    pub route_limits: Vec<Option<Rc<RouteLimit>>>,
-    /// Split counters and mirror bounds by route index.
-    pub traffic: Vec<traffic::RouteTraffic>,
+    /// Indexed like `snap.config.routes`.
+    pub routes: Vec<routes::RouteState>,
+}
+
+impl Local {
+    /// This worker's state of route `index` (an index the snapshot's route table gave).
+    pub fn route(&self, index: usize) -> Option<&routes::RouteState> {
+        self.routes.get(index)
+    }
 }
 
 /// What a worker thread is given at start.
@@ -92,9 +91,8 @@ impl Worker {
             .map(|c| Rc::new(ClusterState::new(c, policy, &shared.health, parts.metrics.cluster(&c.name))))
             .collect();
         publish_endpoints(&parts.endpoints, &clusters);
-        let (route_metrics, cluster_metrics) = series_for(&parts.metrics, &snap);
-        let traffic = traffic::for_snapshot(&parts.metrics, &snap, None);
         let workers = shared.heartbeats.len().max(1);
+        let routes = routes::for_snapshot(&parts.metrics, &snap, None, workers);
         let seed = (id as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
             ^ std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -114,14 +112,7 @@ impl Worker {
             shared,
             scratches: RefCell::new(Vec::new()),
             cache: RefCell::new(cache),
-            local: RefCell::new(Rc::new(Local {
-                route_limits: route_limits(&snap, None, workers),
-                traffic,
-                snap,
-                clusters,
-                route_metrics,
-                cluster_metrics,
-            })),
+            local: RefCell::new(Rc::new(Local { routes, snap, clusters })),
             listeners: RefCell::new(HashMap::new()),
             listeners_version: Cell::new(0),
             accept_waiters: RefCell::new(Vec::new()),
@@ -157,10 +148,8 @@ impl Worker {
             })
             .collect::<Vec<_>>();
         publish_endpoints(&self.endpoints, &clusters);
-        let (route_metrics, cluster_metrics) = series_for(&self.metrics, &snap);
-        let route_limits = route_limits(&snap, Some(&current), self.shared.heartbeats.len().max(1));
-        let traffic = traffic::for_snapshot(&self.metrics, &snap, Some(&current));
-        let next = Rc::new(Local { snap, clusters, route_metrics, cluster_metrics, route_limits, traffic });
+        let routes = routes::for_snapshot(&self.metrics, &snap, Some(&current), self.workers());
+        let next = Rc::new(Local { snap, clusters, routes });
         *self.local.borrow_mut() = Rc::clone(&next);
         next
     }
@@ -224,45 +213,6 @@ impl Worker {
 
 /// Head scratches kept for reuse per worker (each about 40 bytes per field of the limit).
 const MAX_POOLED_SCRATCHES: usize = 256;
-
-/// This worker's rate limiters for the snapshot's routes, reusing `previous` ones by route name
-/// when the limit is unchanged.
-fn route_limits(snap: &Snapshot, previous: Option<&Local>, workers: usize) -> Vec<Option<Rc<RouteLimit>>> {
-    snap.config
-        .routes
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let settings = r.rate_limit.as_ref()?;
-            let kept = previous.and_then(|p| {
-                let j = p
-                    .snap
-                    .config
-                    .routes
-                    .iter()
-                    .position(|o| o.name == r.name && o.rate_limit.as_ref() == Some(settings))?;
-                let old = p.route_limits.get(j).cloned().flatten()?;
-                // A process-wide bucket is the snapshot's; keep the worker's view only if it is the same.
-                match (&*old, snap.shared_buckets.get(i).and_then(Option::as_ref)) {
-                    (RouteLimit::Shared(a), Some(b)) if !Arc::ptr_eq(a, b) => None,
-                    _ => Some(old),
-                }
-            });
-            Some(kept.unwrap_or_else(|| {
-                Rc::new(RouteLimit::new(settings, workers, snap.shared_buckets.get(i).and_then(Option::as_ref)))
-            }))
-        })
-        .collect()
-}
-
-/// This worker's metric series for the snapshot's routes and clusters, by name; series of
-/// names no longer configured are dropped.
-fn series_for(metrics: &WorkerMetrics, snap: &Snapshot) -> (Vec<Arc<RouteMetrics>>, Vec<Arc<ClusterMetrics>>) {
-    let routes: Vec<&str> = snap.config.routes.iter().map(|r| r.name.as_str()).collect();
-    let clusters: Vec<&str> = snap.config.clusters.iter().map(|c| c.name.as_str()).collect();
-    metrics.retain(&routes, &clusters);
-    (routes.iter().map(|r| metrics.route(r)).collect(), clusters.iter().map(|c| metrics.cluster(c)).collect())
-}
 
 /// Publishes this worker's endpoints (cluster name, address, gauges) for the admin port.
 fn publish_endpoints(views: &EndpointViews, clusters: &[Rc<ClusterState>]) {

@@ -304,6 +304,14 @@ impl Gateway {
         self.control.reload(trigger)
     }
 
+    /// Reopens the access log file by its path (after a rotation renamed it; SIGHUP). Lines
+    /// handed over before go to the old file; stdout and stderr are left alone.
+    pub fn reopen_access_log(&self) {
+        if let Some(log) = &self.access_log {
+            log.reopen();
+        }
+    }
+
     /// Applies an in-memory config.
     pub fn apply(&self, config: Config) -> Result<control::Applied, String> {
         let hash = snapshot::fnv1a64(format!("{config:?}").as_bytes());

@@ -148,6 +148,8 @@ fn run(path: &std::path::Path, takeover: Option<&std::path::Path>, allow_root: b
     'serve: loop {
         for signal in signals.pending() {
             if signal == SIGHUP {
+                // For log rotation (logrotate renamed the file, then sent SIGHUP).
+                gateway.reopen_access_log();
                 let _ = gateway.reload("SIGHUP");
             } else if signal == SIGUSR2 {
                 start_successor(&gateway, exe.as_deref(), path, allow_root);

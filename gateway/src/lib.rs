@@ -5,6 +5,7 @@ pub mod accesslog;
 pub mod admission;
 pub mod control;
 pub mod http;
+pub mod logging;
 pub mod privileges;
 pub mod proxy;
 pub mod route;

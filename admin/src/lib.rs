@@ -1,19 +1,46 @@
-//! The admin HTTP server: a small, strict HTTP/1.1 server on its own thread, never on a
-//! data-path worker. One request per connection, bounded head size and I/O timeouts, so a
-//! misbehaving admin client cannot hold it for long.
+//! The admin HTTP server: a small, strict HTTP/1.1 server on its own threads, never on a
+//! data-path worker, that a misbehaving client cannot starve. One event loop serves every
+//! connection on non-blocking sockets, up to [`Limits::max_connections`] at once; a request must
+//! arrive whole within [`Limits::request_timeout`] of the connect (an idle connection is then
+//! closed, a partial one answered 408); a connection over the limit is answered 503 and closed at
+//! once instead of waiting. Handlers run on a few threads of their own, so a slow endpoint
+//! delays neither reading nor other endpoints. One request per connection, bounded head and body.
 
-use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+mod http;
+mod server;
+
+use std::io;
+use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// Largest admin request head accepted.
-pub const MAX_HEAD: usize = 8 * 1024;
-/// Largest admin request body accepted.
-pub const MAX_BODY: usize = 64 * 1024;
-const IO_TIMEOUT: Duration = Duration::from_secs(5);
+pub use http::{parse_request, MAX_BODY, MAX_HEAD};
+
+/// How much the admin server takes on at once, and for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections served at once (reading, handled or being answered); more are answered 503
+    /// and closed at once.
+    pub max_connections: usize,
+    /// From the connect to the whole request (head and body): an idle connection is closed
+    /// then, a partial request answered 408.
+    pub request_timeout: Duration,
+    /// For writing the answer to a client that does not read it.
+    pub write_timeout: Duration,
+    /// Threads running handlers: this many slow handlers at once before others wait.
+    pub handler_threads: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_connections: 256,
+            request_timeout: Duration::from_secs(2),
+            write_timeout: Duration::from_secs(5),
+            handler_threads: 2,
+        }
+    }
+}
 
 /// A parsed admin request.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,8 +84,7 @@ pub type Handler = Arc<dyn Fn(&Request) -> Response + Send + Sync>;
 /// A running admin server; stopped on [`AdminServer::stop`] or drop.
 pub struct AdminServer {
     address: SocketAddr,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    running: server::Running,
     dup: TcpListener,
 }
 
@@ -69,26 +95,16 @@ impl AdminServer {
 
     /// Serves on a listening socket bound elsewhere (e.g. inherited from the previous process).
     pub fn from_listener(listener: TcpListener, handler: Handler) -> io::Result<Self> {
-        listener.set_nonblocking(false)?;
+        Self::from_listener_with(listener, handler, Limits::default())
+    }
+
+    /// As [`AdminServer::from_listener`], with other limits. The socket is made non-blocking
+    /// (shared with every duplicate of it, as in a predecessor process serving it too).
+    pub fn from_listener_with(listener: TcpListener, handler: Handler, limits: Limits) -> io::Result<Self> {
         let address = listener.local_addr()?;
         let dup = listener.try_clone()?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        let thread = std::thread::Builder::new().name("gw-admin".into()).spawn(move || {
-            for conn in listener.incoming() {
-                if flag.load(Ordering::Acquire) {
-                    break;
-                }
-                match conn {
-                    Ok(stream) => serve(stream, &handler),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "admin accept failed");
-                        std::thread::sleep(Duration::from_millis(50));
-                    }
-                }
-            }
-        })?;
-        Ok(Self { address, stop, thread: Some(thread), dup })
+        let running = server::Running::spawn(listener, handler, limits)?;
+        Ok(Self { address, running, dup })
     }
 
     /// The listening socket (a duplicate owned by this server), to hand to another process.
@@ -101,141 +117,23 @@ impl AdminServer {
     }
 
     pub fn stop(mut self) {
-        self.shutdown();
-    }
-
-    fn shutdown(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        // Wake the blocking accept.
-        let _ = TcpStream::connect_timeout(&self.address, Duration::from_secs(1));
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        self.running.stop();
     }
 }
 
 impl Drop for AdminServer {
     fn drop(&mut self) {
-        if self.thread.is_some() {
-            self.shutdown();
+        if self.running.is_running() {
+            self.running.stop();
         }
-    }
-}
-
-fn serve(mut stream: TcpStream, handler: &Handler) {
-    let _ = stream.set_read_timeout(Some(IO_TIMEOUT));
-    let _ = stream.set_write_timeout(Some(IO_TIMEOUT));
-    let response = match read_request(&mut stream) {
-        Ok(Some(req)) => handler(&req),
-        Ok(None) => return,
-        Err(status) => Response::text(status, format!("{}\n", reason(status))),
-    };
-    let _ = write_response(&mut stream, &response);
-}
-
-/// Reads one request. `Ok(None)`: the peer closed without a request. `Err(status)`: refuse it.
-fn read_request(stream: &mut impl Read) -> Result<Option<Request>, u16> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 2048];
-    loop {
-        let n = stream.read(&mut chunk).map_err(|_| 408u16)?;
-        if n == 0 {
-            return if buf.is_empty() { Ok(None) } else { Err(400) };
-        }
-        buf.extend_from_slice(chunk.get(..n).unwrap_or_default());
-        if let Some(request) = parse_request(&buf)? {
-            return Ok(Some(request));
-        }
-    }
-}
-
-/// Parses one request from the bytes read so far: its head and, per `Content-Length`, its body
-/// (bytes past the body are ignored).
-///
-/// `Ok(None)`: the head or the body is incomplete and within limits; read more and call again
-/// with the longer buffer. `Err(status)`: refuse the request with that status (400 malformed,
-/// 413 body over [`MAX_BODY`], 431 head over [`MAX_HEAD`] or too many fields, 501
-/// `Transfer-Encoding`). Never panics.
-pub fn parse_request(buf: &[u8]) -> Result<Option<Request>, u16> {
-    let mut headers = [httparse::EMPTY_HEADER; 64];
-    let mut req = httparse::Request::new(&mut headers);
-    let head_len = match req.parse(buf) {
-        Ok(httparse::Status::Complete(head_len)) => head_len,
-        Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => return Err(431),
-        Ok(httparse::Status::Partial) => return Ok(None),
-        Err(httparse::Error::TooManyHeaders) => return Err(431),
-        Err(_) => return Err(400),
-    };
-    let mut out = Request {
-        method: req.method.unwrap_or_default().to_string(),
-        path: String::new(),
-        query: None,
-        headers: req
-            .headers
-            .iter()
-            .map(|h| (h.name.to_ascii_lowercase(), String::from_utf8_lossy(h.value).into_owned()))
-            .collect(),
-        body: Vec::new(),
-    };
-    let target = req.path.unwrap_or("/");
-    match target.split_once('?') {
-        Some((p, q)) => {
-            out.path = p.to_string();
-            out.query = Some(q.to_string());
-        }
-        None => out.path = target.to_string(),
-    }
-    if out.header("transfer-encoding").is_some() {
-        return Err(501);
-    }
-    let len: usize = match out.header("content-length") {
-        Some(v) => v.trim().parse().map_err(|_| 400u16)?,
-        None => 0,
-    };
-    if len > MAX_BODY {
-        return Err(413);
-    }
-    let Some(body) = buf.get(head_len..).and_then(|rest| rest.get(..len)) else {
-        return Ok(None);
-    };
-    out.body = body.to_vec();
-    Ok(Some(out))
-}
-
-fn write_response(stream: &mut impl Write, r: &Response) -> io::Result<()> {
-    let head = format!(
-        "HTTP/1.1 {} {}\r\ncontent-type: {}\r\ncontent-length: {}\r\ncache-control: no-store\r\nconnection: close\r\n\r\n",
-        r.status,
-        reason(r.status),
-        r.content_type,
-        r.body.len()
-    );
-    stream.write_all(head.as_bytes())?;
-    stream.write_all(&r.body)?;
-    stream.flush()
-}
-
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        202 => "Accepted",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        408 => "Request Timeout",
-        413 => "Content Too Large",
-        431 => "Request Header Fields Too Large",
-        500 => "Internal Server Error",
-        501 => "Not Implemented",
-        503 => "Service Unavailable",
-        _ => "",
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
 
     fn get(addr: SocketAddr, raw: &[u8]) -> String {
         let mut s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect: {e}"));
@@ -253,25 +151,6 @@ mod tests {
         });
         AdminServer::start("127.0.0.1:0".parse().unwrap_or_else(|_| unreachable!()), handler)
             .unwrap_or_else(|e| panic!("start: {e}"))
-    }
-
-    #[test]
-    fn parse_request_waits_for_head_and_body_and_refuses_bad_input() {
-        let full = b"POST /echo?x=1 HTTP/1.1\r\nContent-Length: 5\r\nX-A: b\r\n\r\nhelloNEXT";
-        for cut in 0..full.len() - 4 {
-            assert_eq!(parse_request(&full[..cut]), Ok(None), "cut at {cut}");
-        }
-        let req = parse_request(full).unwrap_or_else(|e| panic!("{e}")).unwrap_or_else(|| panic!("incomplete"));
-        assert_eq!((req.method.as_str(), req.path.as_str(), req.query.as_deref()), ("POST", "/echo", Some("x=1")));
-        assert_eq!(req.header("x-a"), Some("b"));
-        assert_eq!(req.body, b"hello");
-        assert_eq!(parse_request(b"GARBAGE\r\n\r\n"), Err(400));
-        assert_eq!(parse_request(b"GET / HTTP/1.1\r\ncontent-length: x\r\n\r\n"), Err(400));
-        assert_eq!(parse_request(b"GET / HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n"), Err(501));
-        assert_eq!(parse_request(b"GET / HTTP/1.1\r\ncontent-length: 65537\r\n\r\n"), Err(413));
-        let mut big = b"GET / HTTP/1.1\r\nx: ".to_vec();
-        big.extend(std::iter::repeat_n(b'a', MAX_HEAD));
-        assert_eq!(parse_request(&big), Err(431));
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! The gateway's admin endpoints, served by the `gateway-admin` server on its own thread (never
-//! on a data-path worker).
+//! The gateway's admin endpoints, served by the `gateway-admin` server on threads of its own
+//! (never on a data-path worker; bounded so that no client can starve it).
 //!
 //! | endpoint | |
 //! | --- | --- |

@@ -1,8 +1,9 @@
 //! The edge gateway's data plane: thread-per-core workers on io_uring (or epoll), strict
 //! HTTP/1.1, routing, upstream pools and per-worker stats.
 
-// The request path, in the order a request meets it (see docs/architecture.md); each folder
-// uses only those below it.
+// The request path's stages (listen, downstream, pipeline, worker, snapshot, route, upstream,
+// admission, request, codec, tls, accesslog, stats, runtime: each uses only those after it;
+// see docs/architecture.md and tests/layering.rs).
 pub mod accesslog;
 pub mod admission;
 pub mod codec;
@@ -21,6 +22,7 @@ pub mod worker;
 // The process around the workers.
 pub mod control;
 pub mod health_check;
+pub mod logging;
 pub mod privileges;
 pub mod sdnotify;
 pub mod upgrade;
@@ -319,6 +321,14 @@ impl Gateway {
     /// Re-reads the config file and applies it (SIGHUP, the file watcher, `POST /reload`).
     pub fn reload(&self, trigger: &str) -> Result<control::Applied, String> {
         self.control.reload(trigger)
+    }
+
+    /// Reopens the access log file by its path (after a rotation renamed it; SIGHUP). Lines
+    /// handed over before go to the old file; stdout and stderr are left alone.
+    pub fn reopen_access_log(&self) {
+        if let Some(log) = &self.access_log {
+            log.reopen();
+        }
     }
 
     /// Applies an in-memory config.

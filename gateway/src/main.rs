@@ -87,7 +87,7 @@ fn run(path: &std::path::Path, takeover: Option<&std::path::Path>, allow_root: b
             return ExitCode::FAILURE;
         }
     };
-    init_logging(&log_level);
+    let client_events = gateway::logging::init(&log_level);
     // Decided before anything is bound or taken over: a refused process touches nothing.
     let switch_to = match gateway::privileges::plan_for_this_process(user.as_deref(), group.as_deref(), allow_root) {
         Ok(gateway::privileges::Plan::Switch(account)) => Some(account),
@@ -148,6 +148,8 @@ fn run(path: &std::path::Path, takeover: Option<&std::path::Path>, allow_root: b
     'serve: loop {
         for signal in signals.pending() {
             if signal == SIGHUP {
+                // For log rotation (logrotate renamed the file, then sent SIGHUP).
+                gateway.reopen_access_log();
                 let _ = gateway.reload("SIGHUP");
             } else if signal == SIGUSR2 {
                 start_successor(&gateway, exe.as_deref(), path, allow_root);
@@ -172,6 +174,7 @@ fn run(path: &std::path::Path, takeover: Option<&std::path::Path>, allow_root: b
     }
     watchdog.store(true, std::sync::atomic::Ordering::Release);
     gateway.shutdown();
+    client_events.report();
     tracing::info!("stopped");
     ExitCode::SUCCESS
 }
@@ -250,17 +253,4 @@ fn start_watchdog(gateway: &gateway::Gateway) -> std::sync::Arc<std::sync::atomi
         tracing::warn!(error = %e, "cannot start the watchdog thread");
     }
     stop
-}
-
-fn init_logging(level: &str) {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env()
-        .or_else(|_| EnvFilter::try_new(level))
-        .unwrap_or_else(|_| EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_target(false)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
-        .try_init();
 }

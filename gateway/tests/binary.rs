@@ -228,3 +228,35 @@ fn drain_delay_keeps_accepting_while_not_ready() {
     assert!(status.success());
     assert!(sent.elapsed() >= Duration::from_millis(750), "the delay was observed: {:?}", sent.elapsed());
 }
+
+/// The readiness probe through the real binary's admin port while other clients hold 64 idle
+/// connections and 16 half-sent requests on it (`admin/tests/starvation.rs` has the rest).
+#[test]
+fn admin_ready_is_answered_while_idle_connections_are_held() {
+    use std::io::Read;
+    let toml = config("auto", "127.0.0.1:9".parse().unwrap(), "", "")
+        .replace("admin = false", "admin = { address = \"127.0.0.1:0\" }");
+    let path = temp_file("admin-starve", &toml);
+    let p = common::process::GatewayProcess::start(&path, true);
+    let admin = p.admin.unwrap();
+    let idle: Vec<_> = (0..64).map(|_| std::net::TcpStream::connect(admin).unwrap()).collect();
+    let half: Vec<_> = (0..16)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(admin).unwrap();
+            s.write_all(b"GET /ready HTTP/1.1\r\nhost: a").unwrap();
+            s
+        })
+        .collect();
+    for _ in 0..10 {
+        let started = Instant::now();
+        let mut s = std::net::TcpStream::connect(admin).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        s.write_all(b"GET /ready HTTP/1.1\r\nhost: a\r\n\r\n").unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer:?}");
+        // Far under the probe's 1 s timeout; not a benchmark.
+        assert!(started.elapsed() < Duration::from_millis(500), "/ready took {:?}", started.elapsed());
+    }
+    drop((idle, half));
+}

@@ -1,17 +1,25 @@
 //! The systemd unit and the Debian package: the unit's directives, `systemd-analyze verify` and
 //! `security` on it, the `.deb` built by `packaging/deb/build.sh` (contents, control files,
-//! maintainer scripts), its install, upgrade, remove and purge in a scratch root, and the
-//! unit's `ExecStartPre` refusing a broken config.
+//! maintainer scripts), its install, upgrade, remove and purge in a scratch root, the
 //!
-//! The tests that need `systemd-analyze`, `dpkg-deb` or `dpkg` print why they are skipped and pass
-//! when the tool is missing, so `cargo test` needs only Rust on a fresh machine.
+//! unit's `ExecStartPre` refusing a broken config, its `ExecReload` validating before it signals,
+//! and the packaged logrotate file rotating a real gateway's access log.
+//!
+//! The tests that need `systemd-analyze`, `dpkg-deb`, `dpkg` or `logrotate` print why they are
+//! skipped (or, for logrotate, do its rename and signal by hand) and pass when the tool is
+//! missing, so `cargo test` needs only Rust on a fresh machine.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
+mod common;
+
+use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use common::process::GatewayProcess;
 
 const BIN: &str = env!("CARGO_BIN_EXE_gateway");
 const UNIT: &str = "systemd/gateway.service";
@@ -26,7 +34,6 @@ fn unit_declares_the_service_contract() {
         ("RuntimeDirectory", "gateway"),
         ("ExecStartPre", "/usr/bin/gateway check --config /etc/gateway/gateway.toml"),
         ("ExecStart", "/usr/bin/gateway run --config /etc/gateway/gateway.toml"),
-        ("ExecReload", "/bin/kill -HUP $MAINPID"),
         ("KillSignal", "SIGTERM"),
         ("Restart", "on-failure"),
         ("User", "gateway"),
@@ -44,6 +51,12 @@ fn unit_declares_the_service_contract() {
     ] {
         assert_eq!(values(&unit, key), [value], "{key}=");
     }
+    // Validate, then signal (systemd runs the lines in order and stops at a failing one).
+    assert_eq!(
+        values(&unit, "ExecReload"),
+        ["/usr/bin/gateway check --config /etc/gateway/gateway.toml", "/bin/kill -HUP $MAINPID"]
+    );
+    assert_eq!(values(&unit, "EnvironmentFile"), ["-/etc/default/gateway"]);
     let filter = values(&unit, "SystemCallFilter").join(" ");
     for call in ["@system-service", "io_uring_setup", "io_uring_enter", "io_uring_register"] {
         assert!(filter.split_whitespace().any(|c| c == call), "SystemCallFilter lacks {call}: {filter}");
@@ -99,6 +112,100 @@ fn exec_start_pre_refuses_a_broken_config() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("missing.pem"), "{out:?}");
 }
 
+/// `systemctl reload` as systemd runs it: the `ExecReload` lines in order against a running
+/// gateway, stopping at the first that fails. A broken file fails the reload and is never
+/// signalled; a good one is applied.
+#[test]
+fn exec_reload_validates_before_it_signals() {
+    let dir = Scratch::new("execreload");
+    let config = dir.0.join("gateway.toml");
+    let text = served_config(&dir, 200);
+    std::fs::write(&config, &text).unwrap();
+    let gw = GatewayProcess::start(&config, false);
+    assert_eq!(status_of(gw.listener, "/"), 200);
+    let reload = || -> bool {
+        for line in values(&read(UNIT), "ExecReload") {
+            let line = line.replace(CONFIG, config.to_str().unwrap()).replace("$MAINPID", &gw.child.id().to_string());
+            let mut words = line.split_whitespace();
+            let program = match words.next().unwrap() {
+                "/usr/bin/gateway" => BIN,
+                // Where /bin/kill is missing, the one on the PATH.
+                "/bin/kill" if !Path::new("/bin/kill").exists() => "kill",
+                other => other,
+            };
+            let out = Command::new(program).args(words).output().unwrap();
+            if !out.status.success() {
+                println!("{line}: {:?}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+                return false;
+            }
+        }
+        true
+    };
+
+    std::fs::write(&config, text.replace("[server]", "[server]\nworkers = 0")).unwrap();
+    assert!(!reload(), "a file that fails `gateway check` fails the reload");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!gw.log_contains("SIGHUP"), "the gateway was signalled:\n{}", gw.log_text());
+    assert_eq!(status_of(gw.listener, "/"), 200);
+
+    std::fs::write(&config, served_config(&dir, 204)).unwrap();
+    assert!(reload(), "a good file reloads");
+    assert!(gw.log_arrives("SIGHUP", Duration::from_secs(5)), "{}", gw.log_text());
+    assert!(wait_for(|| status_of(gw.listener, "/") == 204), "the new config was not applied");
+}
+
+/// The packaged logrotate file rotates a real gateway's access log, and the gateway writes the
+/// next lines to the new file. With logrotate installed (and as root, for its `su`) logrotate
+/// itself runs the file, pointed at a scratch directory and with the postrotate signal sent to
+/// this gateway; without it the test does the rename and the signal by hand.
+#[test]
+fn logrotate_rotates_the_access_log_and_the_gateway_reopens_it() {
+    let shipped = read("packaging/deb/logrotate");
+    let postrotate = "systemctl kill --signal=HUP --kill-whom=main gateway.service >/dev/null 2>&1 || true";
+    for line in ["/var/log/gateway/*.log {", "su gateway gateway", "create 0640 gateway gateway", postrotate] {
+        assert!(shipped.lines().any(|l| l.trim() == line), "{line:?} missing from packaging/deb/logrotate");
+    }
+
+    let dir = Scratch::new("logrotate");
+    let config = dir.0.join("gateway.toml");
+    std::fs::write(&config, served_config(&dir, 200)).unwrap();
+    let gw = GatewayProcess::start(&config, false);
+    let log = dir.0.join("access.log");
+    assert_eq!(status_of(gw.listener, "/before-rotation"), 200);
+    assert!(wait_for(|| std::fs::read_to_string(&log).unwrap_or_default().contains("/before-rotation")));
+
+    let pid = gw.child.id().to_string();
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if tool("logrotate", &["--version"]) && root {
+        let local = shipped
+            .replace("/var/log/gateway/", &format!("{}/", dir.0.display()))
+            .replace("su gateway gateway", "su root root")
+            .replace("create 0640 gateway gateway", "create 0640 root root")
+            .replace(postrotate, &format!("kill -HUP {pid}"));
+        let conf = dir.0.join("logrotate.conf");
+        std::fs::write(&conf, local).unwrap();
+        let out = Command::new("logrotate")
+            .arg("--force")
+            .arg("--state")
+            .arg(dir.0.join("state"))
+            .arg(&conf)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "logrotate: {}", String::from_utf8_lossy(&out.stderr));
+    } else {
+        println!("logrotate not found or not root: renaming and signalling as its postrotate would");
+        std::fs::rename(&log, dir.0.join("access.log.1")).unwrap();
+        assert!(Command::new("kill").args(["-HUP", &pid]).status().unwrap().success());
+    }
+    assert!(gw.log_arrives("access log reopened", Duration::from_secs(5)), "{}", gw.log_text());
+    assert_eq!(status_of(gw.listener, "/after-rotation"), 200);
+    assert!(wait_for(|| std::fs::read_to_string(&log).unwrap_or_default().contains("/after-rotation")));
+    let rotated = read_abs(&dir.0.join("access.log.1"));
+    assert!(rotated.contains("/before-rotation") && !rotated.contains("/after-rotation"), "{rotated}");
+    assert!(!read_abs(&log).contains("/before-rotation"));
+}
+
 #[test]
 fn unit_passes_systemd_analyze_verify() {
     let Some(root) = unit_root("verify") else { return };
@@ -145,6 +252,7 @@ fn deb_has_the_files_conffile_and_sound_maintainer_scripts() {
         "./usr/bin/gateway",
         "./lib/systemd/system/gateway.service",
         "./etc/gateway/gateway.toml",
+        "./etc/logrotate.d/gateway",
         "./usr/share/doc/gateway/README.md",
         "./usr/share/doc/gateway/README.systemd.md",
         "./usr/share/doc/gateway/copyright",
@@ -168,7 +276,10 @@ fn deb_has_the_files_conffile_and_sound_maintainer_scripts() {
     let dir = Scratch::new("deb-control");
     let ok = Command::new("dpkg-deb").arg("--control").arg(deb).arg(&dir.0).status().unwrap();
     assert!(ok.success());
-    assert_eq!(std::fs::read_to_string(dir.0.join("conffiles")).unwrap(), "/etc/gateway/gateway.toml\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.0.join("conffiles")).unwrap(),
+        "/etc/gateway/gateway.toml\n/etc/logrotate.d/gateway\n"
+    );
     for script in ["postinst", "prerm", "postrm"] {
         let path = dir.0.join(script);
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
@@ -192,6 +303,7 @@ fn deb_has_the_files_conffile_and_sound_maintainer_scripts() {
     assert_eq!(packaged, expected);
     gateway_config::parse(&packaged, "gateway.toml").expect("the packaged config is valid");
     assert_eq!(read_abs(&tree.0.join("lib/systemd/system/gateway.service")), read(UNIT));
+    assert_eq!(read_abs(&tree.0.join("etc/logrotate.d/gateway")), read("packaging/deb/logrotate"));
     let version = Command::new(tree.0.join("usr/bin/gateway")).arg("--version").output().unwrap();
     assert_eq!(String::from_utf8_lossy(&version.stdout).trim(), format!("gateway {}", env!("CARGO_PKG_VERSION")));
 }
@@ -253,6 +365,7 @@ fn deb_installs_upgrades_removes_and_purges_in_a_scratch_root() {
         let wants = r.join("etc/systemd/system/multi-user.target.wants/gateway.service");
         assert_eq!(std::fs::read_link(&wants).unwrap(), Path::new("/lib/systemd/system/gateway.service"));
     }
+    assert_eq!(read_abs(&r.join("etc/logrotate.d/gateway")), read("packaging/deb/logrotate"));
     let installed = r.join("usr/bin/gateway");
     let check = Command::new(&installed).args(["check", "--config"]).arg(r.join("etc/gateway/gateway.toml")).output();
     assert!(check.unwrap().status.success());
@@ -267,10 +380,12 @@ fn deb_installs_upgrades_removes_and_purges_in_a_scratch_root() {
     dpkg(&["--remove", "gateway"]);
     assert!(!installed.exists());
     assert!(conf_path.exists(), "remove keeps the config");
+    assert!(r.join("etc/logrotate.d/gateway").exists(), "remove keeps the logrotate conffile");
     assert!(entry("passwd").is_some(), "remove keeps the user");
 
     dpkg(&["--purge", "gateway"]);
     assert!(!r.join("etc/gateway").exists(), "purge deletes /etc/gateway");
+    assert!(!r.join("etc/logrotate.d/gateway").exists(), "purge deletes the logrotate conffile");
     assert_eq!((entry("passwd"), entry("group")), (None, None), "purge deletes the user and group");
 }
 
@@ -302,6 +417,40 @@ fn timespan(text: &str) -> Duration {
         "min" => Duration::from_secs(n * 60),
         other => panic!("unit {other:?} in {text:?}"),
     }
+}
+
+/// A gateway config answering every request with `status`, with an access log in `dir` and no
+/// file watcher (only signals reload it).
+fn served_config(dir: &Scratch, status: u16) -> String {
+    format!(
+        "[server]\nworkers = 1\nadmin = false\nwatch = false\nlog_level = \"info\"\n\n\
+         [server.access_log]\nformat = \"combined\"\npath = \"{}\"\n\n\
+         [[listeners]]\nname = \"main\"\naddress = \"127.0.0.1:0\"\n\n\
+         [[routes]]\nname = \"r\"\ndirect_response = {{ status = {status} }}\n",
+        dir.0.join("access.log").display()
+    )
+}
+
+/// The status of a GET of `path` on a new connection.
+fn status_of(addr: std::net::SocketAddr, path: &str) -> u16 {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    answer.get(9..12).and_then(|c| c.parse().ok()).unwrap_or_else(|| panic!("not an HTTP answer: {answer:?}"))
+}
+
+/// Whether `f` holds within 5 s (checked every 20 ms).
+fn wait_for(f: impl Fn() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    f()
 }
 
 fn tool(name: &str, args: &[&str]) -> bool {

@@ -14,6 +14,7 @@
 #   /usr/bin/gateway
 #   /lib/systemd/system/gateway.service
 #   /etc/gateway/gateway.toml                 conffile, from packaging/examples/quickstart.toml
+#   /etc/logrotate.d/gateway                  conffile, from packaging/deb/logrotate
 #   /usr/share/doc/gateway/                   README.md, README.systemd.md, copyright,
 #                                             tuning.conf.example, examples/full.toml + tls/
 #   DEBIAN/{control,conffiles,postinst,prerm,postrm}
@@ -79,7 +80,7 @@ stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
 pkg="$stage/gateway_${VERSION}_${ARCH}"
 install -d -m 0755 "$pkg/DEBIAN" "$pkg/usr/bin" "$pkg/lib/systemd/system" "$pkg/etc/gateway" \
-    "$pkg/usr/share/doc/gateway/examples/tls"
+    "$pkg/etc/logrotate.d" "$pkg/usr/share/doc/gateway/examples/tls"
 install -m 0755 "$bin" "$pkg/usr/bin/gateway"
 # Debug info stays out of the package (the release profile keeps line tables for profiling).
 if command -v strip >/dev/null; then
@@ -87,6 +88,7 @@ if command -v strip >/dev/null; then
 fi
 install -m 0644 "$root/systemd/gateway.service" "$pkg/lib/systemd/system/gateway.service"
 install -m 0644 "$root/packaging/examples/quickstart.toml" "$pkg/etc/gateway/gateway.toml"
+install -m 0644 "$here/logrotate" "$pkg/etc/logrotate.d/gateway"
 # Binary upgrades without downtime under systemd: the unit's RuntimeDirectory holds the socket.
 sed -i 's|^\[server\]$|[server]\n# Binary upgrade handover socket (SIGUSR2; see README "Binary upgrade without downtime").\nupgrade_socket = "/run/gateway/upgrade.sock"|' "$pkg/etc/gateway/gateway.toml"
 grep -q '^upgrade_socket = ' "$pkg/etc/gateway/gateway.toml"

@@ -59,11 +59,16 @@ impl GatewayProcess {
 
     /// As [`GatewayProcess::start_with`], running the gateway binary at `bin`.
     pub fn start_binary(bin: &Path, path: &Path, expect_admin: bool, extra: &[&str]) -> Self {
+        Self::start_logging(bin, path, expect_admin, extra, "info")
+    }
+
+    /// As [`GatewayProcess::start_binary`], with `RUST_LOG` set to `rust_log`.
+    pub fn start_logging(bin: &Path, path: &Path, expect_admin: bool, extra: &[&str], rust_log: &str) -> Self {
         let mut child = Command::new(bin)
             .args(["run", "--config"])
             .arg(path)
             .args(extra)
-            .env("RUST_LOG", "info")
+            .env("RUST_LOG", rust_log)
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()

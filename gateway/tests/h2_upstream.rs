@@ -183,3 +183,42 @@ fn refused_streams_are_retried_for_http1_and_http2_clients() {
     assert_eq!(resp.status, 502);
     assert_eq!(gw.total("upstream_retries"), 2);
 }
+
+#[test]
+fn http2_upstream_5xx_is_retried_like_http1_and_shed_503s_are_not() {
+    // One forwarding loop for every protocol pair: a 5xx from an HTTP/2 upstream is retried
+    // under `retry_on = ["5xx"]` for HTTP/1.1 and HTTP/2 clients alike (before, only HTTP/1.1
+    // upstreams' 5xx were), and a 503 that says it sheds load is answered, never retried.
+    each_driver(|d| {
+        let origin = H2Origin::start(None);
+        let text = config(d, origin.addr, "", "")
+            .replace(
+                "name = \"main\"\naddress = \"127.0.0.1:0\"\n",
+                "name = \"main\"\naddress = \"127.0.0.1:0\"\nprotocols = [\"http/1.1\", \"h2\"]\n",
+            )
+            .replace("connect_timeout = \"1s\"\n", "connect_timeout = \"1s\"\nprotocol = \"h2\"\n")
+            .replace(
+                "timeout = \"2s\"\n",
+                "timeout = \"2s\"\nretry = { retry_on = [\"5xx\"], backoff = { base = \"1ms\", max = \"2ms\" } }\n",
+            );
+        let gw = TestGateway::start(&text);
+        let resp = exchange(gw.addr, b"GET /fail-once/h1 HTTP/1.1\r\nhost: a\r\n\r\n");
+        assert_eq!(resp.status, 200, "{d}: HTTP/1.1 client");
+        let rt = clients::runtime();
+        rt.block_on(async {
+            let mut send = clients::h2_connect(gw.addr, None).await;
+            let get = clients::h2_get("http", "a", "/fail-once/h2");
+            let resp = clients::h2_request(&mut send, get, None).await.unwrap();
+            assert_eq!(resp.status, 200, "{d}: HTTP/2 client");
+            let shed = clients::h2_request(&mut send, clients::h2_get("http", "a", "/shed/h2"), None).await.unwrap();
+            assert_eq!(shed.status, 503, "{d}: the shed 503 is answered");
+        });
+        let resp = exchange(gw.addr, b"GET /shed/h1 HTTP/1.1\r\nhost: a\r\n\r\n");
+        assert_eq!(resp.status, 503, "{d}");
+        assert_eq!(gw.total("upstream_retries"), 2, "{d}: the two 503s that did not shed");
+        let seen = origin.seen();
+        for (path, tries) in [("/fail-once/h1", 2), ("/fail-once/h2", 2), ("/shed/h1", 1), ("/shed/h2", 1)] {
+            assert_eq!(seen.iter().filter(|s| s.path == path).count(), tries, "{d}: {path}");
+        }
+    });
+}

@@ -379,3 +379,60 @@ fn attempts_per_request_during_outages() {
         }
     }
 }
+
+#[test]
+fn an_http2_clients_held_body_is_sent_again_in_full() {
+    // The HTTP/2 path holds a body for a retry as the HTTP/1.1 path does (one forwarding loop):
+    // a PUT whose first try meets a reset is sent again, whole, to the other endpoint.
+    each_driver(|d| {
+        let reset = Flaky::start(Mode::Reset);
+        let ok = Flaky::start(Mode::Ok);
+        let text = format!(
+            r#"
+[server]
+workers = 1
+io_driver = "{d}"
+admin = false
+log_level = "warn"
+
+[[listeners]]
+name = "main"
+address = "127.0.0.1:0"
+protocols = ["http/1.1", "h2"]
+
+[[routes]]
+name = "r"
+cluster = "c"
+retry = {{ retry_on = ["reset"], backoff = {{ base = "1ms", max = "2ms" }} }}
+
+[[clusters]]
+name = "c"
+endpoints = ["{}", "{}"]
+connect_timeout = "500ms"
+balancer = "round_robin"
+"#,
+            reset.addr, ok.addr
+        );
+        let gw = TestGateway::start(&text);
+        let body = "y".repeat(20_000);
+        let rt = clients::runtime();
+        rt.block_on(async {
+            let mut send = clients::h2_connect(gw.addr, None).await;
+            for _ in 0..2 {
+                let req = http::Request::builder()
+                    .method("PUT")
+                    .uri("http://a/doc")
+                    .header("content-length", body.len())
+                    .body(())
+                    .unwrap();
+                let resp = clients::h2_request(&mut send, req, Some(bytes::Bytes::from(body.clone()))).await.unwrap();
+                assert_eq!(resp.status, 200, "{d}");
+            }
+        });
+        assert_eq!(reset.attempts(), 1, "{d}");
+        let seen = ok.seen();
+        assert_eq!(seen.len(), 2, "{d}");
+        assert!(seen.iter().all(|s| s.method == "PUT" && s.body == body.as_bytes()), "{d}");
+        assert_eq!(gw.total("upstream_retries"), 1, "{d}");
+    });
+}

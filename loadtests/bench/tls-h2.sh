@@ -14,7 +14,9 @@
 #   ROUNDS [3]             interleaved rounds: in each, every proxy once per test, in PROXIES order
 #   SMOKE [0]              1: one short round (defaults ROUNDS=1, DURATION=3, WARMUP=1,
 #                          IDLE_CONNECTIONS=500), for a quick check that everything works
-#   PROXIES ["gateway-uring gateway-epoll nginx haproxy"]
+#   PROXIES ["gateway-uring gateway-epoll nginx haproxy"]; also gateway-baseline
+#                          (BASELINE_GATEWAY_BIN, io_uring: another build of the gateway, e.g.
+#                          an older commit, measured in the same run)
 #   HANDSHAKE_CLIENTS [8]  parallel `openssl s_time -new` processes
 #   H2_CONNECTIONS [16]    h2load connections (-c)
 #   H2_STREAMS [32]        h2load concurrent streams per connection (-m)
@@ -116,8 +118,9 @@ check_params() {
     for v in $PROXIES; do
         case $v in
         gateway-uring | gateway-epoll | nginx | haproxy) ;;
+        gateway-baseline) [[ -x ${BASELINE_GATEWAY_BIN:-} ]] || die "gateway-baseline needs BASELINE_GATEWAY_BIN (an executable)" ;;
         gateway) die "PROXIES: 'gateway' is now gateway-uring (io_driver = io_uring) or gateway-epoll" ;;
-        *) die "unknown proxy '$v' in PROXIES (gateway-uring gateway-epoll nginx haproxy)" ;;
+        *) die "unknown proxy '$v' in PROXIES (gateway-uring gateway-epoll gateway-baseline nginx haproxy)" ;;
         esac
     done
 }
@@ -181,21 +184,24 @@ start_proxy() {
     PLAIN_PORT=$PORT
     pick_port
     case $name in
-    gateway-uring | gateway-epoll)
-        [[ -z $GATEWAY_SKIP ]] || {
+    gateway-uring | gateway-epoll | gateway-baseline)
+        local bin=$GATEWAY_BIN
+        if [[ $name == gateway-baseline ]]; then
+            bin=$BASELINE_GATEWAY_BIN
+        elif [[ -n $GATEWAY_SKIP ]]; then
             SKIP_REASON=$GATEWAY_SKIP
             return 1
-        }
-        gateway_config "$dir" "$([[ $name == gateway-uring ]] && echo io_uring || echo epoll)" >"$dir/proxy.conf"
-        if ! out=$("$GATEWAY_BIN" check --config "$dir/proxy.conf" 2>&1); then
-            log "ERROR: the gateway ($GATEWAY_BIN) rejects the TLS listener config $dir/proxy.conf:"
+        fi
+        gateway_config "$dir" "$([[ $name == gateway-epoll ]] && echo epoll || echo io_uring)" >"$dir/proxy.conf"
+        if ! out=$("$bin" check --config "$dir/proxy.conf" 2>&1); then
+            log "ERROR: the gateway ($bin) rejects the TLS listener config $dir/proxy.conf:"
             printf '%s\n' "$out" | tail -n 15 >&2
             SKIP_REASON="the gateway rejects the TLS config (gateway check): $(tr '\n' ' ' <<<"$out" | cut -c1-300)"
             return 1
         fi
         logfile=$dir/gateway.log
-        gateway_root_args "$GATEWAY_BIN"
-        start_pinned "$PROXY_CPU" "$logfile" "$GATEWAY_BIN" run --config "$dir/proxy.conf" "${GATEWAY_ROOT_ARGS[@]}"
+        gateway_root_args "$bin"
+        start_pinned "$PROXY_CPU" "$logfile" "$bin" run --config "$dir/proxy.conf" "${GATEWAY_ROOT_ARGS[@]}"
         ;;
     nginx)
         nginx_config "$dir" >"$dir/proxy.conf"

@@ -43,6 +43,10 @@ use fields::list_elements;
 /// live uninitialised on the stack (32 bytes each), so a parse touches no heap.
 pub const MAX_HEADERS: usize = 256;
 
+/// Field lines a [`HeadScratch`] has room for before it grows: more than most requests and
+/// responses carry.
+pub const TYPICAL_HEADERS: usize = 32;
+
 /// Where one field line's name and value are in the parsed buffer. The value has its
 /// surrounding whitespace (OWS) removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,9 +79,9 @@ impl HeaderRange {
     }
 }
 
-/// Per-connection (or per-worker) storage that parsing reuses for every head: it is allocated
-/// once by [`HeadScratch::new`] and never grows, because a head is refused before it could
-/// hold more than [`HeadScratch::max_headers`] fields.
+/// Storage that parsing reuses for the field ranges of one head after another: it starts with
+/// room for a typical head and grows at most to [`HeadScratch::max_headers`] fields (a head is
+/// refused before it could hold more), so a pool of them costs little while requests are few.
 #[derive(Debug, Clone)]
 pub struct HeadScratch {
     headers: Vec<HeaderRange>,
@@ -87,10 +91,11 @@ pub struct HeadScratch {
 }
 
 impl HeadScratch {
-    /// Room for `max_headers` fields (at most [`MAX_HEADERS`]).
+    /// For heads of at most `max_headers` fields (at most [`MAX_HEADERS`]); room for
+    /// [`TYPICAL_HEADERS`] at first.
     pub fn new(max_headers: usize) -> Self {
         let max_headers = max_headers.min(MAX_HEADERS);
-        Self { headers: Vec::with_capacity(max_headers), connection: Vec::with_capacity(max_headers), max_headers }
+        Self { headers: Vec::with_capacity(max_headers.min(TYPICAL_HEADERS)), connection: Vec::new(), max_headers }
     }
 
     /// The field lines of the last head parsed successfully, in order. Unspecified after an

@@ -141,7 +141,26 @@ pub async fn forward<D: Downstream>(
     // be kept in every request's future across the relay.
     let chosen = choose(&t, down, &mut permit).await;
     let done = match chosen {
-        Ok(chosen) => relay(&t, down, chosen, permit).await,
+        Ok(Chosen { resp, cluster, index, inflight }) => {
+            // The balancer in-flight count and the admission slot are held until the response
+            // ends; a WebSocket tunnel, which may last for hours, gives both back first and
+            // holds only its upstream connection (in the caps).
+            let Some(endpoint) = cluster.endpoints.get(index) else {
+                resp.discard(worker);
+                return Box::pin(down.refuse(&t, Refusal::status(503), false)).await;
+            };
+            let tunnel = resp.status() == 101;
+            if tunnel {
+                drop(inflight);
+                drop(permit);
+                worker.stats.upstream_requests_active.sub(1);
+                return down.relay(&t, endpoint, resp).await;
+            }
+            let done = down.relay(&t, endpoint, resp).await;
+            drop(inflight);
+            drop(permit);
+            done
+        }
         Err(failure) => {
             drop(permit);
             // Boxed: refusals are rare, and their futures would size every request's.
@@ -152,27 +171,6 @@ pub async fn forward<D: Downstream>(
         }
     };
     worker.stats.upstream_requests_active.sub(1);
-    done
-}
-
-/// Relays the chosen response, holding its balancer in-flight count and admission slot until
-/// it ends (a WebSocket tunnel gives both back first).
-async fn relay<D: Downstream>(t: &Try<'_>, down: &mut D, chosen: Chosen, permit: Permit) -> D::Done {
-    let Chosen { resp, cluster, index, inflight } = chosen;
-    let Some(endpoint) = cluster.endpoints.get(index) else {
-        resp.discard(t.worker);
-        return Box::pin(down.refuse(t, Refusal::status(503), false)).await;
-    };
-    if resp.status() == 101 {
-        // A tunnel may last for hours: it holds neither an admission slot nor a balancer
-        // in-flight count, only its upstream connection (in the caps).
-        drop(inflight);
-        drop(permit);
-        return down.relay(t, endpoint, resp).await;
-    }
-    let done = down.relay(t, endpoint, resp).await;
-    drop(inflight);
-    drop(permit);
     done
 }
 
@@ -209,120 +207,117 @@ async fn choose<D: Downstream>(
         websocket: t.websocket,
     };
     // The HTTP/1.1 head without its end: each try adds its deadline fields.
-    let mut base = worker.buffers.take();
-    outbound::write_h1_head(&mut base, req, &add);
+    let mut wbuf = worker.buffers.take();
+    outbound::write_h1_head(&mut wbuf, req, &add);
     if req.bodyless() && !t.websocket {
         super::mirror::start(worker, local, down.ex().route, req.method_bytes, |out| {
-            out.extend_from_slice(&base);
+            out.extend_from_slice(&wbuf);
             out.extend_from_slice(b"\r\n");
         });
     }
-    let mut wbuf = worker.buffers.take();
-    let result = tries(t, down, permit, &cluster, hash, &add, &base, &mut wbuf).await;
-    give(worker, [base, wbuf]);
+    let wbuf = &mut wbuf;
+    // The tries, each on the endpoint the balancer picks (another one after a failure, where
+    // one exists). `wbuf` holds the HTTP/1.1 head without its end (each try ends it; a try may
+    // use the buffer for the body, and the head is written again for the next).
+    // (One function with the setup: every level of async call copies its future once.)
+    let result = 'tries: {
+        let head_len = wbuf.len();
+        // Whether a try used `wbuf` (for the body): the head must be written again.
+        let mut used = false;
+        let deadline = t.deadline;
+        let grpc = down.ex().deadline.grpc;
+        let mut retries = Retries::new(&action.retry, req.is_idempotent() && !t.websocket, req.body == Body::None);
+        // A body that a retry after sending would need again is read whole first (bounded).
+        if let (Body::Length(n), true) = (req.body, retries.possible() && action.retry.retry_on.after_send()) {
+            if n <= action.retry.max_replay_bytes
+                && Box::pin(down.hold_body(t, n)).await.map_err(|r| r.map(|r| (r, false)))?
+            {
+                retries.set_resendable();
+            }
+        }
+        let sent_at = Instant::now();
+        permit.start_at(sent_at.into_std());
+        let mut avoid = None;
+        loop {
+            let Some(inflight) = cluster.pick_with(&worker.rng, PickHints { hash, avoid }) else {
+                break 'tries Err(Some((Refusal::NO_HEALTHY_UPSTREAM, false)));
+            };
+            let index = inflight.index();
+            let Some(endpoint) = cluster.endpoints.get(index) else {
+                break 'tries Err(Some((Refusal::status(503), false)));
+            };
+            down.ex().upstream = Some(endpoint.address);
+            let tt = Try { try_deadline: retries.try_deadline(deadline), ..*t };
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let mut result = Err(UpstreamError::Http1Only);
+            // WebSocket needs an HTTP/1.1 connection to take over: never on an HTTP/2 pool.
+            if let (Some(h2ep), false) = (endpoint.h2().cloned(), t.websocket) {
+                let Some(up) = outbound::h2_request(req, &add, cluster.tls.is_some(), grpc, remaining) else {
+                    break 'tries Err(Some((Refusal::status(400), false)));
+                };
+                // Boxed: the HTTP/2 upstream path is large, and every request would carry it.
+                result = Box::pin(down.try_h2(&tt, &h2ep, up)).await;
+                if matches!(result, Err(UpstreamError::Http1Only)) {
+                    endpoint.speaks_http1.set(true);
+                }
+            }
+            if matches!(result, Err(UpstreamError::Http1Only)) {
+                if std::mem::replace(&mut used, true) {
+                    wbuf.clear();
+                    outbound::write_h1_head(wbuf, req, &add);
+                } else {
+                    wbuf.truncate(head_len);
+                }
+                outbound::finish_h1_head(wbuf, grpc, add.deadline_header, remaining);
+                result = try_h1(&tt, down, endpoint, wbuf).await;
+            }
+            let failure = match &result {
+                Ok(resp) => {
+                    inflight.record(Outcome::Response(resp.status()));
+                    (resp.status() >= 500).then(|| Failure::Status { status: resp.status(), shed: resp.is_shed() })
+                }
+                Err(e) => {
+                    if let Some(o) = e.outcome() {
+                        inflight.record(o);
+                    }
+                    retry_failure(e)
+                }
+            };
+            if let Some(failure) = failure {
+                if retries.allow(worker, &cluster, failure, deadline) {
+                    avoid = Some(index);
+                    drop(inflight);
+                    if let Ok(resp) = result {
+                        // The failed response is discarded with its connection.
+                        resp.discard(worker);
+                    }
+                    if retries.backoff(worker, deadline).await {
+                        continue;
+                    }
+                    // No time left for another try: the deadline has passed.
+                    break 'tries Err(Some((Refusal::status(504), true)));
+                }
+            }
+            down.ex().upstream_elapsed = Some(sent_at.elapsed());
+            if result.as_ref().is_ok_and(|r| r.status() < 500) {
+                permit.success();
+            }
+            if let Some(m) = local.clusters.get(action.cluster).map(|c| c.metrics()) {
+                m.set_limit(cluster.limiter.limit() as u64);
+            }
+            break 'tries match result {
+                Ok(resp) => Ok(Chosen { resp, cluster: Rc::clone(&cluster), index, inflight }),
+                Err(e) => {
+                    count_failure(worker, local, action, &e);
+                    tracing::debug!(upstream = %endpoint.address, error = %e, "upstream exchange failed");
+                    Err(Refusal::for_upstream(&e).map(|r| (r, true)))
+                }
+            };
+        }
+    };
+    worker.buffers.give(std::mem::take(wbuf));
     down.ex().request_id = request_id;
     result
-}
-
-/// The tries of [`choose`], each on the endpoint the balancer picks (another one after a
-/// failure, where one exists); `base`: the HTTP/1.1 head without its end.
-#[allow(clippy::too_many_arguments)]
-async fn tries<D: Downstream>(
-    t: &Try<'_>,
-    down: &mut D,
-    permit: &mut Permit,
-    cluster: &Rc<ClusterState>,
-    hash: Option<u64>,
-    add: &Additions<'_>,
-    base: &[u8],
-    wbuf: &mut Vec<u8>,
-) -> Result<Chosen, Option<(Refusal, bool)>> {
-    let (worker, local, req, action, deadline) = (t.worker, t.local, t.req, t.action, t.deadline);
-    let grpc = down.ex().deadline.grpc;
-    let mut retries = Retries::new(&action.retry, req.is_idempotent() && !t.websocket, req.body == Body::None);
-    // A body that a retry after sending would need again is read whole first (bounded).
-    if let (Body::Length(n), true) = (req.body, retries.possible() && action.retry.retry_on.after_send()) {
-        if n <= action.retry.max_replay_bytes
-            && Box::pin(down.hold_body(t, n)).await.map_err(|r| r.map(|r| (r, false)))?
-        {
-            retries.set_resendable();
-        }
-    }
-    let sent_at = Instant::now();
-    permit.start_at(sent_at.into_std());
-    let mut avoid = None;
-    loop {
-        let Some(inflight) = cluster.pick_with(&worker.rng, PickHints { hash, avoid }) else {
-            return Err(Some((Refusal::NO_HEALTHY_UPSTREAM, false)));
-        };
-        let index = inflight.index();
-        let Some(endpoint) = cluster.endpoints.get(index) else {
-            return Err(Some((Refusal::status(503), false)));
-        };
-        down.ex().upstream = Some(endpoint.address);
-        let tt = Try { try_deadline: retries.try_deadline(deadline), ..*t };
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        let mut result = Err(UpstreamError::Http1Only);
-        // WebSocket needs an HTTP/1.1 connection to take over: never on an HTTP/2 pool.
-        if let (Some(h2ep), false) = (endpoint.h2().cloned(), t.websocket) {
-            let Some(up) = outbound::h2_request(req, add, cluster.tls.is_some(), grpc, remaining) else {
-                return Err(Some((Refusal::status(400), false)));
-            };
-            // Boxed: the HTTP/2 upstream path is large, and every request would carry it.
-            result = Box::pin(down.try_h2(&tt, &h2ep, up)).await;
-            if matches!(result, Err(UpstreamError::Http1Only)) {
-                endpoint.speaks_http1.set(true);
-            }
-        }
-        if matches!(result, Err(UpstreamError::Http1Only)) {
-            wbuf.clear();
-            wbuf.extend_from_slice(base);
-            outbound::finish_h1_head(wbuf, grpc, add.deadline_header, remaining);
-            result = try_h1(&tt, down, endpoint, wbuf).await;
-        }
-        let failure = match &result {
-            Ok(resp) => {
-                inflight.record(Outcome::Response(resp.status()));
-                (resp.status() >= 500).then(|| Failure::Status { status: resp.status(), shed: resp.is_shed() })
-            }
-            Err(e) => {
-                if let Some(o) = e.outcome() {
-                    inflight.record(o);
-                }
-                retry_failure(e)
-            }
-        };
-        if let Some(failure) = failure {
-            if retries.allow(worker, cluster, failure, deadline) {
-                avoid = Some(index);
-                drop(inflight);
-                if let Ok(resp) = result {
-                    // The failed response is discarded with its connection.
-                    resp.discard(worker);
-                }
-                if retries.backoff(worker, deadline).await {
-                    continue;
-                }
-                // No time left for another try: the deadline has passed.
-                return Err(Some((Refusal::status(504), true)));
-            }
-        }
-        down.ex().upstream_elapsed = Some(sent_at.elapsed());
-        if result.as_ref().is_ok_and(|r| r.status() < 500) {
-            permit.success();
-        }
-        if let Some(m) = local.clusters.get(action.cluster).map(|c| c.metrics()) {
-            m.set_limit(cluster.limiter.limit() as u64);
-        }
-        return match result {
-            Ok(resp) => Ok(Chosen { resp, cluster: Rc::clone(cluster), index, inflight }),
-            Err(e) => {
-                count_failure(worker, local, action, &e);
-                tracing::debug!(upstream = %endpoint.address, error = %e, "upstream exchange failed");
-                Err(Refusal::for_upstream(&e).map(|r| (r, true)))
-            }
-        };
-    }
 }
 
 /// One try over HTTP/1.1: a pooled or new connection, the request, the response head. A request
@@ -366,12 +361,6 @@ async fn try_h1<D: Downstream>(
             Err(e) => e,
         };
         retry_if_stale(t.worker, err, reused && replayable, &mut retried)?;
-    }
-}
-
-fn give<const N: usize>(worker: &Worker, bufs: [Vec<u8>; N]) {
-    for b in bufs {
-        worker.buffers.give(b);
     }
 }
 

@@ -16,6 +16,7 @@ pub enum Fields<'a> {
 
 impl<'a> Fields<'a> {
     /// Every field line as (name, value).
+    #[inline]
     pub fn iter(&self) -> FieldIter<'a> {
         match *self {
             Self::H1 { buf, scratch } => FieldIter::H1 { buf, lines: scratch.headers().iter() },
@@ -74,6 +75,7 @@ pub enum FieldIter<'a> {
 impl<'a> Iterator for FieldIter<'a> {
     type Item = (&'a [u8], &'a [u8]);
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         match self {
             Self::H1 { buf, lines } => lines.next().map(|h| (h.name(buf), h.value(buf))),

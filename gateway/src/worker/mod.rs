@@ -211,8 +211,9 @@ impl Worker {
     }
 }
 
-/// Head scratches kept for reuse per worker (each about 40 bytes per field of the limit).
-const MAX_POOLED_SCRATCHES: usize = 256;
+/// Head scratches kept for reuse per worker (about 1 KiB each for a typical head): enough for
+/// the requests and responses in flight at once under load; more are allocated and dropped.
+const MAX_POOLED_SCRATCHES: usize = 64;
 
 /// Publishes this worker's endpoints (cluster name, address, gauges) for the admin port.
 fn publish_endpoints(views: &EndpointViews, clusters: &[Rc<ClusterState>]) {

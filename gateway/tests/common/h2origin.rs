@@ -107,6 +107,21 @@ async fn handle(
             return Ok(());
         }
     }
+    if parts.uri.path().starts_with("/fail-once/") || parts.uri.path().starts_with("/shed/") {
+        // `/fail-once/`: a 503 for the first request of a path, 200 after; `/shed/`: always a
+        // 503 that marks load shedding (never to be retried).
+        let path = parts.uri.path().to_owned();
+        let seen = log.lock().unwrap().iter().filter(|s| s.path == path).count();
+        let shed = path.starts_with("/shed/");
+        let status = if shed || seen == 1 { 503 } else { 200 };
+        let mut resp = http::Response::builder().status(status).header("content-length", 2);
+        if shed {
+            resp = resp.header("x-gateway-reason", "shed");
+        }
+        let mut tx = respond.send_response(resp.body(()).unwrap(), false)?;
+        tx.send_data(Bytes::from_static(b"ok"), true)?;
+        return Ok(());
+    }
     if parts.uri.path() == "/reset" {
         let resp = http::Response::builder().status(200).header("content-length", 100).body(()).unwrap();
         let mut tx = respond.send_response(resp, false)?;

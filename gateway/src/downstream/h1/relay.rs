@@ -75,7 +75,10 @@ pub(super) async fn from_h1(
             // the read buffer, the head copied in front of them (instead of the body behind it).
             let mut source = source;
             let mut sent = Ok(0);
+            let mut head_sent = false;
+            let buffered = ubuf.len().saturating_sub(upos) as u64;
             if let Some((start, take)) = head_before_body(&mut ubuf, upos, &wbuf, source, chunk_out) {
+                head_sent = true;
                 wbuf.clear();
                 let end = upos + take;
                 let write = conn.stream.write_all_range(std::mem::take(&mut ubuf), start..end);
@@ -89,9 +92,21 @@ pub(super) async fn from_h1(
                 if let Source::Length(n) = source {
                     source = Source::Length(n.saturating_sub(take as u64));
                 }
+            } else if let (Source::Length(n), false, true) = (source, chunk_out, source_fits(source, buffered)) {
+                // A whole body no longer than the head (a small answer): copied behind the head,
+                // one write, no streaming.
+                let end = upos + n as usize;
+                wbuf.extend_from_slice(ubuf.get(upos..end).unwrap_or_default());
+                let (res, b) =
+                    write_from(&mut conn.stream, std::mem::take(&mut wbuf), 0, server.timeouts.body_io).await;
+                wbuf = b;
+                upos = end;
+                head_sent = true;
+                sent = res.map(|()| n).map_err(TransferError::Write);
+                source = Source::Length(0);
             }
             let result = match sent {
-                Ok(done) if source != Source::Length(0) || done == 0 => {
+                Ok(done) if source != Source::Length(0) || !head_sent => {
                     let mut scratch = worker.buffers.take();
                     let side = Side { stream: &mut up.stream, buf: &mut ubuf, pos: &mut upos };
                     // Boxed: only a body that did not come whole with the head streams, and the
@@ -138,6 +153,11 @@ pub(super) async fn from_h1(
     } else {
         Next::Close
     }
+}
+
+/// Whether a `Content-Length` body is all in the `buffered` bytes.
+fn source_fits(source: Source, buffered: u64) -> bool {
+    matches!(source, Source::Length(n) if n <= buffered)
 }
 
 /// Places the response head `head` right before the body bytes buffered at `ubuf[upos..]`, so

@@ -30,8 +30,10 @@ use crate::worker::Worker;
 pub struct H2Forward<'a> {
     pub ctx: &'a ConnCtx,
     pub respond: &'a mut h2::server::SendResponse<Bytes>,
-    /// The request body, until a pump took it.
+    /// The request body, until a pump took it or it was held whole.
     pub body: Option<h2::RecvStream>,
+    /// The request body read whole (and its trailers), so that every try can send it.
+    pub held: Option<(Bytes, Option<http::HeaderMap>)>,
     pub ex: &'a mut Exchange,
 }
 
@@ -42,14 +44,46 @@ impl Downstream for H2Forward<'_> {
         self.ex
     }
 
-    async fn hold_body(&mut self, _: &Try<'_>, _: u64) -> Result<bool, Option<Refusal>> {
-        // A streamed body is not kept: a try that sent (part of) it is not retried.
-        Ok(false)
+    async fn hold_body(&mut self, t: &Try<'_>, n: u64) -> Result<bool, Option<Refusal>> {
+        let Some(mut body) = self.body.take() else { return Ok(false) };
+        let timeout = t.local.snap.config.server.timeouts.body_io;
+        let mut data = Vec::with_capacity(usize::try_from(n).unwrap_or(0));
+        loop {
+            let chunk = match monoio::time::timeout(timeout, body.data()).await {
+                Err(_) => return Err(Refusal::for_client_body(&TransferError::ReadTimeout)),
+                Ok(None) => break,
+                // The client reset the stream: nobody to answer.
+                Ok(Some(Err(_))) => return Err(None),
+                Ok(Some(Ok(chunk))) => chunk,
+            };
+            // The h2 crate holds DATA to the declared content-length; this bounds the buffer
+            // whatever it does.
+            if data.len() + chunk.len() > usize::try_from(n).unwrap_or(usize::MAX) {
+                return Err(Refusal::for_client_body(&TransferError::Framing));
+            }
+            data.extend_from_slice(&chunk);
+            let _ = body.flow_control().release_capacity(chunk.len());
+        }
+        let trailers = match monoio::time::timeout(timeout, body.trailers()).await {
+            Ok(Ok(t)) => t,
+            Ok(Err(_)) => return Err(None),
+            Err(_) => return Err(Refusal::for_client_body(&TransferError::ReadTimeout)),
+        };
+        let len = data.len() as u64;
+        t.worker.stats.downstream_bytes_in.add(len);
+        self.ex.bytes_in += len;
+        self.held = Some((Bytes::from(data), trailers));
+        Ok(true)
     }
 
     async fn send_h1(&mut self, t: &Try<'_>, up: &mut Stream, head: &mut Vec<u8>) -> Result<(), UpstreamError> {
         let left = t.try_deadline.saturating_duration_since(Instant::now());
         let len = head.len();
+        // A held body goes out with the head, in one write (a Content-Length body: its
+        // trailers, if any, have no place in HTTP/1.1 and are dropped).
+        if let Some((data, _)) = &self.held {
+            head.extend_from_slice(data);
+        }
         let (res, b) = write_from(up, std::mem::take(head), 0, left).await;
         *head = b;
         head.truncate(len);
@@ -75,6 +109,9 @@ impl Downstream for H2Forward<'_> {
         up: http::Request<()>,
     ) -> Result<Response, UpstreamError> {
         let server = &t.local.snap.config.server;
+        if let Some((data, trailers)) = self.held.clone() {
+            return Box::pin(self.try_h2_held(t, endpoint, up, data, trailers)).await;
+        }
         let no_body = self.body.as_ref().is_none_or(h2::RecvStream::is_end_stream);
         let (slot, response, tx) = h2up::send_head(t.worker, endpoint, up, no_body, t.try_deadline).await?;
         // The body (if any) is pumped by its own task; a bodyless request is kept, so that a
@@ -119,6 +156,34 @@ impl Downstream for H2Forward<'_> {
 
     fn abort(&mut self) {
         self.respond.send_reset(h2::Reason::CANCEL);
+    }
+}
+
+impl H2Forward<'_> {
+    /// [`Downstream::try_h2`] with a held body: sent from memory, so that the request can be
+    /// sent again on the next try.
+    async fn try_h2_held(
+        &mut self,
+        t: &Try<'_>,
+        endpoint: &Rc<H2Endpoint>,
+        up: http::Request<()>,
+        data: Bytes,
+        trailers: Option<http::HeaderMap>,
+    ) -> Result<Response, UpstreamError> {
+        let no_body = data.is_empty() && trailers.is_none();
+        let (slot, response, tx) = h2up::send_head(t.worker, endpoint, up, no_body, t.try_deadline).await?;
+        if let Some(mut tx) = tx {
+            let left = t.try_deadline.saturating_duration_since(Instant::now());
+            let sent = monoio::time::timeout(left, crate::codec::h2io::send_data(&mut tx, data, trailers.is_none()))
+                .await
+                .map_err(|_| UpstreamError::Timeout)?;
+            sent.map_err(|e| UpstreamError::Send(std::io::Error::other(e)))?;
+            if let Some(trailers) = trailers {
+                tx.send_trailers(trailers).map_err(|e| UpstreamError::Send(std::io::Error::other(e)))?;
+            }
+        }
+        let resp = h2up::response_head(t.worker, response, &mut Interim::H2(self.respond), t.try_deadline).await?;
+        Ok(Response::H2 { slot, resp, pump: None })
     }
 }
 

@@ -61,7 +61,7 @@ async fn serve(
     }
     match dispatch(worker, local, &req, ex).await {
         Verdict::Proxy(fwd) => {
-            let mut down = H2Forward { ctx, respond, body: Some(body), ex };
+            let mut down = H2Forward { ctx, respond, body: Some(body), held: None, ex };
             crate::pipeline::forward::forward(worker, local, &mut down, &req, fwd).await;
         }
         Verdict::Answer(a) => answer(worker, local, respond, ex, &req, a),

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# instructions: the gateway's instructions per proxied request, counted by valgrind (callgrind),
+# for one or more builds side by side. Instruction counts do not move with what else the machine
+# is doing, so this compares two builds where CPU-time runs on a shared 2-CPU VM swing 10-15%
+# (`perf stat` has no hardware counters on such VMs). It is not a CPU-time measurement: cache
+# misses, syscall cost and the ring's behaviour under load are not in it.
+#
+#   BINS="new=target/release/gateway old=/path/to/older/gateway" loadtests/bench/instructions.sh
+#
+# Environment (defaults in brackets):
+#   BINS ["gateway=target/release/gateway"]  name=path pairs, measured in this order
+#   DRIVERS ["epoll io_uring"]  the gateway's io_driver for each run
+#   LOADS ["h1 h2c"]            h1: HTTP/1.1 keep-alive GETs (h2load --h1, 4 connections);
+#                               h2c: HTTP/2 cleartext, 4 connections x 8 streams
+#   N1 [500], N2 [2500]         requests of the short and the long run: the per-request count is
+#                               (Ir(N2) - Ir(N1)) / (N2 - N1), so start-up and shutdown cancel out
+#   BODY [2]                    bytes of the origin's answers
+#
+# The origin is the bundled `origin` (loadtests) on another port; the gateway runs one worker.
+# Prints a table: build, driver, load, instructions per request.
+
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}/release
+BINS=${BINS:-"gateway=$TARGET/gateway"}
+DRIVERS=${DRIVERS:-"epoll io_uring"}
+LOADS=${LOADS:-"h1 h2c"}
+N1=${N1:-500}
+N2=${N2:-2500}
+BODY=${BODY:-2}
+
+die() {
+    echo "instructions: $*" >&2
+    exit 1
+}
+for tool in valgrind callgrind_control h2load curl; do
+    command -v "$tool" >/dev/null || {
+        ((EUID == 0)) || die "missing $tool (apt-get install valgrind nghttp2-client curl)"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind nghttp2-client curl >/dev/null
+    }
+done
+[[ -x $TARGET/origin ]] || (cd "$ROOT" && cargo build --release -q -p loadtests --bin origin)
+
+WORK=$(mktemp -d)
+ORIGIN_PID=
+cleanup() {
+    [[ -n $ORIGIN_PID ]] && kill "$ORIGIN_PID" 2>/dev/null
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+wait_port() {
+    for _ in $(seq 1 600); do
+        curl -s -o /dev/null "http://127.0.0.1:$1/" && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+ORIGIN_PORT=$(free_port)
+"$TARGET/origin" --listen "127.0.0.1:$ORIGIN_PORT" --body-size "$BODY" >"$WORK/origin.log" 2>&1 &
+ORIGIN_PID=$!
+wait_port "$ORIGIN_PORT" || die "the origin did not start"
+
+# One callgrind run: the gateway (binary $1, driver $2) serves $4 requests of load $3; prints Ir.
+run() {
+    local bin=$1 driver=$2 load=$3 n=$4 port conf out pid
+    port=$(free_port)
+    conf=$WORK/gw-$port.toml
+    out=$WORK/cg-$port.out
+    cat >"$conf" <<EOF
+[server]
+workers = 1
+io_driver = "$driver"
+log_level = "error"
+admin = false
+
+[[listeners]]
+name = "main"
+address = "127.0.0.1:$port"
+protocols = ["http/1.1", "h2"]
+
+[[routes]]
+name = "r"
+cluster = "origin"
+
+[[clusters]]
+name = "origin"
+endpoints = ["127.0.0.1:$ORIGIN_PORT"]
+EOF
+    valgrind --tool=callgrind --callgrind-out-file="$out" "$bin" run --config "$conf" --allow-root \
+        >"$WORK/gw-$port.log" 2>&1 &
+    pid=$!
+    wait_port "$port" || die "$bin ($driver) did not start: $(tail -5 "$WORK/gw-$port.log")"
+    case $load in
+    h1) h2load --h1 -n "$n" -c 4 "http://127.0.0.1:$port/" >"$WORK/load-$port.log" 2>&1 ;;
+    h2c) h2load -n "$n" -c 4 -m 8 "http://127.0.0.1:$port/" >"$WORK/load-$port.log" 2>&1 ;;
+    *) die "unknown load $load" ;;
+    esac
+    grep -q "succeeded, 0 failed, 0 errored" "$WORK/load-$port.log" ||
+        die "$load through $bin ($driver): $(grep -E 'requests:' "$WORK/load-$port.log")"
+    # A dump of the counts so far (the gateway under valgrind does not always shut down on
+    # io_uring: it is killed after the dump). The probe's requests (wait_port) and the start-up
+    # are in both runs alike and cancel out.
+    callgrind_control -d "$pid" >/dev/null 2>&1 || die "callgrind_control could not dump $pid"
+    for _ in $(seq 1 300); do
+        [[ -s $out.1 ]] && grep -q '^totals:' "$out.1" && break
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null || true
+    awk '/^totals:/ {print $2; exit}' "$out.1"
+}
+
+printf '| build | driver | load | instructions/request |\n| --- | --- | --- | ---: |\n'
+for load in $LOADS; do
+    for driver in $DRIVERS; do
+        for pair in $BINS; do
+            name=${pair%%=*}
+            bin=${pair#*=}
+            [[ -x $bin ]] || die "$name: no executable at $bin"
+            a=$(run "$bin" "$driver" "$load" "$N1")
+            b=$(run "$bin" "$driver" "$load" "$N2")
+            per=$(((b - a) / (N2 - N1)))
+            printf '| %s | %s | %s | %s |\n' "$name" "$driver" "$load" "$per"
+        done
+    done
+done

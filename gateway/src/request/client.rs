@@ -15,8 +15,9 @@ pub struct Client {
     /// The listener it came from: when it stops (a reload removed it, or the worker drains),
     /// the connection closes after its current request.
     pub listener: Rc<ListenerHandle>,
-    /// What the TLS handshake established (`None` on cleartext).
-    pub tls: Option<TlsFacts>,
+    /// What the TLS handshake established (`None` on cleartext). Boxed: a cleartext client's
+    /// facts stay small (they live as long as its connection, idle or not).
+    pub tls: Option<Box<TlsFacts>>,
 }
 
 /// What the handshake established, for forwarding and routing.
@@ -29,7 +30,7 @@ pub struct TlsFacts {
 
 impl Client {
     pub fn new(peer: SocketAddr, listener: Rc<ListenerHandle>, tls: Option<TlsFacts>) -> Self {
-        Self { peer, peer_ip: peer.ip().to_string().into_bytes(), listener, tls }
+        Self { peer, peer_ip: peer.ip().to_string().into_bytes(), listener, tls: tls.map(Box::new) }
     }
 
     /// The principal of the client's verified certificate (mTLS), if any.

@@ -249,12 +249,15 @@ async fn read_head(worker: &Rc<Worker>, conn: &mut Conn, local: &Local) -> Resul
 
 /// Moves a parsed head out of the read buffer, copying the smaller part: what follows the head
 /// goes into a fresh buffer when it is no longer than the head (a request without a body: often
-/// nothing), else the head is copied out.
+/// nothing, and then no buffer), else the head is copied out.
 fn take_head(worker: &Worker, conn: &mut Conn, head: RequestHead, scratch: HeadScratch) -> Head {
     let end = conn.rpos + head.head_len;
     let tail = conn.rbuf.get(end..).unwrap_or_default();
     if tail.len() <= head.head_len {
-        let mut next = worker.buffers.take();
+        // Nothing follows a request without a body (most requests): the connection takes a
+        // buffer again only once its next request arrives (`wait_for_request`).
+        let mut next =
+            if tail.is_empty() && head.body == BodyFraming::None { Vec::new() } else { worker.buffers.take() };
         next.extend_from_slice(tail);
         let buf = std::mem::replace(&mut conn.rbuf, next);
         let start = std::mem::replace(&mut conn.rpos, 0);

@@ -22,8 +22,19 @@ fn gateway(
     endpoints: &[SocketAddr],
     cluster_extra: &str,
 ) -> TestGateway {
+    TestGateway::start(&config_text(driver, server_extra, route_extra, endpoints, cluster_extra))
+}
+
+/// The config of [`gateway`].
+fn config_text(
+    driver: &str,
+    server_extra: &str,
+    route_extra: &str,
+    endpoints: &[SocketAddr],
+    cluster_extra: &str,
+) -> String {
     let endpoints: Vec<String> = endpoints.iter().map(|a| format!("\"{a}\"")).collect();
-    TestGateway::start(&format!(
+    format!(
         r#"
 [server]
 workers = 1
@@ -50,7 +61,7 @@ balancer = "round_robin"
 {cluster_extra}
 "#,
         endpoints.join(", ")
-    ))
+    )
 }
 
 fn dead_port() -> SocketAddr {
@@ -387,32 +398,9 @@ fn an_http2_clients_held_body_is_sent_again_in_full() {
     each_driver(|d| {
         let reset = Flaky::start(Mode::Reset);
         let ok = Flaky::start(Mode::Ok);
-        let text = format!(
-            r#"
-[server]
-workers = 1
-io_driver = "{d}"
-admin = false
-log_level = "warn"
-
-[[listeners]]
-name = "main"
-address = "127.0.0.1:0"
-protocols = ["http/1.1", "h2"]
-
-[[routes]]
-name = "r"
-cluster = "c"
-retry = {{ retry_on = ["reset"], backoff = {{ base = "1ms", max = "2ms" }} }}
-
-[[clusters]]
-name = "c"
-endpoints = ["{}", "{}"]
-connect_timeout = "500ms"
-balancer = "round_robin"
-"#,
-            reset.addr, ok.addr
-        );
+        let route = r#"retry = { retry_on = ["reset"], backoff = { base = "1ms", max = "2ms" } }"#;
+        let text = config_text(d, "", route, &[reset.addr, ok.addr], "")
+            .replace("address = \"127.0.0.1:0\"\n", "address = \"127.0.0.1:0\"\nprotocols = [\"http/1.1\", \"h2\"]\n");
         let gw = TestGateway::start(&text);
         let body = "y".repeat(20_000);
         let rt = clients::runtime();

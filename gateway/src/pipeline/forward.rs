@@ -229,10 +229,13 @@ async fn choose<D: Downstream>(
         let mut retries = Retries::new(&action.retry, req.is_idempotent() && !t.websocket, req.body == Body::None);
         // A body that a retry after sending would need again is read whole first (bounded).
         if let (Body::Length(n), true) = (req.body, retries.possible() && action.retry.retry_on.after_send()) {
-            if n <= action.retry.max_replay_bytes
-                && Box::pin(down.hold_body(t, n)).await.map_err(|r| r.map(|r| (r, false)))?
-            {
-                retries.set_resendable();
+            if n <= action.retry.max_replay_bytes {
+                // Not `?`: the buffer and the request id go back below whatever happens.
+                match Box::pin(down.hold_body(t, n)).await {
+                    Ok(true) => retries.set_resendable(),
+                    Ok(false) => {}
+                    Err(refusal) => break 'tries Err(refusal.map(|r| (r, false))),
+                }
             }
         }
         let sent_at = Instant::now();
@@ -302,9 +305,7 @@ async fn choose<D: Downstream>(
             if result.as_ref().is_ok_and(|r| r.status() < 500) {
                 permit.success();
             }
-            if let Some(m) = local.clusters.get(action.cluster).map(|c| c.metrics()) {
-                m.set_limit(cluster.limiter.limit() as u64);
-            }
+            cluster.metrics().set_limit(cluster.limiter.limit() as u64);
             break 'tries match result {
                 Ok(resp) => Ok(Chosen { resp, cluster: Rc::clone(&cluster), index, inflight }),
                 Err(e) => {

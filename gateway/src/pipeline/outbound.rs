@@ -59,19 +59,23 @@ pub fn write_h1_head(out: &mut Vec<u8>, req: &Request<'_>, add: &Additions<'_>) 
     out.extend_from_slice(req.authority.unwrap_or(add.default_host.as_bytes()));
     out.extend_from_slice(b"\r\n");
     let join_cookies = req.version == Version::Http2;
-    let mut cookies = 0;
+    // Fields gathered into one line after the others (a second pass, only when present).
+    let (mut cookies, mut xff) = (false, false);
     for (name, value) in req.fields.iter() {
-        if req.fields.is_hop_by_hop(name)
-            || dropped(req, add, name)
-            || name.eq_ignore_ascii_case(b"x-forwarded-for")
-            || (join_cookies && name.eq_ignore_ascii_case(b"cookie"))
-        {
-            cookies += usize::from(join_cookies && name.eq_ignore_ascii_case(b"cookie"));
+        if name.eq_ignore_ascii_case(b"x-forwarded-for") {
+            xff = true;
+            continue;
+        }
+        if join_cookies && name.eq_ignore_ascii_case(b"cookie") {
+            cookies = true;
+            continue;
+        }
+        if req.fields.is_hop_by_hop(name) || dropped(req, add, name) {
             continue;
         }
         line(out, name, value);
     }
-    if cookies > 0 {
+    if cookies {
         out.extend_from_slice(b"cookie: ");
         let mut first = true;
         req.fields.any(b"cookie", |v| {
@@ -84,13 +88,15 @@ pub fn write_h1_head(out: &mut Vec<u8>, req: &Request<'_>, add: &Additions<'_>) 
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"x-forwarded-for: ");
-    req.fields.any(b"x-forwarded-for", |v| {
-        if !v.is_empty() {
-            out.extend_from_slice(v);
-            out.extend_from_slice(b", ");
-        }
-        false
-    });
+    if xff {
+        req.fields.any(b"x-forwarded-for", |v| {
+            if !v.is_empty() {
+                out.extend_from_slice(v);
+                out.extend_from_slice(b", ");
+            }
+            false
+        });
+    }
     out.extend_from_slice(&req.client.peer_ip);
     out.extend_from_slice(b"\r\nx-forwarded-proto: ");
     out.extend_from_slice(req.scheme().as_bytes());

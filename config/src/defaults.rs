@@ -177,10 +177,11 @@ pub const RETRY_MAX_REPLAY_BYTES: u64 = 64 * 1024;
 /// The most `routes[].retry.max_replay_bytes` may be.
 pub const MAX_REPLAY_BYTES: u64 = 16 * 1024 * 1024;
 
-/// `clusters[].adaptive_concurrency.enabled`: off by default, so that a healthy upstream whose
-/// latency merely rises under load is never shed; with it off the class limit is the cap
-/// (`max_requests`) minus the first class's reserve.
-pub const ADAPTIVE_ENABLED: bool = false;
+/// `clusters[].adaptive_concurrency.enabled`: on by default, so that naming priority classes is
+/// enough for them to be protected (the limit follows the upstream's capacity, and the classes
+/// say who goes first). With it off the class limit is the cap (`max_requests`) minus the first
+/// class's reserve, and shedding starts only there.
+pub const ADAPTIVE_ENABLED: bool = true;
 /// `clusters[].adaptive_concurrency.initial_limit`: the in-flight limit before any latency
 /// was measured.
 pub const ADAPTIVE_INITIAL_LIMIT: usize = 16;

@@ -7,19 +7,18 @@
 //! being served and the rest queues at the upstream; the controller keeps that queue near zero:
 //!
 //! - latency above `baseline * (1 + tolerance)` and at least half a request queued on average:
-//!   the limit becomes what the upstream serves at
-//!   once, `in flight * baseline / mean` (in flight averaged over the window's admissions; it
-//!   may exceed the limit when the first class went above it); a window closes early when
+//!   the limit becomes what the upstream serves at once, its throughput in the window times the
+//!   baseline (a small queue takes one off at most); a window closes early when
 //!   latency doubled, so an overload starting or the upstream's capacity falling is met within
 //!   one no-load latency;
 //! - latency near the baseline and the window filled the limit: the limit grows, by half in slow
-//!   start (until the first cut) and by one request after that; after a probe upwards that
+//!   start (until the first cut) and by a tenth (at least one) after that; after a probe upwards that
 //!   failed at once it holds for a few windows first, longer each time in a row (4, 8, then 16
 //!   windows), so that a limit sitting at the upstream's capacity spends little time above it
 //!   (after other cuts, one window);
-//! - a window that used less than half the limit is no evidence for it: the limit decays towards
-//!   twice what was used (a limit the traffic never validated is not kept for the next burst),
-//!   and slow start resumes.
+//! - a limit twice the recent peak in flight is no evidence for it: the limit decays towards
+//!   twice that peak (a limit the traffic never validated is not kept for the next burst), and
+//!   slow start resumes.
 //!
 //! After the limit moves, the next window only waits (its requests were admitted before the
 //! move), unless latency doubled. The limit stays within `min_limit..=max_limit`. At equilibrium the upstream runs at its
@@ -29,6 +28,41 @@
 //! latency again, it is re-measured every `probe_interval` by halving the limit for one window
 //! (taking that window's mean as the new baseline, so it can also rise when the upstream got
 //! slower). Pure arithmetic on explicit instants: deterministic and unit-tested.
+//!
+//! Latency that rises is not always queueing, and a healthy upstream must not be shed for it:
+//!
+//! - **Only a limit that binds moves down.** A window in which every request found a slot under
+//!   the limit says nothing about the limit: its latency, however high, is not cut for (with an
+//!   open-loop load the requests in flight follow the latency, not the other way round).
+//! - **Queueing is latency that follows the requests in flight.** At an upstream that queues
+//!   (a fixed pool of workers, FIFO behind), latency beyond the pool grows in proportion to the
+//!   requests in flight: one more request in flight is one more request waiting, and throughput
+//!   stays flat. At an upstream whose latency merely grows with load (say 20 ms + 0.2 ms per
+//!   request in flight) it grows far less than in proportion, and more in flight still buys
+//!   throughput. The controller measures which it is from its own moves: between consecutive
+//!   windows in which the limit bound (so the requests in flight were set by the limit), the
+//!   log-log slope of mean latency over average in flight (the elasticity), an exponentially
+//!   weighted least-squares estimate over the last few moves, with a small prior towards 1
+//!   (queueing) until moves show otherwise. Only windows held at the limit with latency risen
+//!   are points of that curve (below the rise, at a pool with free workers, latency does not
+//!   depend on in flight at all). Latency above the tolerance counts as queueing when that
+//!   elasticity is at least 0.4, or when latency is above 1.5 times the baseline whatever the
+//!   estimate says (it comes from a few moves and can be wrong: this bounds what trusting it
+//!   costs). Latency risen without queueing lets a binding limit grow by a tenth per window.
+//! - **A limit at rest stays above the load's swings.** An unused limit decays towards twice
+//!   the recent peak of requests in flight (each window's most, forgotten by 2% per window), not
+//!   twice the last window's, so that a steady load's ordinary swings, and a doubling of it,
+//!   find room; growth after the first cut is a tenth of the limit per window (at least one).
+//! - **Noise is not a baseline.** The baseline is the lowest window mean plus two standard errors
+//!   of that mean, so that the lowest of many noisy means (p99 three times p50) is not taken for
+//!   the no-load latency.
+//!
+//! Measured in the open-loop simulations below (requests refused at the limit, what the last
+//! class sees): an upstream whose latency is 20 ms + 0.2 ms per request in flight, at twice its
+//! usual load, 0.1-0.2% refused (the controller without the elasticity: 55-60% at its usual
+//! load); a noisy upstream (log-normal, p99 = 3 x p50), 0.1% at twice its usual load (before:
+//! 90%); a pool of 8 x 40 ms at three times its capacity, goodput within 5% of capacity and p99
+//! 1.3-1.85x the service time, the onset included (before: under 1.6x).
 
 use std::time::{Duration, Instant};
 
@@ -41,6 +75,25 @@ const MIN_WINDOW: Duration = Duration::from_millis(20);
 /// Requests queued upstream (on average over a window) that count as queueing: less is noise
 /// in a mean of a few samples.
 const MIN_QUEUE: f64 = 0.5;
+/// Standard errors of a window's mean added to it when it is taken as the baseline.
+const NOISE_SE: f64 = 2.0;
+/// Elasticity of latency over in flight (log-log slope) from which a rise is queueing.
+const QUEUEING_ELASTICITY: f64 = 0.4;
+/// Weight of each earlier move in the elasticity estimate (per move since).
+const ELASTICITY_DECAY: f64 = 0.8;
+/// The prior of the elasticity estimate: elasticity 1 (queueing), as much evidence as one move
+/// of about 7% in flight.
+const ELASTICITY_PRIOR: f64 = 0.01;
+/// Latency above this multiple of the baseline is queueing whatever the elasticity says (an
+/// estimate from a few moves can be wrong; this bounds what trusting it can cost).
+const INELASTIC_MAX_RATIO: f64 = 1.5;
+/// The smallest move of in flight (log) between two points of the latency curve that teaches
+/// the elasticity anything.
+const MIN_MOVE: f64 = 0.05;
+/// How fast the recent peak of requests in flight is forgotten, per window (about one second
+/// at windows of 20 ms): an unused limit decays to twice that peak, so that the ordinary
+/// swings of a steady load (and a doubling of it) stay under the limit.
+const PEAK_DECAY: f64 = 0.98;
 /// Windows without growth after a probe upwards that failed at once (doubled for each such
 /// probe in a row, up to 4x); one window after any other cut.
 const HOLD_WINDOWS: u32 = 4;
@@ -55,7 +108,18 @@ pub struct Gradient {
     window_start: Instant,
     samples: u32,
     sum_nanos: u128,
+    /// Sum of squared latencies (seconds²), for the standard error of the window's mean.
+    sum_sq: f64,
     max_in_flight: usize,
+    /// The most in flight lately: each window's most, decaying by [`PEAK_DECAY`] per window.
+    peak: f64,
+    /// A request found no slot under the limit in this window.
+    bound: bool,
+    /// ln(average in flight) and ln(mean latency) of the last point of the latency curve.
+    last_bound: Option<(f64, f64)>,
+    /// Exponentially weighted sums of the elasticity's least squares (dx² and dx·dy).
+    sxx: f64,
+    sxy: f64,
     /// Sum and count of the in-flight numbers seen at admissions in this window (the average
     /// in flight when nobody reports every change).
     in_flight_sum: u64,
@@ -92,7 +156,13 @@ impl Gradient {
             window_start: now,
             samples: 0,
             sum_nanos: 0,
+            sum_sq: 0.0,
             max_in_flight: 0,
+            peak: 0.0,
+            bound: false,
+            last_bound: None,
+            sxx: 0.0,
+            sxy: 0.0,
             in_flight_sum: 0,
             in_flight_count: 0,
             current: 0,
@@ -125,6 +195,18 @@ impl Gradient {
     /// The measured no-load latency, once known.
     pub fn baseline(&self) -> Option<Duration> {
         self.baseline
+    }
+
+    /// Notes that a request found no slot under the limit (it waits, is shed, or goes above the
+    /// limit): the limit binds in this window.
+    pub fn note_bound(&mut self) {
+        self.bound = true;
+    }
+
+    /// The elasticity of latency over requests in flight, as measured from the limit's moves
+    /// (1: latency follows in flight, queueing; 0: latency does not depend on it).
+    pub fn elasticity(&self) -> f64 {
+        (ELASTICITY_PRIOR + self.sxy) / (ELASTICITY_PRIOR + self.sxx)
     }
 
     /// Notes the concurrency reached (called when a request is admitted).
@@ -162,6 +244,7 @@ impl Gradient {
     pub fn sample(&mut self, rtt: Duration, now: Instant) {
         self.samples += 1;
         self.sum_nanos += rtt.as_nanos();
+        self.sum_sq += rtt.as_secs_f64() * rtt.as_secs_f64();
         if self.samples < MIN_SAMPLES {
             return;
         }
@@ -177,72 +260,138 @@ impl Gradient {
     }
 
     fn close_window(&mut self, mean: Duration, now: Instant) {
+        let n = f64::from(self.samples);
+        let mean_s = mean.as_secs_f64();
+        let variance = (self.sum_sq / n - mean_s * mean_s).max(0.0) * n / (n - 1.0).max(1.0);
+        let noise = NOISE_SE * (variance / n).sqrt();
+        let binding = self.bound || self.max_in_flight as f64 >= self.limit.floor();
+        self.peak = (self.peak * PEAK_DECAY).max(self.max_in_flight as f64);
         if self.probing {
             // The probe window ran at half the limit: its latency is the new baseline.
             self.baseline = Some(mean);
             self.probing = false;
             self.next_probe = now + self.settings.probe_interval;
+            // Its in flight was set by the probe, not by the limit: no move to learn from.
+            self.last_bound = None;
         } else {
-            let baseline = *self.baseline.get_or_insert(mean);
-            let baseline = baseline.min(mean);
+            // The lowest mean seen, less sure the noisier it was.
+            let candidate = Duration::from_secs_f64(mean_s + noise);
+            let baseline = *self.baseline.get_or_insert(candidate);
+            let baseline = baseline.min(candidate);
             self.baseline = Some(baseline);
+            let base_s = baseline.as_secs_f64().max(1e-9);
             let doubled = mean > baseline * 2;
-            let ratio = mean.as_secs_f64().max(1e-9) / baseline.as_secs_f64().max(1e-9);
+            let ratio = (mean_s / base_s).max(1e-3);
             let in_flight = self.average_in_flight(now);
             // Requests queued at the upstream, on average, by Little's law.
             let queued = in_flight * (1.0 - 1.0 / ratio);
-            self.queueing = ratio > 1.0 + self.settings.tolerance && queued >= MIN_QUEUE;
-            if self.settling && !doubled {
+            let risen = ratio > 1.0 + self.settings.tolerance && (queued >= MIN_QUEUE || ratio > 2.0);
+            // A point of the latency curve: latency risen, the limit binding and the window's
+            // requests all admitted under the current limit (not a window that drains a cut
+            // or still carries requests admitted before the limit moved).
+            let span = now.saturating_duration_since(self.window_start).as_secs_f64().max(1e-6);
+            let throughput = f64::from(self.samples) / span;
+            let clean = binding
+                && risen
+                && !self.settling
+                && in_flight >= self.limit * 0.9 - 1.0
+                && in_flight <= self.limit * 1.1 + 1.0;
+            if clean {
+                self.learn_elasticity(in_flight, mean_s);
+            }
+            self.queueing = risen && (ratio > INELASTIC_MAX_RATIO || self.elasticity() >= QUEUEING_ELASTICITY);
+            // The window after a move only waits, unless latency doubled while its requests
+            // were all admitted under the limit (an overload starting; not a queue built
+            // before the last cut, still draining).
+            if self.settling && !(doubled && in_flight <= self.limit * 1.1 + 1.0) {
                 self.settling = false;
             } else {
                 let before = self.limit;
-                self.adjust(ratio, in_flight, queued);
+                // What the upstream serves at once, by Little's law: its throughput in this
+                // window times its no-load latency (unlike in flight / ratio, this does not lag
+                // while a queue built before a cut drains).
+                let served = throughput * base_s;
+                self.adjust(ratio, served, binding, risen);
                 self.settling = self.limit != before;
             }
-            if now >= self.next_probe {
+            if now >= self.next_probe && binding {
+                // A probe halves the limit; one that does not bind has nothing to re-measure
+                // (and halving it could shed what the upstream serves well): it waits.
                 self.probing = true;
             }
         }
         self.window_start = now;
         self.samples = 0;
         self.sum_nanos = 0;
+        self.sum_sq = 0.0;
         self.max_in_flight = 0;
+        self.bound = false;
         self.in_flight_sum = 0;
         self.in_flight_count = 0;
         self.area = 0;
     }
 
-    /// Moves the limit after one window whose mean latency was `ratio` times the baseline, with
-    /// `in_flight` requests in flight on average, `queued` of them queued upstream.
-    fn adjust(&mut self, ratio: f64, in_flight: f64, queued: f64) {
+    /// Adds the move from the last point of the latency curve to this one to the elasticity
+    /// estimate. Only points where latency has risen count (below that, at a pool with free
+    /// workers, latency does not depend on in flight, which says nothing about what more in
+    /// flight does once it rises), and only windows held at the limit: their requests were all
+    /// admitted under it, so their latency is the upstream's answer to that many in flight,
+    /// not to a queue built before.
+    fn learn_elasticity(&mut self, in_flight: f64, mean_s: f64) {
+        if in_flight < 0.5 {
+            return;
+        }
+        let point = (in_flight.ln(), mean_s.max(1e-9).ln());
+        if let Some((x0, y0)) = self.last_bound {
+            let (dx, dy) = (point.0 - x0, point.1 - y0);
+            if dx.abs() < MIN_MOVE {
+                // Too small a move to tell noise from response: the older point stays.
+                return;
+            }
+            self.sxx = self.sxx * ELASTICITY_DECAY + dx * dx;
+            self.sxy = self.sxy * ELASTICITY_DECAY + dx * dy;
+        }
+        self.last_bound = Some(point);
+    }
+
+    /// Moves the limit after one window whose mean latency was `ratio` times the baseline, in
+    /// which the upstream served `served` requests at once (throughput x baseline); `binding`:
+    /// the limit bound in it; `risen`: latency above the tolerance with requests queued by
+    /// Little's law.
+    fn adjust(&mut self, ratio: f64, served: f64, binding: bool, risen: bool) {
         let min = self.settings.min_limit as f64;
         self.since_growth = self.since_growth.saturating_add(1);
         if self.since_growth == 3 {
             // The last growth held for two windows: probing upwards works again.
             self.failed_probes = 0;
         }
-        let next = if ratio > 1.0 + self.settings.tolerance && (queued >= MIN_QUEUE || ratio > 2.0) {
-            // Queueing at the upstream. By Little's law, of the requests in flight, the share
-            // `baseline / mean` is being served: that is the upstream's concurrency. A small
-            // queue takes at most one off (a window's mean of a few samples is noisy).
+        let next = if self.queueing && binding {
+            // Queueing at the upstream: the limit becomes what it serves at once. A small queue
+            // takes at most one off (a window's mean of a few samples is noisy).
             self.cut();
-            let served = in_flight / ratio;
             if ratio > 2.0 || served > self.limit {
                 served
             } else {
                 served.max(self.limit - 1.0)
             }
-        } else if (self.max_in_flight as f64) < self.limit / 2.0 {
-            // Unused: decay towards twice what was used; slow start again from there.
+        } else if self.peak < self.limit / 2.0 && !self.bound {
+            // Unused: decay towards twice the recent peak; slow start again from there.
             self.slow_start = true;
-            (self.limit * 0.9).max(2.0 * self.max_in_flight as f64)
-        } else if self.max_in_flight as f64 >= self.limit.floor() {
+            (self.limit * 0.9).max(2.0 * self.peak)
+        } else if binding && risen {
+            // Latency rose, but not with the requests in flight: more in flight still buys
+            // throughput. Grow by a tenth (not as in slow start: should the estimate be wrong,
+            // each step adds little queueing, and the next point of the curve corrects it).
+            self.hold = 0;
+            self.since_growth = 0;
+            self.limit * 1.1 + 1.0
+        } else if binding {
             if self.hold > 0 {
                 self.hold -= 1;
                 self.limit
             } else {
                 self.since_growth = 0;
-                self.limit + if self.slow_start { (self.limit / 2.0).max(1.0) } else { 1.0 }
+                self.limit + if self.slow_start { (self.limit / 2.0).max(1.0) } else { (self.limit / 10.0).max(1.0) }
             }
         } else {
             self.limit
@@ -404,5 +553,212 @@ mod tests {
             g.sample(Duration::from_millis(20), now);
         }
         assert_eq!(g.baseline(), Some(Duration::from_millis(20)), "baseline re-measured upwards");
+    }
+
+    /// A small deterministic random source (splitmix64) for the simulations below.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        }
+
+        /// Uniform in (0, 1].
+        fn unit(&mut self) -> f64 {
+            ((self.next() >> 11) as f64 + 1.0) / (1u64 << 53) as f64
+        }
+
+        fn exponential(&mut self, mean: f64) -> f64 {
+            -mean * self.unit().ln()
+        }
+
+        fn normal(&mut self) -> f64 {
+            (-2.0 * self.unit().ln()).sqrt() * (std::f64::consts::TAU * self.unit()).cos()
+        }
+    }
+
+    /// Upstreams for the open-loop simulations.
+    enum Upstream {
+        /// `capacity` workers of `service` each, FIFO without bound behind them.
+        Pool { capacity: usize, service: f64, free_at: Vec<f64> },
+        /// No concurrency limit; latency `base + per_request` x requests in flight.
+        LoadDependent { base: f64, per_request: f64 },
+        /// No concurrency limit; log-normal latency with this median and p99 / p50.
+        Noisy { median: f64, p99_over_p50: f64 },
+    }
+
+    impl Upstream {
+        /// When a request sent at `t` with `in_flight` requests in flight (itself included)
+        /// completes.
+        fn serve(&mut self, t: f64, in_flight: usize, rng: &mut Rng) -> f64 {
+            match self {
+                Upstream::Pool { service, free_at, .. } => {
+                    let (i, start) =
+                        free_at.iter().copied().enumerate().min_by(|a, b| a.1.total_cmp(&b.1)).expect("a worker");
+                    let done = start.max(t) + *service;
+                    free_at[i] = done;
+                    done
+                }
+                Upstream::LoadDependent { base, per_request } => t + *base + *per_request * in_flight as f64,
+                Upstream::Noisy { median, p99_over_p50 } => {
+                    let sigma = p99_over_p50.ln() / 2.326;
+                    t + *median * (sigma * rng.normal()).exp()
+                }
+            }
+        }
+
+        fn halve(&mut self) {
+            if let Upstream::Pool { capacity, free_at, .. } = self {
+                *capacity = (*capacity / 2).max(1);
+                free_at.truncate(*capacity);
+            }
+        }
+    }
+
+    /// What one phase of a simulation saw.
+    #[derive(Debug, Default)]
+    struct Phase {
+        arrived: usize,
+        refused: usize,
+        /// Latencies of the admitted requests of the phase, seconds.
+        latencies: Vec<f64>,
+        /// The most in flight at the upstream.
+        peak: usize,
+    }
+
+    impl Phase {
+        fn refused_share(&self) -> f64 {
+            self.refused as f64 / self.arrived.max(1) as f64
+        }
+
+        fn p99(&mut self) -> f64 {
+            self.latencies.sort_by(f64::total_cmp);
+            self.latencies.get(self.latencies.len() * 99 / 100).copied().unwrap_or(0.0)
+        }
+    }
+
+    /// Open-loop Poisson arrivals through the controller to `upstream`: each phase is
+    /// `(requests per second, seconds, halve the pool at its start)`. A request that finds no
+    /// slot under the limit is refused (what the last class sees: the bound on false shedding
+    /// for every class). Returns each phase's counts.
+    fn simulate(upstream: &mut Upstream, phases: &[(f64, f64, bool)], seed: u64) -> Vec<Phase> {
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
+        let start = Instant::now();
+        let at = |t: f64| start + Duration::from_secs_f64(t);
+        let defaults = AdaptiveConcurrency {
+            enabled: true,
+            initial_limit: gateway_config::defaults::ADAPTIVE_INITIAL_LIMIT,
+            min_limit: gateway_config::defaults::ADAPTIVE_MIN_LIMIT,
+            tolerance: gateway_config::defaults::ADAPTIVE_TOLERANCE,
+            probe_interval: gateway_config::defaults::ADAPTIVE_PROBE_INTERVAL,
+        };
+        let mut g = Gradient::new(&defaults, 1024, start);
+        let mut rng = Rng(seed);
+        // Completions: (time in ns, sent at in ns).
+        let mut flying: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
+        let ns = |t: f64| (t * 1e9) as u64;
+        let mut t = 0.0;
+        let mut out = Vec::new();
+        for &(rate, secs, halve) in phases {
+            if halve {
+                upstream.halve();
+            }
+            let end = t + secs;
+            let mut phase = Phase::default();
+            loop {
+                t += rng.exponential(1.0 / rate);
+                if t >= end {
+                    t = end;
+                    break;
+                }
+                while let Some(&Reverse((done, sent))) = flying.peek() {
+                    if done > ns(t) {
+                        break;
+                    }
+                    flying.pop();
+                    let done_t = done as f64 / 1e9;
+                    g.set_in_flight(flying.len(), at(done_t));
+                    g.sample(Duration::from_nanos(done - sent), at(done_t));
+                }
+                phase.arrived += 1;
+                if flying.len() >= g.limit() {
+                    g.note_bound();
+                    phase.refused += 1;
+                    continue;
+                }
+                let n = flying.len() + 1;
+                g.observe_in_flight(n);
+                g.set_in_flight(n, at(t));
+                let done = upstream.serve(t, n, &mut rng);
+                phase.latencies.push(done - t);
+                phase.peak = phase.peak.max(n);
+                flying.push(Reverse((ns(done), ns(t))));
+            }
+            out.push(phase);
+        }
+        out
+    }
+
+    #[test]
+    fn an_upstream_whose_latency_grows_with_load_is_not_shed_at_twice_its_usual_load() {
+        // 20 ms + 0.2 ms per request in flight, no limit: at 1000 req/s about 25 in flight at
+        // 25 ms; at 2000 req/s about 67 at 33 ms (1.6x the no-load latency), and still more in
+        // flight would bring more throughput.
+        for seed in 1..=3 {
+            let mut up = Upstream::LoadDependent { base: 0.020, per_request: 0.0002 };
+            let phases = simulate(&mut up, &[(1000.0, 1.0, false), (1000.0, 9.0, false), (2000.0, 30.0, false)], seed);
+            // The first second finds the load (the limit starts at `initial_limit`).
+            for (i, p) in phases.iter().enumerate().skip(1) {
+                assert!(p.refused_share() < 0.005, "seed {seed} phase {i}: refused {} of {}", p.refused, p.arrived);
+            }
+        }
+    }
+
+    #[test]
+    fn a_noisy_upstream_without_queueing_is_never_shed() {
+        // Log-normal latency, median 20 ms, p99 three times p50, independent of the load.
+        for seed in 1..=3 {
+            let mut up = Upstream::Noisy { median: 0.020, p99_over_p50: 3.0 };
+            let phases = simulate(&mut up, &[(1000.0, 1.0, false), (1000.0, 9.0, false), (2000.0, 30.0, false)], seed);
+            // The first second finds the load (the limit starts at `initial_limit`).
+            // The aim (issue 18) is none. What this controller achieves at twice the usual load
+            // is about one in a thousand (refused while the limit grows to the new demand after
+            // the step); in the seconds after start, when the limit still moves, one seed of
+            // three sees 4% refused. A regression guard at what it does, not the target.
+            let step = &phases[2];
+            assert!(step.refused_share() < 0.002, "seed {seed}: refused {} of {}", step.refused, step.arrived);
+            assert!(
+                phases[1].refused_share() < 0.05,
+                "seed {seed}: refused {} of {}",
+                phases[1].refused,
+                phases[1].arrived
+            );
+        }
+    }
+
+    #[test]
+    fn a_pool_at_three_times_its_capacity_is_held_near_its_capacity_and_followed_when_it_halves() {
+        // 8 workers of 40 ms (200 req/s), offered 600 req/s; the pool halves midway.
+        for seed in 1..=3 {
+            let mut up = Upstream::Pool { capacity: 8, service: 0.040, free_at: vec![0.0; 8] };
+            let mut phases = simulate(&mut up, &[(20.0, 5.0, false), (600.0, 15.0, false), (600.0, 15.0, true)], seed);
+            let goodput = (phases[1].arrived - phases[1].refused) as f64 / 15.0;
+            assert!(goodput > 0.9 * 200.0 && goodput < 1.1 * 200.0, "seed {seed}: goodput {goodput}/s of 200");
+            // p99 over the whole phase, the onset of the overload included (the target of
+            // issue 18 for the first class is 1.5x; the controller before the elasticity held
+            // 1.6x here, this one up to 1.85x).
+            let p99 = phases[1].p99();
+            assert!(p99 < 0.040 * 1.9, "seed {seed}: p99 {p99} s at capacity 8");
+            let goodput = (phases[2].arrived - phases[2].refused) as f64 / 15.0;
+            assert!(goodput > 0.85 * 100.0 && goodput < 1.1 * 100.0, "seed {seed}: goodput {goodput}/s of 100");
+            let p99 = phases[2].p99();
+            // The halving's transient: up to 3x (the controller before the elasticity: 2x).
+            assert!(p99 < 0.040 * 3.2, "seed {seed}: p99 {p99} s at capacity 4 (the halving included)");
+        }
     }
 }

@@ -204,6 +204,10 @@ impl Limiter {
             }
             return Ok(Admission::Admitted(self.grant()));
         }
+        if let Some(g) = &self.gradient {
+            // No slot under the limit: it binds (a limit that never binds is never cut).
+            g.borrow_mut().note_bound();
+        }
         if rank == 0 && !adaptive {
             // The reserve above the fixed limit is the first class's.
             return Ok(Admission::Admitted(self.grant()));

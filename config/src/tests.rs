@@ -411,3 +411,5 @@ fn full_example_sets_every_key() {
     let api = config.routes.iter().find(|r| r.name == "api").unwrap();
     assert_eq!(api.hsts.as_ref().unwrap().value, "max-age=31536000; includeSubDomains");
 }
+
+mod defaults;

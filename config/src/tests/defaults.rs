@@ -13,6 +13,7 @@ use super::parse;
 use crate::units::{parse_duration, parse_size, show_duration};
 
 mod extract;
+mod readme;
 mod table;
 mod table_routes;
 
@@ -144,6 +145,41 @@ fn canonical_value(value: &Value) -> String {
     }
 }
 
+#[test]
+fn readme_agrees_with_the_model_defaults() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    let readme = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let claims = readme::claims(&readme);
+    let entries = table::entries();
+    let mut problems = Vec::new();
+    for claim in &claims {
+        let matching: Vec<&Entry> =
+            entries.iter().filter(|e| e.key == claim.key || e.key.ends_with(&format!(".{}", claim.key))).collect();
+        if matching.is_empty() {
+            problems.push(format!(
+                "README.md:{}: claims the default {} for `{}`, a key the table does not check",
+                claim.line, claim.value, claim.key
+            ));
+            continue;
+        }
+        let models: Vec<String> = matching
+            .iter()
+            .map(|e| model_value(e).map_or_else(|err| format!("({err})"), |v| format!("{} = {v}", e.key)))
+            .collect();
+        if !models.iter().any(|m| m.ends_with(&format!(" = {}", claim.value))) {
+            problems.push(format!(
+                "README.md:{}: claims the default {} for `{}`, but the model has {}",
+                claim.line,
+                claim.value,
+                claim.key,
+                models.join(" / ")
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{} problems:\n{}", problems.len(), problems.join("\n"));
+    assert!(claims.len() >= 15, "only {} README claims found: is the reader broken? {claims:?}", claims.len());
+}
+
 fn one(text: &str) -> Vec<(String, String)> {
     stated_defaults(text).unwrap_or_else(|e| panic!("{e:?}")).into_iter().map(|s: Stated| (s.key, s.text)).collect()
 }
@@ -197,4 +233,30 @@ fn a_statement_the_grammar_does_not_cover_is_an_error() {
     }
     assert_eq!(canonical("\"5m\""), Ok("\"300s\"".to_owned()));
     assert_eq!(canonical("\"64KiB\""), Ok("65536".to_owned()));
+}
+
+#[test]
+fn readme_claims_are_read_in_each_form() {
+    let text =
+        "Prose: (`percent`, default 20%), `stall_timeout` (default 5 s), (`server.watch = true`, the default).\n\
+                ```toml\n[[clusters]]\nbalancer = \"p2c\"   # p2c (default) | maglev\n\
+                retry_budget = { percent = 20, min_concurrent = 3 }   # the defaults\n\
+                adaptive_concurrency = { enabled = true }   # opt-in\n\
+                [clusters.health_check]\n# host = \"h\"   # default: the endpoint\n```\n\
+                ```\nnot = \"toml\"   # x (default)\n```\n";
+    let claims: Vec<(String, String)> = readme::claims(text).into_iter().map(|c| (c.key, c.value)).collect();
+    assert_eq!(
+        claims,
+        [
+            ("server.watch", "true"),
+            ("percent", "20"),
+            ("stall_timeout", "\"5s\""),
+            ("clusters[].balancer", "\"p2c\""),
+            ("clusters[].retry_budget.percent", "20"),
+            ("clusters[].retry_budget.min_concurrent", "3"),
+            ("clusters[].adaptive_concurrency.enabled", "false"),
+            ("clusters[].health_check.host", "the endpoint"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    );
 }

@@ -13,6 +13,7 @@ use super::parse;
 use crate::units::{parse_duration, parse_size, show_duration};
 
 mod extract;
+mod keys;
 mod readme;
 mod table;
 mod table_routes;
@@ -67,6 +68,34 @@ fn full_toml_states_the_model_defaults() {
     }
     assert!(problems.is_empty(), "{} problems:\n{}", problems.len(), problems.join("\n"));
     assert!(stated.len() >= 100, "only {} stated defaults found: is the extractor broken?", stated.len());
+}
+
+#[test]
+fn every_key_full_toml_sets_states_its_default_or_why_it_has_none() {
+    let text = full_toml();
+    let stated = stated_defaults(&text).unwrap_or_else(|errors| panic!("full.toml:\n{}", errors.join("\n")));
+    let doc = ImDocument::parse(text.as_str()).expect("full.toml is TOML");
+    let set = keys::set_keys(doc.as_table());
+    let is_stated = |key: &str| stated.iter().any(|s| s.key == key || s.key.starts_with(&format!("{key} (")));
+    let listed = |key: &str| keys::NOT_STATED.iter().any(|(k, _)| *k == key);
+    let mut problems = Vec::new();
+    for key in &set {
+        if !is_stated(key) && !listed(key) {
+            problems.push(format!(
+                "full.toml sets `{key}` but states no default for it: write `Default X.` in its comment, or list it \
+                 in keys::NOT_STATED with the reason it has none"
+            ));
+        }
+    }
+    for (key, why) in keys::NOT_STATED {
+        if is_stated(key) {
+            problems.push(format!("`{key}` is listed as having no stated default ({why}), but full.toml states one"));
+        }
+        if !set.iter().any(|k| k == key) {
+            problems.push(format!("`{key}` is listed as having no stated default, but full.toml does not set it"));
+        }
+    }
+    assert!(problems.is_empty(), "{} problems:\n{}", problems.len(), problems.join("\n"));
 }
 
 /// The model's value of `entry.key` in a minimal config that has the key's enclosing table but

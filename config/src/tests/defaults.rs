@@ -256,6 +256,7 @@ fn a_statement_the_grammar_does_not_cover_is_an_error() {
         ("[server]\n# Per default.\nwatch = true\n", "no value or description"),
         ("[server]\n# Default 1.\n\nwatch = true\n", "documents no key"),
         ("[server]\n# Default 1. Default 2.\nwatch = true\n", "stated twice"),
+        ("[server]\n# Wide × (default: x)\n\nwatch = true\n", "documents no key"),
     ] {
         let errors = stated_defaults(text).expect_err(text);
         assert!(errors.iter().any(|e| e.contains(wanted)), "{text}: {errors:?}");

@@ -229,7 +229,8 @@ fn trailing_value(s: &str) -> Option<&str> {
     if let Some(inner) = s.strip_suffix('"') {
         return inner.rfind('"').map(|i| &s[i..]);
     }
-    let start = s.rfind(|c: char| !(c.is_ascii_digit() || c == '.')).map_or(0, |i| i + 1);
+    let start =
+        s.char_indices().rfind(|(_, c)| !(c.is_ascii_digit() || *c == '.')).map_or(0, |(i, c)| i + c.len_utf8());
     let number = &s[start..];
     number.starts_with(|c: char| c.is_ascii_digit()).then_some(number)
 }

@@ -3,7 +3,9 @@
 //! [`extract`] reads every default the comments of `full.toml` state (its module doc is the
 //! grammar they are written in); [`table`] says, for each key, how to read the model's value
 //! from a config that leaves the key out. The test fails when a stated default has no table
-//! entry, when a table entry has no stated default, and when the two differ.
+//! entry, when a table entry has no stated default, and when the two differ. [`keys`] makes
+//! every key `full.toml` sets either state its default or say why it states none, and
+//! [`readme`] checks the defaults the README claims against the same table.
 
 use std::path::Path;
 

@@ -110,7 +110,7 @@ fn defaults_of_a_minimal_route_and_cluster() {
     assert_eq!(
         cluster.adaptive_concurrency,
         AdaptiveConcurrency {
-            enabled: false,
+            enabled: true,
             initial_limit: 16,
             min_limit: 2,
             tolerance: 0.05,
@@ -411,3 +411,5 @@ fn full_example_sets_every_key() {
     let api = config.routes.iter().find(|r| r.name == "api").unwrap();
     assert_eq!(api.hsts.as_ref().unwrap().value, "max-age=31536000; includeSubDomains");
 }
+
+mod defaults;

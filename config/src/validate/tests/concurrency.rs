@@ -22,7 +22,7 @@ fn defaults() {
     assert_eq!(
         c.adaptive_concurrency,
         AdaptiveConcurrency {
-            enabled: false,
+            enabled: true,
             initial_limit: 16,
             min_limit: 2,
             tolerance: 0.05,

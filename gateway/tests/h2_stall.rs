@@ -126,7 +126,20 @@ fn good_clients(addr: SocketAddr, stop: Arc<AtomicBool>) -> std::thread::JoinHan
 #[test]
 fn h2_zero_window_connections_get_goaway_and_free_their_streams() {
     let o = origin();
-    let gw = start(&o);
+    // The cluster's fixed limit, not the adaptive one: what is tested here is the stall cut.
+    // (Under the adaptive limit the 90 stalled streams, each holding an upstream connection
+    // blocked on its 1 MiB response, fill the limit for the second until the cut, and the good
+    // clients share what is left: an open point of issue 18.)
+    let text = config("io_uring", o.addr(), SETTINGS, "")
+        .replace(
+            "name = \"main\"\naddress = \"127.0.0.1:0\"\n",
+            "name = \"main\"\naddress = \"127.0.0.1:0\"\nprotocols = [\"http/1.1\", \"h2\"]\n",
+        )
+        .replace(
+            "connect_timeout = \"1s\"\n",
+            "connect_timeout = \"1s\"\nadaptive_concurrency = { enabled = false }\n",
+        );
+    let gw = TestGateway::start(&text);
     let stop = Arc::new(AtomicBool::new(false));
     let good = good_clients(gw.addr, Arc::clone(&stop));
     // Three connections, 30 streams each of 1 MiB responses, window 0, never a WINDOW_UPDATE.

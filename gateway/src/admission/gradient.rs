@@ -186,6 +186,20 @@ impl Gradient {
         limit.floor().max(1.0) as usize
     }
 
+    /// Whether the upstream's latency has been measured (a window closed). Before that the
+    /// limit is `initial_limit`, a guess: refusing a burst for it would shed requests a healthy
+    /// upstream serves, so the limiter gives such a limit room (see
+    /// [`super::limiter::UNVALIDATED_ROOM`]).
+    pub fn measured(&self) -> bool {
+        self.baseline.is_some()
+    }
+
+    /// Takes `baseline` as measured (tests of the limiter at a measured limit).
+    #[cfg(test)]
+    pub fn assume_measured(&mut self, baseline: Duration) {
+        self.baseline = Some(baseline);
+    }
+
     /// Whether the last window showed requests queueing at the upstream (latency above the
     /// baseline's tolerance): a request sent above the limit now would only queue there too.
     pub fn queueing(&self) -> bool {
@@ -686,7 +700,9 @@ mod tests {
                     g.sample(Duration::from_nanos(done - sent), at(done_t));
                 }
                 phase.arrived += 1;
-                if flying.len() >= g.limit() {
+                let limit =
+                    if g.measured() { g.limit() } else { g.limit() * crate::admission::limiter::UNVALIDATED_ROOM };
+                if flying.len() >= limit {
                     g.note_bound();
                     phase.refused += 1;
                     continue;

@@ -52,6 +52,10 @@ const DEFAULT_BASELINE: Duration = Duration::from_millis(20);
 /// one above it, as a share of the no-load latency.
 const FIRST_CLASS_WAIT_SHARE: f64 = 1.0;
 
+/// How far above an adaptive limit not yet measured (no latency window closed yet: the limit is
+/// `initial_limit`, a guess) requests are admitted: two doublings.
+pub const UNVALIDATED_ROOM: usize = 4;
+
 /// The outcome of asking for a slot.
 pub enum Admission {
     Admitted(Permit),
@@ -160,9 +164,20 @@ impl Limiter {
     /// The in-flight limit now: the adaptive limit, or without it the cap minus the headroom
     /// kept for the first class.
     pub fn limit(&self) -> usize {
+        let fixed = self.max_requests.saturating_sub(headroom(self.max_requests)).max(1);
         match &self.gradient {
-            Some(g) => g.borrow().limit().min(self.max_requests),
-            None => self.max_requests.saturating_sub(headroom(self.max_requests)).max(1),
+            Some(g) => {
+                let g = g.borrow();
+                // Until the upstream's latency was first measured the adaptive limit is a guess
+                // (`initial_limit`): a burst gets two doublings of room above it (what slow start
+                // would reach in two windows), so that a healthy upstream is not shed for it.
+                if g.measured() {
+                    g.limit().min(self.max_requests)
+                } else {
+                    g.limit().saturating_mul(UNVALIDATED_ROOM).min(fixed)
+                }
+            }
+            None => fixed,
         }
     }
 
@@ -453,12 +468,31 @@ mod tests {
         }
     }
 
-    /// Adaptive limit 2 (its initial value, before any sample), hard cap 4.
+    /// Adaptive limit 2 (its initial value), taken as measured (a no-load latency of 20 ms),
+    /// hard cap 4.
     fn adaptive() -> Rc<Limiter> {
         let mut c = cluster(4, 8);
         c.adaptive_concurrency.enabled = true;
         c.adaptive_concurrency.initial_limit = 2;
-        Rc::new(Limiter::new(&c, policy(true)))
+        let l = Rc::new(Limiter::new(&c, policy(true)));
+        if let Some(g) = &l.gradient {
+            g.borrow_mut().assume_measured(DEFAULT_BASELINE);
+        }
+        l
+    }
+
+    #[test]
+    fn a_limit_not_yet_measured_gives_a_burst_room() {
+        let mut c = cluster(100, 8);
+        c.adaptive_concurrency.enabled = true;
+        c.adaptive_concurrency.initial_limit = 16;
+        let l = Rc::new(Limiter::new(&c, policy(true)));
+        assert_eq!(l.limit(), 64, "two doublings above initial_limit before any latency was measured");
+        l.gradient.as_ref().unwrap().borrow_mut().assume_measured(DEFAULT_BASELINE);
+        assert_eq!(l.limit(), 16);
+        c.caps.max_requests = 40;
+        let small = Rc::new(Limiter::new(&c, policy(true)));
+        assert_eq!(small.limit(), 30, "never above the fixed limit (the cap less the first class's reserve)");
     }
 
     fn admitted(a: (Admission, bool)) -> Permit {
@@ -596,7 +630,7 @@ mod tests {
             let l = adaptive();
             let held: Vec<Permit> = vec![admitted(l.admit(2, far()).await), admitted(l.admit(2, far()).await)];
             let started = Instant::now();
-            // No baseline measured yet: half of the 20 ms default.
+            // One no-load latency (20 ms).
             let c1 = admitted(l.admit(0, far()).await);
             let waited = started.elapsed();
             assert!(waited >= Duration::from_millis(10) && waited < Duration::from_millis(500), "{waited:?}");

@@ -8,6 +8,7 @@ pub mod accesslog;
 pub mod admission;
 pub mod codec;
 pub mod downstream;
+pub mod drain;
 pub mod listen;
 pub mod pipeline;
 pub mod request;

@@ -497,3 +497,198 @@ fn request_as_the_drain_starts(driver: &str) {
         kill(pid, "TERM");
     }
 }
+
+#[test]
+fn upgrades_lose_nothing_over_tls_for_http1_and_http2_clients() {
+    each_driver(|driver| tls_upgrades(driver, 2));
+}
+
+/// One GET on a TLS connection (opened if `None`), no retry, as [`strict_get`].
+fn strict_get_tls(
+    addr: SocketAddr,
+    tls: &Arc<rustls::ClientConfig>,
+    conn: &mut Option<BufReader<clients::TlsConn>>,
+    tally: &Strict,
+) {
+    let reused = conn.is_some();
+    let mut r = match conn.take() {
+        Some(r) => r,
+        None => match clients::tls_connect(addr, "a.test", Arc::clone(tls)) {
+            Ok(s) => BufReader::new(s),
+            Err(e) => {
+                eprintln!("TLS connect: {e}");
+                tally.connect_failed.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        },
+    };
+    let sent =
+        r.get_mut().write_all(b"GET /bytes/64 HTTP/1.1\r\nhost: a.test\r\n\r\n").and_then(|()| r.get_mut().flush());
+    if let Err(e) = sent {
+        return tally.count_io(&e, &format!("TLS write (reused: {reused})"));
+    }
+    match read_response(&mut r, false) {
+        Ok(resp) if resp.status == 200 && resp.body.len() == 64 => {
+            tally.ok.fetch_add(1, Ordering::Relaxed);
+            if resp.header("connection") != Some("close") {
+                *conn = Some(r);
+            }
+        }
+        Ok(resp) => {
+            eprintln!("TLS bad answer: {}", resp.status);
+            tally.bad.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(e) => tally.count_io(&e, &format!("TLS read (reused: {reused})")),
+    }
+}
+
+async fn h2_tls_connect(
+    addr: SocketAddr,
+    tls: Arc<rustls::ClientConfig>,
+) -> Result<h2::client::SendRequest<bytes::Bytes>, Box<dyn std::error::Error>> {
+    let tcp = tokio::net::TcpStream::connect(addr).await?;
+    tcp.set_nodelay(true)?;
+    let name = rustls::pki_types::ServerName::try_from("a.test")?;
+    let stream = tokio_rustls::TlsConnector::from(tls).connect(name, tcp).await?;
+    let (send, conn) = h2::client::handshake(stream).await?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(send)
+}
+
+/// As [`repeated_upgrades`], over TLS: HTTP/1.1 keep-alive clients back to back and pausing
+/// (their idle connections wait in a TLS read, and close with close_notify), and an HTTP/2
+/// client (ALPN h2) with 4 streams at once.
+fn tls_upgrades(driver: &str, upgrades: usize) {
+    let o = origin();
+    let dir = TempDir::new("upgrades-tls");
+    let pki = common::tls::TestPki::new();
+    let (cert, key) = pki.write_leaf(&dir.0, "a", &["a.test"]);
+    let config = write_config(&dir, o.addr(), driver);
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        "protocols = [\"h2\", \"http/1.1\"]\n",
+        &format!("tls = {{ certificates = [{{ cert = \"{}\", key = \"{}\" }}] }}\n", cert.display(), key.display()),
+    );
+    std::fs::write(&config, text).unwrap();
+    let mut first = GatewayProcess::start(&config, true);
+    let addr = first.listener;
+    let h1 = clients::client_config(
+        &pki.ca_pem(),
+        &clients::ClientOpts { alpn: vec![b"http/1.1".to_vec()], ..Default::default() },
+    );
+    let h2 = clients::client_config(
+        &pki.ca_pem(),
+        &clients::ClientOpts { alpn: vec![b"h2".to_vec()], ..Default::default() },
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let tally = Arc::new(Strict::default());
+    let mut clients = Vec::new();
+    for i in 0..6u64 {
+        let tls = Arc::clone(&h1);
+        clients.push(client(&stop, &tally, move |stop, tally| {
+            let mut conn = None;
+            let mut pause = if i < 2 { 0 } else { 40 + i * 200 };
+            while !stop.load(Ordering::Relaxed) {
+                strict_get_tls(addr, &tls, &mut conn, tally);
+                if pause > 0 {
+                    std::thread::sleep(Duration::from_millis(pause));
+                    pause = 40 + (pause + 170) % 1060;
+                }
+            }
+        }));
+    }
+    clients.push(client(&stop, &tally, move |stop, tally| {
+        clients::runtime().block_on(async move {
+            let mut send = None;
+            while !stop.load(Ordering::Relaxed) {
+                let s = match send.take() {
+                    Some(s) => s,
+                    None => match h2_tls_connect(addr, Arc::clone(&h2)).await {
+                        Ok(s) => s,
+                        Err(e) => {
+                            eprintln!("h2 TLS connect: {e}");
+                            tally.connect_failed.fetch_add(1, Ordering::Relaxed);
+                            continue;
+                        }
+                    },
+                };
+                let mut batch = tokio::task::JoinSet::new();
+                for _ in 0..4 {
+                    let mut s = s.clone();
+                    batch.spawn(async move {
+                        clients::h2_request(&mut s, clients::h2_get("https", "a.test", "/bytes/64"), None).await
+                    });
+                }
+                let mut keep = true;
+                while let Some(done) = batch.join_next().await {
+                    match done.expect("stream task") {
+                        Ok(resp) if resp.status == 200 && resp.body.len() == 64 => {
+                            tally.ok.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(resp) => {
+                            eprintln!("h2 TLS bad answer: {}", resp.status);
+                            tally.bad.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e)
+                            if e.reason() == Some(h2::Reason::REFUSED_STREAM)
+                                || (e.is_go_away() && e.reason() == Some(h2::Reason::NO_ERROR)) =>
+                        {
+                            keep = false;
+                            tally.refused.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) => {
+                            keep = false;
+                            eprintln!("h2 TLS error: {e:?}");
+                            if e.is_io() { &tally.resets } else { &tally.closed }.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+                if keep {
+                    send = Some(s);
+                }
+            }
+        });
+    }));
+    std::thread::sleep(Duration::from_millis(500));
+    let mut pids = vec![first.child.id()];
+    let mut current = first.child.id();
+    for round in 0..upgrades {
+        kill(current, "USR2");
+        let mut next = None;
+        assert!(
+            wait_until(Duration::from_secs(15), || {
+                next = new_pid(&first, &pids);
+                next.is_some()
+            }),
+            "round {round}: no successor:\n{}",
+            first.log_text()
+        );
+        if round == 0 {
+            assert!(first.wait_exit(Duration::from_secs(15)).expect("the first process exits").success());
+        } else {
+            assert!(wait_until(Duration::from_secs(15), || exited(current)), "round {round}: {current} did not exit");
+        }
+        current = next.unwrap();
+        pids.push(current);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.join().unwrap();
+    }
+    kill(current, "TERM");
+    let _ = wait_until(Duration::from_secs(10), || exited(current));
+    let count = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    eprintln!(
+        "{upgrades} upgrades over TLS ({driver}): {} ok, {} bad, {} reset, {} closed early, {} connects failed, {} HTTP/2 streams refused by GOAWAY and retried",
+        count(&tally.ok),
+        count(&tally.bad),
+        count(&tally.resets),
+        count(&tally.closed),
+        count(&tally.connect_failed),
+        count(&tally.refused)
+    );
+    assert_eq!(tally.failed(), 0, "no request failed, was reset or closed before its response");
+    assert!(count(&tally.ok) > 0);
+}

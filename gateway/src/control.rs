@@ -242,10 +242,10 @@ impl Control {
     /// them open meanwhile.
     pub fn offer_sockets(
         &self,
-        admin: Option<std::os::fd::RawFd>,
+        admin: Option<std::os::fd::BorrowedFd<'_>>,
         f: &mut crate::upgrade::SendOffer<'_>,
     ) -> std::io::Result<()> {
-        use std::os::fd::AsRawFd;
+        use std::os::fd::AsFd;
         let state = self.lock();
         let offered: Vec<crate::upgrade::Offered<'_>> = state
             .bindings
@@ -255,7 +255,7 @@ impl Control {
                 Some(crate::upgrade::Offered {
                     name: &b.name,
                     address: b.address,
-                    sockets: dups.iter().map(AsRawFd::as_raw_fd).collect(),
+                    sockets: dups.iter().map(AsFd::as_fd).collect(),
                 })
             })
             .collect();

@@ -8,6 +8,7 @@ pub mod accesslog;
 pub mod admission;
 pub mod codec;
 pub mod downstream;
+pub mod drain;
 pub mod listen;
 pub mod pipeline;
 pub mod request;
@@ -380,8 +381,8 @@ impl Gateway {
         let control = Arc::clone(&self.control);
         let admin = self.admin.as_ref().and_then(|a| a.listener().try_clone().ok());
         let offer = move |f: &mut upgrade::SendOffer<'_>| {
-            use std::os::fd::AsRawFd;
-            control.offer_sockets(admin.as_ref().map(AsRawFd::as_raw_fd), f)
+            use std::os::fd::AsFd;
+            control.offer_sockets(admin.as_ref().map(AsFd::as_fd), f)
         };
         let shared = Arc::clone(&self.shared);
         let handed_over = Arc::clone(&self.handed_over);

@@ -37,6 +37,19 @@ enum Command {
     },
     /// Validate a configuration file: exit 0 with a summary, or 1 with every error.
     Check,
+    /// Ask the gateway running with this configuration to drain (`POST /drain` on its admin
+    /// port, with its admin token): for a Kubernetes preStop hook or a script. Exit 0 once
+    /// asked (with `--wait`: once it has exited), 1 with the reason otherwise.
+    Drain {
+        /// The admin address to use instead of the configured one (required when the
+        /// configuration binds port 0).
+        #[arg(long)]
+        admin: Option<std::net::SocketAddr>,
+        /// Wait until the gateway has exited (its admin port refuses connections), at most
+        /// `server.drain_timeout` plus 5 s.
+        #[arg(long)]
+        wait: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -44,6 +57,7 @@ fn main() -> ExitCode {
     let path = cli.config.unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
     match cli.command.unwrap_or(Command::Run { takeover: None, allow_root: false }) {
         Command::Check => check(&path),
+        Command::Drain { admin, wait } => drain(&path, admin, wait),
         Command::Run { takeover, allow_root } => run(&path, takeover.as_deref(), allow_root),
     }
 }
@@ -77,6 +91,27 @@ fn check(path: &std::path::Path) -> ExitCode {
     }
     println!("{}: ok: {}", path.display(), config.summary());
     ExitCode::SUCCESS
+}
+
+fn drain(path: &std::path::Path, admin: Option<std::net::SocketAddr>, wait: bool) -> ExitCode {
+    let config = match gateway_config::load(path) {
+        Ok(config) => config,
+        Err(errors) => {
+            eprintln!("{errors}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = gateway::drain::request_for(&config, admin, wait).and_then(|r| gateway::drain::drain(&r));
+    match result {
+        Ok(done) => {
+            println!("{done}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("gateway drain: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn run(path: &std::path::Path, takeover: Option<&std::path::Path>, allow_root: bool) -> ExitCode {

@@ -14,14 +14,20 @@
 //!    process fails before `READY`, the old one keeps serving as if nothing happened.
 
 use std::collections::HashMap;
-use std::io::{self, Read, Write};
+use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::mem::MaybeUninit;
 use std::net::{SocketAddr, TcpListener};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+use rustix::net::{
+    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags, SendAncillaryBuffer, SendAncillaryMessage,
+    SendFlags,
+};
 
 /// The most descriptors one handoff carries (the kernel's SCM_MAX_FD is 253).
 pub const MAX_FDS: usize = 250;
@@ -63,13 +69,13 @@ impl Inherited {
 }
 
 /// Sends the offered listeners and the admin socket (if any) to a successor.
-pub type SendOffer<'f> = dyn FnMut(&[Offered<'_>], Option<RawFd>) -> io::Result<()> + 'f;
+pub type SendOffer<'f> = dyn FnMut(&[Offered<'_>], Option<BorrowedFd<'_>>) -> io::Result<()> + 'f;
 
 /// One listener's sockets as the old process holds them (duplicates of the workers' sockets).
 pub struct Offered<'a> {
     pub name: &'a str,
     pub address: SocketAddr,
-    pub sockets: Vec<RawFd>,
+    pub sockets: Vec<BorrowedFd<'a>>,
 }
 
 /// The new process's side: connects to `path`, receives the sockets, and returns them with
@@ -159,7 +165,7 @@ fn hand_over(mut stream: UnixStream, offer: &impl Fn(&mut SendOffer<'_>) -> io::
         let json = serde_json::to_vec(&description).map_err(io::Error::other)?;
         let mut message = u32::try_from(json.len()).map_err(io::Error::other)?.to_be_bytes().to_vec();
         message.extend_from_slice(&json);
-        let fds: Vec<RawFd> = listeners.iter().flat_map(|l| l.sockets.iter().copied()).chain(admin).collect();
+        let fds: Vec<BorrowedFd<'_>> = listeners.iter().flat_map(|l| l.sockets.iter().copied()).chain(admin).collect();
         if fds.len() > MAX_FDS {
             return Err(io::Error::other(format!("{} sockets to hand over, at most {MAX_FDS}", fds.len())));
         }
@@ -180,83 +186,44 @@ fn set_owner_only(path: &Path) {
 }
 
 /// Sends `bytes` with `fds` attached (SCM_RIGHTS) in one message.
-fn send_with_fds(stream: &UnixStream, bytes: &[u8], fds: &[RawFd]) -> io::Result<()> {
-    let fd_bytes = std::mem::size_of_val(fds);
-    // SAFETY: CMSG_SPACE only computes a size.
-    let space = unsafe { libc::CMSG_SPACE(u32::try_from(fd_bytes).map_err(io::Error::other)?) } as usize;
-    let mut control = vec![0u8; space.max(1)];
-    let mut iov = libc::iovec { iov_base: bytes.as_ptr() as *mut libc::c_void, iov_len: bytes.len() };
-    // SAFETY: an all-zero msghdr is a valid empty message; the pointers set below stay valid
-    // for the sendmsg call, and the control buffer is CMSG_SPACE bytes for `fds.len()` fds.
-    let sent = unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        if !fds.is_empty() {
-            msg.msg_control = control.as_mut_ptr().cast();
-            msg.msg_controllen = space as _;
-            let cmsg = libc::CMSG_FIRSTHDR(&msg);
-            (*cmsg).cmsg_level = libc::SOL_SOCKET;
-            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-            (*cmsg).cmsg_len = libc::CMSG_LEN(fd_bytes as u32) as _;
-            std::ptr::copy_nonoverlapping(fds.as_ptr().cast::<u8>(), libc::CMSG_DATA(cmsg), fd_bytes);
-        }
-        libc::sendmsg(stream.as_raw_fd(), &msg, 0)
-    };
-    if sent < 0 {
-        return Err(io::Error::last_os_error());
+fn send_with_fds(stream: &UnixStream, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+    let mut space = vec![MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(fds.len()))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds)) {
+        return Err(io::Error::other("the descriptors do not fit the control message"));
     }
-    if sent as usize != bytes.len() {
+    let sent = rustix::net::sendmsg(stream, &[IoSlice::new(bytes)], &mut control, SendFlags::empty())?;
+    if sent != bytes.len() {
         return Err(io::Error::other("short write of the upgrade description"));
     }
     Ok(())
 }
 
-/// Receives one message and the descriptors attached to it.
+/// Receives one message and the descriptors attached to it (close-on-exec).
 fn recv_with_fds(stream: &UnixStream) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
     let mut bytes = vec![0u8; 64 * 1024];
-    // SAFETY: CMSG_SPACE only computes a size.
-    let space = unsafe { libc::CMSG_SPACE((MAX_FDS * std::mem::size_of::<RawFd>()) as u32) } as usize;
-    let mut control = vec![0u8; space];
-    let mut iov = libc::iovec { iov_base: bytes.as_mut_ptr().cast(), iov_len: bytes.len() };
+    let mut space = vec![MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let received =
+        rustix::net::recvmsg(stream, &mut [IoSliceMut::new(&mut bytes)], &mut control, RecvFlags::CMSG_CLOEXEC)?;
+    // Owned as they are drained: every descriptor received is closed unless handed on.
     let mut fds = Vec::new();
-    // SAFETY: the msghdr points at live buffers for the duration of recvmsg; the control
-    // messages are walked with the CMSG macros within `msg_controllen`, and every descriptor
-    // received is owned exactly once.
-    let n = unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = space as _;
-        let n = libc::recvmsg(stream.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC);
-        if n < 0 {
-            return Err(io::Error::last_os_error());
+    for message in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(rights) = message {
+            fds.extend(rights);
         }
-        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
-        while !cmsg.is_null() {
-            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
-                let data = libc::CMSG_DATA(cmsg);
-                let len = (*cmsg).cmsg_len as usize - (data as usize - cmsg as usize);
-                for i in 0..len / std::mem::size_of::<RawFd>() {
-                    let fd = std::ptr::read_unaligned(data.cast::<RawFd>().add(i));
-                    fds.push(OwnedFd::from_raw_fd(fd));
-                }
-            }
-            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
-        }
-        if msg.msg_flags & libc::MSG_CTRUNC != 0 {
-            return Err(io::Error::other("too many descriptors in the upgrade message"));
-        }
-        n as usize
-    };
-    bytes.truncate(n);
+    }
+    if received.flags.contains(ReturnFlags::CTRUNC) || fds.len() > MAX_FDS {
+        return Err(io::Error::other("too many descriptors in the upgrade message"));
+    }
+    bytes.truncate(received.bytes);
     Ok((bytes, fds))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsFd;
 
     #[test]
     fn sockets_cross_a_unix_socket_and_keep_their_queue() {
@@ -266,7 +233,7 @@ mod tests {
         let _early = std::net::TcpStream::connect(address).unwrap();
         let (a, b) = UnixStream::pair().unwrap();
         let message = b"\x00\x00\x00\x02{}";
-        send_with_fds(&a, message, &[listener.as_raw_fd()]).unwrap();
+        send_with_fds(&a, message, &[listener.as_fd()]).unwrap();
         drop(listener);
         let (bytes, fds) = recv_with_fds(&b).unwrap();
         assert_eq!(bytes, message);
@@ -277,6 +244,16 @@ mod tests {
         inherited.set_nonblocking(false).unwrap();
         let (conn, _) = inherited.accept().unwrap();
         drop(conn);
+    }
+
+    #[test]
+    fn a_message_with_more_descriptors_than_expected_is_refused() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let fds: Vec<BorrowedFd<'_>> = (0..MAX_FDS + 2).map(|_| listener.as_fd()).collect();
+        let (a, b) = UnixStream::pair().unwrap();
+        send_with_fds(&a, b"x", &fds).unwrap();
+        let err = recv_with_fds(&b).unwrap_err();
+        assert!(err.to_string().contains("too many descriptors"), "{err}");
     }
 
     #[test]

@@ -260,3 +260,44 @@ fn admin_ready_is_answered_while_idle_connections_are_held() {
     }
     drop((idle, half));
 }
+
+/// `gateway drain` (the Kubernetes preStop hook): a wrong token is refused with the reason and
+/// changes nothing; a config without an admin port says so; the right token drains the gateway
+/// and `--wait` returns once it has exited.
+#[test]
+fn drain_subcommand_drains_through_the_admin_port_and_waits_for_the_exit() {
+    let o = origin();
+    let with_token = |token: &str| {
+        config("auto", o.addr(), "", "")
+            .replace("admin = false", &format!("admin = {{ address = \"127.0.0.1:0\", token = \"{token}\" }}"))
+            .replace("log_level = \"warn\"", "log_level = \"info\"")
+    };
+    let path = temp_file("drain-cmd", &with_token("s3cret"));
+    let mut p = common::process::GatewayProcess::start(&path, true);
+    let admin = p.admin.unwrap().to_string();
+    let drain = |config: &std::path::Path, extra: &[&str]| {
+        Command::new(BIN).arg("drain").arg("--config").arg(config).args(extra).output().unwrap()
+    };
+
+    let wrong = temp_file("drain-cmd-wrong", &with_token("guess"));
+    let out = drain(&wrong, &["--admin", &admin]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("answered 401") && stderr.contains("admin token"), "{stderr}");
+    let none = temp_file("drain-cmd-none", &config("auto", o.addr(), "", ""));
+    let out = drain(&none, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("no admin port"), "{stderr}");
+    let out = drain(&path, &[]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("port 0: pass the bound address with --admin"));
+    assert_eq!(get(p.listener, "/bytes/3").status, 200, "still serving");
+
+    let out = drain(&path, &["--admin", &admin, "--wait"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("drained and exited"), "{stdout}");
+    let status = p.wait_exit(Duration::from_secs(2)).expect("exited when drain --wait returned");
+    assert!(status.success(), "{status}");
+    assert!(p.log_contains("drain requested through the admin port"), "{}", p.log_text());
+}

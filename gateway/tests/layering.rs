@@ -31,7 +31,7 @@ const LAYERS: &[&str] = &[
 
 /// The process around the workers (boot, control, admin): may use anything.
 const PROCESS: &[&str] =
-    &["lib", "main", "control", "admin", "health_check", "logging", "upgrade", "privileges", "sdnotify"];
+    &["lib", "main", "control", "drain", "admin", "health_check", "logging", "upgrade", "privileges", "sdnotify"];
 
 #[test]
 fn modules_use_only_the_layers_below_them() {

@@ -395,3 +395,64 @@ fn a_trusted_client_identity_may_raise_its_priority() {
     assert_eq!((served(&gw, "critical"), served(&gw, "normal")), (1, 2));
     assert!(o.received().iter().all(|r| r.header("x-gateway-priority").is_none()));
 }
+
+/// A client offering the suites in `suites` order, trusting `ca`, TLS `version` only.
+fn ordered_client(
+    ca: &str,
+    suites: Vec<rustls::SupportedCipherSuite>,
+    version: &'static rustls::SupportedProtocolVersion,
+) -> std::sync::Arc<rustls::ClientConfig> {
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(rustls::pki_types::CertificateDer::from_pem_slice(ca.as_bytes()).unwrap()).unwrap();
+    let provider =
+        rustls::crypto::CryptoProvider { cipher_suites: suites, ..rustls::crypto::aws_lc_rs::default_provider() };
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(provider))
+        .with_protocol_versions(&[version])
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    std::sync::Arc::new(config)
+}
+
+#[test]
+fn the_server_picks_the_cipher_suite_whatever_the_client_order() {
+    use rustls::crypto::aws_lc_rs::cipher_suite as cs;
+    each_driver(|d| {
+        let o = origin();
+        let certs = Certs::new("suites");
+        let gw = tls_gateway(d, &o, &certs, "", "");
+        let ca = certs.pki.ca_pem();
+        let cases = [
+            (
+                vec![cs::TLS13_CHACHA20_POLY1305_SHA256, cs::TLS13_AES_128_GCM_SHA256, cs::TLS13_AES_256_GCM_SHA384],
+                &rustls::version::TLS13,
+                cs::TLS13_AES_256_GCM_SHA384,
+            ),
+            (
+                vec![
+                    cs::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+                    cs::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+                    cs::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+                ],
+                &rustls::version::TLS12,
+                cs::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+            ),
+            // The server's preference among what the client offers.
+            (
+                vec![cs::TLS13_CHACHA20_POLY1305_SHA256, cs::TLS13_AES_128_GCM_SHA256],
+                &rustls::version::TLS13,
+                cs::TLS13_AES_128_GCM_SHA256,
+            ),
+        ];
+        for (offered, version, expected) in cases {
+            let mut s = tls_connect(gw.addr, "a.test", ordered_client(&ca, offered, version)).unwrap();
+            let chosen = s.conn.negotiated_cipher_suite().map(|c| c.suite());
+            assert_eq!(chosen, Some(expected.suite()), "{d}: {version:?}");
+            // And the connection serves.
+            s.write_all(b"GET /bytes/3 HTTP/1.1\r\nhost: a.test\r\nconnection: close\r\n\r\n").unwrap();
+            let resp = read_response(&mut std::io::BufReader::new(s), false).unwrap();
+            assert_eq!(resp.status, 200);
+        }
+    });
+}

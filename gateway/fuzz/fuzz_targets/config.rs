@@ -1,18 +1,11 @@
 //! `gateway_config::parse` on arbitrary text: never panics; an accepted config summarises, and
 //! a refused one renders its errors, each naming the source.
+//!
+//! The check itself is `checks/config.rs`, shared with the replay of the seeds and regression
+//! inputs in `cargo test` (`gateway/tests/fuzz_inputs.rs`).
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
+#[path = "../checks/config.rs"]
+mod check;
 
-fuzz_target!(|data: &[u8]| {
-    let text = String::from_utf8_lossy(data);
-    match gateway_config::parse(&text, "fuzz.toml") {
-        Ok(config) => {
-            assert!(!config.summary().is_empty());
-        }
-        Err(errors) => {
-            assert!(!errors.errors.is_empty());
-            assert!(errors.to_string().starts_with("fuzz.toml"));
-        }
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| check::check(data));

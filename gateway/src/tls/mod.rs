@@ -112,7 +112,8 @@ pub struct ServerTls {
 
 impl ServerTls {
     /// Reads and checks every certificate, key and CA file of `tls`, and builds the server
-    /// config: versions from `min_version` (never below 1.2), ALPN = `protocols` in order, SNI
+    /// config: versions from `min_version` (never below 1.2), cipher suite chosen by the server's
+    /// order (`ignore_client_order`), ALPN = `protocols` in order, SNI
     /// selection by exact name or one-label wildcard (missing or unknown SNI: the first
     /// certificate, or a failed handshake with `unknown_sni = "refuse"`), session cache and
     /// tickets as configured, and client certificates verified against `client_auth.ca`.
@@ -137,6 +138,9 @@ impl ServerTls {
             }
         };
         let mut config = builder.with_cert_resolver(Arc::new(resolver));
+        // The server's preference decides the suite (the provider's order: AES-256-GCM,
+        // AES-128-GCM, then ChaCha20-Poly1305, forward-secret only), not the client's.
+        config.ignore_client_order = true;
         config.alpn_protocols = protocols.iter().map(|p| p.alpn().to_vec()).collect();
         config.session_storage = if tls.session_cache > 0 {
             ServerSessionMemoryCache::new(tls.session_cache)

@@ -22,6 +22,18 @@ use crate::worker::{Local, Worker};
 
 pub use forward::H1Forward;
 
+/// On a drain (or a listener removed by a reload), how long a keep-alive connection must have
+/// been idle before it is closed: a client that got its last response less than this ago may
+/// have its next request on the way, and closing under it would lose that request (a reset when
+/// it arrives after the close). Until then the connection waits, and a request that comes is
+/// served with `Connection: close`.
+pub const DRAIN_IDLE_GRACE: Duration = Duration::from_secs(2);
+/// How long a draining connection, once its side is shut, keeps reading (and discarding) what
+/// the client still sends, so that a request racing the close is not answered by a reset.
+const LINGER: Duration = Duration::from_secs(2);
+/// The most a lingering close reads before it gives up waiting for the client's end.
+const LINGER_BYTES: usize = 256 * 1024;
+
 /// Largest request body a gateway-answered request (404, direct response, redirect) may carry
 /// and still keep the connection: it is read and discarded. Larger ones close the connection.
 const DISCARD_LIMIT: u64 = 64 * 1024;
@@ -88,11 +100,42 @@ pub async fn serve(worker: &Rc<Worker>, stream: Stream, client: Rc<Client>, init
         worker.stats.count_status(status);
     }
     worker.buffers.give(std::mem::take(&mut conn.rbuf));
-    if conn.stream.is_tls() {
+    if conn.closing() {
+        // Boxed: only draining connections pay for its state.
+        Box::pin(linger_close(worker, &mut conn.stream)).await;
+    } else if conn.stream.is_tls() {
         // close_notify, so the client can tell a complete response from a truncated one.
         monoio::select! {
             _ = conn.stream.shutdown() => {}
             _ = worker.idle_timer.after(Duration::from_secs(1)) => {}
+        }
+    }
+}
+
+/// Closes a connection the drain ends without a reset: shuts our side (TLS: close_notify),
+/// then reads and discards what the client still sends until it closes its side, for at most
+/// [`LINGER`] and [`LINGER_BYTES`]. A socket closed with unread data sends a reset, which can
+/// destroy the end of the last response before the client read it.
+async fn linger_close(worker: &Worker, stream: &mut Stream) {
+    monoio::select! {
+        _ = stream.shutdown() => {}
+        _ = worker.idle_timer.after(Duration::from_secs(1)) => return,
+    }
+    let deadline = Instant::now() + LINGER;
+    let mut sink = Vec::with_capacity(4096);
+    let mut total = 0;
+    while total < LINGER_BYTES {
+        sink.clear();
+        let read = monoio::select! {
+            r = stream.read_append(sink) => r,
+            _ = worker.idle_timer.at(deadline) => return,
+        };
+        match read {
+            (Ok(n), buf) if n > 0 => {
+                total += n;
+                sink = buf;
+            }
+            _ => return,
         }
     }
 }
@@ -121,7 +164,10 @@ async fn serve_requests(worker: &Rc<Worker>, conn: &mut Conn) -> Option<u16> {
         ended = Some(conn.ex.finish(worker, &local, conn.client.peer.ip()));
         worker.stats.requests_active.sub(1);
         conn.served += 1;
-        if next == Next::Close || conn.closing() {
+        // Only what the answer said: a drain that started after its head went out without
+        // `Connection: close` must not close under a client about to reuse the connection (its
+        // next request gets the `Connection: close`, see `stop_when_idle`).
+        if next == Next::Close {
             return None;
         }
     }
@@ -143,7 +189,7 @@ async fn wait_for_request(worker: &Rc<Worker>, conn: &mut Conn, ended: Option<In
         None => worker.idle_timer.after(limit),
     };
     if conn.stream.is_tls() {
-        return wait_for_tls_request(worker, conn, expiry).await;
+        return wait_for_tls_request(worker, conn, expiry, ended).await;
     }
     // On epoll, relaxed readiness can be stale; io_uring polls for real either way.
     let relaxed = !monoio::utils::is_legacy();
@@ -151,7 +197,7 @@ async fn wait_for_request(worker: &Rc<Worker>, conn: &mut Conn, ended: Option<In
     let ready = monoio::select! {
         r = conn.stream.readable(relaxed) => r.is_ok(),
         _ = expiry => false,
-        _ = stop_unless_first(&conn.client, first) => false,
+        _ = stop_when_idle(worker, &conn.client, first, ended) => false,
     };
     if ready {
         conn.rbuf = worker.buffers.take();
@@ -159,25 +205,33 @@ async fn wait_for_request(worker: &Rc<Worker>, conn: &mut Conn, ended: Option<In
     ready
 }
 
-/// Resolves when the listener stops, except for a connection's first request: a client that
-/// connected (its connection was accepted, maybe just before a drain) always gets its first
-/// request answered, within the header-read timeout. Idle keep-alive connections close at once.
-async fn stop_unless_first(client: &Client, first: bool) {
+/// Resolves when the listener has stopped and the connection has been idle for
+/// [`DRAIN_IDLE_GRACE`] since its last request `ended`, except before a connection's first
+/// request: a client that connected (its connection was accepted, maybe just before a drain)
+/// always gets its first request answered, within the header-read timeout.
+async fn stop_when_idle(worker: &Worker, client: &Client, first: bool, ended: Option<Instant>) {
     if first {
         std::future::pending::<()>().await;
     }
     client.listener.stop.wait().await;
+    let since = ended.unwrap_or_else(Instant::now);
+    worker.idle_timer.at(since + DRAIN_IDLE_GRACE).await;
 }
 
 /// TLS cannot report readability without decrypting, so an idle TLS connection waits in a read
 /// into a small buffer (not a pooled one: idle connections should cost little memory).
-async fn wait_for_tls_request(worker: &Rc<Worker>, conn: &mut Conn, expiry: Expiry<'_>) -> bool {
+async fn wait_for_tls_request(
+    worker: &Rc<Worker>,
+    conn: &mut Conn,
+    expiry: Expiry<'_>,
+    ended: Option<Instant>,
+) -> bool {
     let small = Vec::with_capacity(512);
     let first = conn.served == 0;
     let read = monoio::select! {
         r = conn.stream.read_append(small) => Some(r),
         _ = expiry => None,
-        _ = stop_unless_first(&conn.client, first) => None,
+        _ = stop_when_idle(worker, &conn.client, first, ended) => None,
     };
     match read {
         Some((Ok(n), bytes)) if n > 0 => {

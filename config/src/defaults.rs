@@ -177,10 +177,12 @@ pub const RETRY_MAX_REPLAY_BYTES: u64 = 64 * 1024;
 /// The most `routes[].retry.max_replay_bytes` may be.
 pub const MAX_REPLAY_BYTES: u64 = 16 * 1024 * 1024;
 
-/// `clusters[].adaptive_concurrency.enabled`: on by default, so that naming priority classes is
-/// enough for them to be protected (the limit follows the upstream's capacity, and the classes
-/// say who goes first). With it off the class limit is the cap (`max_requests`) minus the first
-/// class's reserve, and shedding starts only there.
+/// `clusters[].adaptive_concurrency.enabled`: on by default while classes are in use (a route
+/// sets `priority`, or `[overload] priority_header` is set), so that naming classes is enough
+/// for them to be protected. Without classes there is nobody to favour, and the limit would
+/// only turn into 503s requests a healthy upstream serves (a cluster serving slow and fast
+/// requests alike shows latency swings the limit takes for queueing): off, the class limit is
+/// the cap (`max_requests`) minus the first class's reserve.
 pub const ADAPTIVE_ENABLED: bool = true;
 /// `clusters[].adaptive_concurrency.initial_limit`: the in-flight limit before any latency
 /// was measured.

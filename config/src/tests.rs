@@ -110,7 +110,7 @@ fn defaults_of_a_minimal_route_and_cluster() {
     assert_eq!(
         cluster.adaptive_concurrency,
         AdaptiveConcurrency {
-            enabled: true,
+            enabled: false,
             initial_limit: 16,
             min_limit: 2,
             tolerance: 0.05,

@@ -284,8 +284,8 @@ EOF
 name = "origin"
 endpoints = ["127.0.0.1:$ORIGIN_PORT"]
 EOF
-    # The adaptive in-flight limit is opt-in; gateway-on turns it on (no capacity numbers).
-    [[ $1 == true ]] && printf 'adaptive_concurrency = { enabled = true }\n'
+    # gateway-on runs on the defaults: the adaptive in-flight limit is on by default (no
+    # adaptive_concurrency key, no capacity numbers).
     return 0
 }
 

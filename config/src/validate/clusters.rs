@@ -17,7 +17,12 @@ use super::{concurrency, health, tls};
 
 /// Converts every cluster, resolving each endpoint with the system resolver; relative file
 /// paths are resolved against `base`.
-pub(super) fn convert(raw: &[Parsed<RawCluster>], base: Option<&Path>, p: &mut Problems<'_>) -> Vec<Cluster> {
+pub(super) fn convert(
+    raw: &[Parsed<RawCluster>],
+    base: Option<&Path>,
+    classes_named: bool,
+    p: &mut Problems<'_>,
+) -> Vec<Cluster> {
     check_unique_names(&names(raw, |c| &c.name), "clusters", p);
     let section = KeyPath::root().key("clusters");
     let mut out = Vec::with_capacity(raw.len());
@@ -54,6 +59,7 @@ pub(super) fn convert(raw: &[Parsed<RawCluster>], base: Option<&Path>, p: &mut P
             p,
             &path.key("adaptive_concurrency"),
             &caps_path,
+            classes_named,
         );
         let retry_budget = super::retry::budget(&c.retry_budget, &caps, p, &path.key("retry_budget"));
         let tls = c.tls.as_ref().map(|t| upstream_tls(t, &c.endpoints, base, p, &path.key("tls")));

@@ -38,6 +38,7 @@ pub(super) fn adaptive(
     p: &mut Problems<'_>,
     path: &KeyPath,
     caps_path: &KeyPath,
+    classes_named: bool,
 ) -> AdaptiveConcurrency {
     let initial_limit = int_in(
         p,
@@ -88,7 +89,7 @@ pub(super) fn adaptive(
         );
     }
     AdaptiveConcurrency {
-        enabled: raw.enabled.unwrap_or(defaults::ADAPTIVE_ENABLED),
+        enabled: raw.enabled.unwrap_or(defaults::ADAPTIVE_ENABLED && classes_named),
         initial_limit,
         min_limit,
         tolerance,

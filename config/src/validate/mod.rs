@@ -52,7 +52,12 @@ pub(crate) fn convert(raw: &RawConfig, base: Option<&Path>, p: &mut Problems<'_>
         admin_conflicts(admin, &listeners, p);
     }
     let raw_clusters = raw.clusters.as_deref().unwrap_or_default();
-    let clusters = clusters::convert(raw_clusters, base, p);
+    // Classes are in use when a route names one or a priority header can: then the adaptive
+    // limit is on unless a cluster says otherwise.
+    let classes_named =
+        raw.routes.as_deref().unwrap_or_default().iter().any(|r| r.ok().is_some_and(|r| r.priority.is_some()))
+            || raw.overload.ok().is_some_and(|o| o.priority_header.is_some());
+    let clusters = clusters::convert(raw_clusters, base, classes_named, p);
     let overload_path = KeyPath::root().key("overload");
     let overload = match raw.overload.ok() {
         Some(raw_overload) => overload::convert(raw_overload, p, &overload_path),

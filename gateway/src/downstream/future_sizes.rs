@@ -16,8 +16,9 @@ fn plain_connection_task_stays_small() {
     let h1 = ret_size(&|| super::h1::serve(todo!(), todo!(), todo!(), todo!()));
     // Were 2432 and 2176 bytes (128-byte aligned) with monoio sleeps inline, measured at
     // 1456 and 1264 with the coarse idle timer, 1304 and 1112 once a request's head moved
-    // into its own (boxed) future. What is left is mostly `h1::Conn`.
-    assert!(cleartext <= 1344, "cleartext connection task: {cleartext} bytes");
+    // into its own (boxed) future, 1368 with the drain's idle grace (lossless upgrades). What
+    // is left is mostly `h1::Conn`.
+    assert!(cleartext <= 1376, "cleartext connection task: {cleartext} bytes");
     assert!(h1 <= 1152, "HTTP/1.1 connection future: {h1} bytes");
 }
 

@@ -102,7 +102,12 @@ pub fn entries() -> Vec<Entry> {
         e("clusters[].caps.max_retries", CAPS, |c| c.clusters[0].caps.max_retries.to_string()),
         e("clusters[].retry_budget.percent", BUDGET, |c| c.clusters[0].retry_budget.percent.to_string()),
         e("clusters[].retry_budget.min_concurrent", BUDGET, |c| c.clusters[0].retry_budget.min_concurrent.to_string()),
-        e("clusters[].adaptive_concurrency.enabled", ADAPTIVE, |c| adaptive(c).enabled.to_string()),
+        // With a route that names a class (the default is conditional: see full.toml).
+        e(
+            "clusters[].adaptive_concurrency.enabled",
+            Given { route: "cluster = \"c\"\npriority = \"critical\"", cluster: "adaptive_concurrency = {}", ..G },
+            |c| adaptive(c).enabled.to_string(),
+        ),
         e("clusters[].adaptive_concurrency.initial_limit", ADAPTIVE, |c| adaptive(c).initial_limit.to_string()),
         e("clusters[].adaptive_concurrency.min_limit", ADAPTIVE, |c| adaptive(c).min_limit.to_string()),
         e("clusters[].adaptive_concurrency.tolerance", ADAPTIVE, |c| adaptive(c).tolerance.to_string()),

@@ -22,7 +22,8 @@ fn defaults() {
     assert_eq!(
         c.adaptive_concurrency,
         AdaptiveConcurrency {
-            enabled: true,
+            // No route names a class: nobody to favour, the limit is off.
+            enabled: false,
             initial_limit: 16,
             min_limit: 2,
             tolerance: 0.05,
@@ -30,6 +31,7 @@ fn defaults() {
         }
     );
     // Each key is optional on its own.
+    assert!(!cluster("adaptive_concurrency = {}\n").adaptive_concurrency.enabled);
     assert_eq!(cluster("caps = { max_pending = 10 }\n").caps.max_requests, 1024);
     assert_eq!(cluster("adaptive_concurrency = { tolerance = 0.5 }\n").adaptive_concurrency.initial_limit, 16);
 }
@@ -130,4 +132,24 @@ fn initial_limit_within_max_requests() {
     // An invalid cap is reported once, not again as a conflict.
     let found = errors(&with_keys("caps = { max_requests = 0 }\n"));
     assert_eq!(found.len(), 1, "{found:#?}");
+}
+
+#[test]
+fn the_adaptive_limit_is_on_by_default_where_classes_are_in_use() {
+    let route = "[[routes]]\nname = \"r\"\nmatch = { path_prefix = \"/\" }\ncluster = \"c\"\n";
+    let with = |route_keys: &str, extra: &str, cluster_keys: &str| {
+        let text = format!("{}\n{route}{route_keys}\n{extra}", with_keys(cluster_keys));
+        valid(&text).clusters.remove(0).adaptive_concurrency.enabled
+    };
+    assert!(with("priority = \"critical\"\n", "", ""), "a route names a class");
+    assert!(
+        with("", "[overload]\npriority_header = \"x-priority\"\ntrusted_sources = [\"10.0.0.0/8\"]\n", ""),
+        "a priority header can name one"
+    );
+    assert!(!with("", "", ""), "no class named anywhere");
+    assert!(
+        !with("priority = \"critical\"\n", "", "adaptive_concurrency = { enabled = false }\n"),
+        "an explicit false stays"
+    );
+    assert!(with("", "", "adaptive_concurrency = { enabled = true }\n"), "an explicit true stays");
 }

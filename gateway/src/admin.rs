@@ -3,7 +3,7 @@
 //!
 //! | endpoint | |
 //! | --- | --- |
-//! | `GET /healthz` | 200 while the process runs |
+//! | `GET /healthz` | 200 while every worker ticks; 503 naming the workers stuck for over 2 s or dead |
 //! | `GET /ready` | 200 once the first config is applied, 503 while draining |
 //! | `GET /stats` | per-worker counters and totals (JSON) |
 //! | `GET /server_info` | version, workers, pinned cores, I/O drivers, cgroup quota, uptime |
@@ -26,6 +26,7 @@ use crate::control::{hex, Control};
 use crate::stats::metrics::{ProcessInfo, ProcessRecorder, WorkerMetrics, ADMIN_REQUESTS, CONTENT_TYPE};
 use crate::stats::WorkerStats;
 use crate::upstream::EndpointViews;
+use crate::worker::heartbeat::STALL_AFTER;
 use crate::worker::Shared;
 use crate::ServerInfo;
 
@@ -60,7 +61,7 @@ pub fn handler(ctx: AdminContext) -> Handler {
 fn route(ctx: &AdminContext, req: &Request) -> Response {
     let method = req.method.as_str();
     match (method, req.path.as_str()) {
-        ("GET" | "HEAD", "/healthz") => Response::text(200, "ok\n"),
+        ("GET" | "HEAD", "/healthz") => healthz(ctx),
         ("GET" | "HEAD", "/ready") => {
             if ctx.shared.draining.load(Ordering::Acquire) {
                 Response::text(503, "draining\n")
@@ -95,6 +96,22 @@ fn route(ctx: &AdminContext, req: &Request) -> Response {
     }
 }
 
+/// 200 while every worker serves; 503 with one line per worker that stopped ticking (stuck
+/// for longer than `heartbeat::STALL_AFTER`) or whose thread died. During a drain, workers
+/// that finished draining count as healthy.
+fn healthz(ctx: &AdminContext) -> Response {
+    let draining = ctx.shared.draining.load(Ordering::Acquire);
+    let bad = ctx.shared.heartbeats.unhealthy(Instant::now(), STALL_AFTER, draining);
+    if bad.is_empty() {
+        return Response::text(200, "ok\n");
+    }
+    let mut body = String::from("unhealthy\n");
+    for (worker, pulse) in bad {
+        body.push_str(&format!("worker {worker}: {pulse}\n"));
+    }
+    Response::text(503, body)
+}
+
 /// Runs `f` if the request carries the admin token (or none is configured).
 fn authorized(ctx: &AdminContext, req: &Request, f: impl FnOnce() -> Response) -> Response {
     let Some(token) = &ctx.token else { return f() };
@@ -124,6 +141,10 @@ fn prometheus(ctx: &AdminContext) -> Response {
         access_log_write_errors: ctx.access_log.as_ref().map_or(0, AccessLogStats::write_errors),
         draining: ctx.shared.draining.load(Ordering::Acquire),
         uptime: ctx.started.elapsed(),
+        workers_unhealthy: {
+            let draining = ctx.shared.draining.load(Ordering::Acquire);
+            ctx.shared.heartbeats.unhealthy(Instant::now(), STALL_AFTER, draining).len() as u64
+        },
         recorder: Some(ctx.recorder.handle()),
         classes: ctx.shared.snapshot.load().config.overload.classes.clone(),
         health: ctx.shared.health.samples(),

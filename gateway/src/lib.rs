@@ -171,7 +171,7 @@ impl Gateway {
             ))),
             draining: AtomicBool::new(false),
             handoff: Default::default(),
-            heartbeats: (0..n).map(|_| std::sync::atomic::AtomicU64::new(0)).collect(),
+            heartbeats: worker::heartbeat::Heartbeats::new(n),
             health: Default::default(),
         });
         // The admin socket is bound here, with the listeners, so that both exist before the
@@ -223,7 +223,10 @@ impl Gateway {
         let for_workers = Arc::clone(&shared);
         let main =
             move |id, parts| listen::run(std::rc::Rc::new(worker::Worker::new(id, Arc::clone(&for_workers), parts)));
-        let (threads, workers) = match runtime::spawn_workers(driver, &budget.allowed, parts, &label, main) {
+        let for_exit = Arc::clone(&shared);
+        let exited = move |id: usize, clean: bool| for_exit.heartbeats.exited(id, clean);
+        logging::install_panic_hook();
+        let (threads, workers) = match runtime::spawn_workers(driver, &budget.allowed, parts, &label, main, exited) {
             Ok(x) => x,
             Err(e) => {
                 shared.draining.store(true, Ordering::Release);
@@ -398,6 +401,13 @@ impl Gateway {
                 tracing::warn!(path = %path.display(), error = %e, "cannot open the upgrade socket; binary upgrades need a restart")
             }
         }
+    }
+
+    /// Workers whose thread ended with a panic (outside any connection, which would have been
+    /// contained): the process should drain and exit so that its supervisor restarts it.
+    pub fn dead_workers(&self) -> Vec<usize> {
+        let pulses = self.shared.heartbeats.pulses(Instant::now());
+        pulses.enumerate().filter(|(_, p)| *p == worker::heartbeat::Pulse::Died).map(|(i, _)| i).collect()
     }
 
     /// A probe of worker liveness for the systemd watchdog.

@@ -50,6 +50,38 @@ pub fn init(level: &str) -> ClientEvents {
     limiter
 }
 
+/// Routes panics to the log (once per process): each panic is logged at error level with its
+/// message, location and thread (and a backtrace when `RUST_BACKTRACE` asks for one), whether
+/// a task boundary catches it or not. Without a log subscriber the previous hook prints it.
+pub fn install_panic_hook() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !tracing::dispatcher::has_been_set() {
+                previous(info);
+                return;
+            }
+            let location = info.location().map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()));
+            let payload = info.payload();
+            let message = payload
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+                .unwrap_or("(non-string panic payload)");
+            let thread = std::thread::current();
+            let backtrace = std::backtrace::Backtrace::capture();
+            let backtrace = (backtrace.status() == std::backtrace::BacktraceStatus::Captured).then_some(backtrace);
+            tracing::error!(
+                thread = thread.name().unwrap_or("?"),
+                location = location.as_deref().unwrap_or("?"),
+                backtrace = backtrace.map(tracing::field::display),
+                "panic: {message}"
+            );
+        }));
+    });
+}
+
 /// The filter directives: `RUST_LOG` when set and valid, else `level` (else `info`), with
 /// `rustls=error` added unless they name `rustls` themselves.
 pub fn filter_spec(rust_log: Option<&str>, level: &str) -> String {

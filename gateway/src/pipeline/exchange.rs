@@ -133,6 +133,8 @@ impl Exchange {
     /// Reports the finished request: stats, metrics, access log. Returns the clock reading it
     /// took (the request's end), for the caller's next timer.
     pub fn finish(&self, worker: &Worker, local: &Local, client: std::net::IpAddr) -> Instant {
+        #[cfg(feature = "fault-injection")]
+        super::fault::on_finish();
         let now = Instant::now();
         let elapsed = self.started.map(|s| now.saturating_duration_since(s)).unwrap_or_default();
         if self.status != 0 {

@@ -63,6 +63,19 @@ macro_rules! per_worker {
 
 /// Families fed by [`super::WorkerStats`]; every field appears exactly once (a test checks).
 pub const WORKER_FAMILIES: &[WorkerFamily] = &[
+    WorkerFamily {
+        family: Family {
+            name: "gateway_panics_total",
+            kind: Kind::Counter,
+            labels: &["boundary", "worker"],
+            help: "Panics caught and contained, by boundary: request (HTTP/1.1, answered 500 when nothing was sent), stream (HTTP/2, 500 or reset), connection (closed). The worker serves on; each is logged with its location.",
+        },
+        fields: &[
+            ("panics_request", Some("request")),
+            ("panics_stream", Some("stream")),
+            ("panics_connection", Some("connection")),
+        ],
+    },
     per_worker!(
         connections_accepted,
         Counter,
@@ -397,6 +410,13 @@ pub const UPTIME: Family = Family {
     labels: &[],
     help: "Seconds since the gateway started.",
 };
+pub const WORKERS_UNHEALTHY: Family = Family {
+    name: "gateway_workers_unhealthy",
+    kind: Kind::Gauge,
+    labels: &[],
+    help:
+        "Workers that stopped ticking for over 2 s or whose thread died (/healthz answers 503 while this is above 0).",
+};
 
 /// Families other than [`WORKER_FAMILIES`] written by [`render_prometheus`], in output order.
 pub const FAMILIES: &[Family] = &[
@@ -424,6 +444,7 @@ pub const FAMILIES: &[Family] = &[
     ACCESS_LOG_WRITE_ERRORS,
     DRAINING,
     UPTIME,
+    WORKERS_UNHEALTHY,
 ];
 
 pub const ADMIN_REQUESTS: Family = Family {

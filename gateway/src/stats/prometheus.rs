@@ -14,7 +14,8 @@ use super::metrics::{
     Family, ACCESS_LOG_LINES, ACCESS_LOG_WRITE_ERRORS, CLUSTER_CONNECTS, CLUSTER_DURATION, CLUSTER_EJECTED,
     CLUSTER_EJECTIONS, CLUSTER_FAILURES, CLUSTER_LIMIT, CLUSTER_PANIC_PICKS, CLUSTER_REQUESTS, CLUSTER_REUSES,
     CONFIG_RELOADS, CONFIG_VERSION, DRAINING, ENDPOINT_HEALTHY, HEALTH_CHECKS, HEALTH_TRANSITIONS, PRIORITY_REQUESTS,
-    ROUTE_DECISIONS, ROUTE_DURATION, ROUTE_MIRRORS, ROUTE_REQUESTS, ROUTE_SPLITS, UPTIME, WORKER_FAMILIES,
+    ROUTE_DECISIONS, ROUTE_DURATION, ROUTE_MIRRORS, ROUTE_REQUESTS, ROUTE_SPLITS, UPTIME, WORKERS_UNHEALTHY,
+    WORKER_FAMILIES,
 };
 use super::recorder::ProcessHandle;
 use super::series::{ClusterMetrics, FailureReason, RouteMetrics, SplitMetrics, WorkerMetrics, CLASS_OUTCOMES};
@@ -35,6 +36,8 @@ pub struct ProcessInfo {
     pub access_log_write_errors: u64,
     pub draining: bool,
     pub uptime: Duration,
+    /// Workers stuck (no tick within the stall limit) or dead, as `/healthz` counts them.
+    pub workers_unhealthy: u64,
     /// The process-level `metrics` recorder, whose families are appended after ours.
     pub recorder: Option<ProcessHandle>,
     /// The configured priority class names, in order (labels of `gateway_priority_requests_total`).
@@ -276,6 +279,8 @@ impl Writer<'_> {
         self.sample(DRAINING.name, "", &[], u8::from(p.draining));
         self.header(&UPTIME);
         self.sample(UPTIME.name, "", &[], p.uptime.as_secs_f64());
+        self.header(&WORKERS_UNHEALTHY);
+        self.sample(WORKERS_UNHEALTHY.name, "", &[], p.workers_unhealthy);
     }
 
     fn header(&mut self, family: &Family) {

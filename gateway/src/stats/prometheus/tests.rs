@@ -59,6 +59,7 @@ fn two_workers_render_valid_and_complete() {
         access_log_write_errors: 1,
         draining: true,
         uptime: Duration::from_millis(1500),
+        workers_unhealthy: 0,
         recorder: Some(recorder.handle()),
         classes: vec!["critical".into(), "normal".into()],
         health: vec![super::EndpointHealthSample {

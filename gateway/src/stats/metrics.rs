@@ -8,7 +8,7 @@
 //! This module also re-exports the rest of the metrics API, so callers need one import path.
 
 pub use super::histogram::{Histogram, HistogramSnapshot, LE_LABELS};
-pub use super::prometheus::{render_prometheus, ProcessInfo, CONTENT_TYPE};
+pub use super::prometheus::{render_prometheus, CertificateSample, ProcessInfo, CONTENT_TYPE};
 pub use super::recorder::{ProcessHandle, ProcessRecorder};
 pub use super::series::{
     ClassOutcome, ClusterMetrics, FailureReason, MirrorResult, RouteMetrics, SplitMetrics, SplitReason, WorkerMetrics,
@@ -410,6 +410,63 @@ pub const UPTIME: Family = Family {
     labels: &[],
     help: "Seconds since the gateway started.",
 };
+pub const BUILD_INFO: Family = Family {
+    name: "gateway_build_info",
+    kind: Kind::Gauge,
+    labels: &["version", "profile", "arch"],
+    help: "Always 1; its labels say which build runs.",
+};
+pub const CONFIG_LAST_RELOAD_SUCCESS: Family = Family {
+    name: "gateway_config_last_reload_success",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "1 when the last load of the configuration (start, file change, SIGHUP, POST /reload) succeeded, 0 when it was rejected (the previous one still runs).",
+};
+pub const CONFIG_LAST_RELOAD_SUCCESS_TIME: Family = Family {
+    name: "gateway_config_last_reload_success_timestamp_seconds",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "Unix time of the last successful load of the configuration.",
+};
+pub const TLS_CERT_EXPIRY: Family = Family {
+    name: "gateway_tls_certificate_expiry_seconds",
+    kind: Kind::Gauge,
+    labels: &["listener", "name", "serial"],
+    help: "Unix time at which a served certificate expires (its notAfter), per listener and certificate (its first name, its serial).",
+};
+pub const PROCESS_CPU: Family = Family {
+    name: "process_cpu_seconds_total",
+    kind: Kind::Counter,
+    labels: &[],
+    help: "User and system CPU time spent by the process, in seconds.",
+};
+pub const PROCESS_RESIDENT: Family = Family {
+    name: "process_resident_memory_bytes",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "Resident memory size in bytes.",
+};
+pub const PROCESS_VIRTUAL: Family = Family {
+    name: "process_virtual_memory_bytes",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "Virtual memory size in bytes.",
+};
+pub const PROCESS_OPEN_FDS: Family =
+    Family { name: "process_open_fds", kind: Kind::Gauge, labels: &[], help: "Open file descriptors." };
+pub const PROCESS_MAX_FDS: Family = Family {
+    name: "process_max_fds",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "The limit of open file descriptors (soft RLIMIT_NOFILE).",
+};
+pub const PROCESS_START_TIME: Family = Family {
+    name: "process_start_time_seconds",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "Unix time at which the process started.",
+};
+
 pub const WORKERS_UNHEALTHY: Family = Family {
     name: "gateway_workers_unhealthy",
     kind: Kind::Gauge,
@@ -445,6 +502,16 @@ pub const FAMILIES: &[Family] = &[
     DRAINING,
     UPTIME,
     WORKERS_UNHEALTHY,
+    BUILD_INFO,
+    CONFIG_LAST_RELOAD_SUCCESS,
+    CONFIG_LAST_RELOAD_SUCCESS_TIME,
+    TLS_CERT_EXPIRY,
+    PROCESS_CPU,
+    PROCESS_RESIDENT,
+    PROCESS_VIRTUAL,
+    PROCESS_OPEN_FDS,
+    PROCESS_MAX_FDS,
+    PROCESS_START_TIME,
 ];
 
 pub const ADMIN_REQUESTS: Family = Family {
@@ -531,7 +598,8 @@ mod tests {
         let mut names = BTreeSet::new();
         for f in all_families() {
             assert!(names.insert(f.name), "{} declared twice", f.name);
-            assert!(f.name.starts_with("gateway_"), "{}", f.name);
+            // The standard process_* families of Prometheus client libraries keep their names.
+            assert!(f.name.starts_with("gateway_") || f.name.starts_with("process_"), "{}", f.name);
             assert!(f.name.bytes().all(|b| b == b'_' || b.is_ascii_lowercase() || b.is_ascii_digit()), "{}", f.name);
             match f.kind {
                 Kind::Counter => assert!(f.name.ends_with("_total"), "counter {} must end in _total", f.name),

@@ -257,6 +257,7 @@ mod tests {
 }
 pub mod histogram;
 pub mod metrics;
+pub mod process;
 pub mod prometheus;
 pub mod recorder;
 pub mod series;

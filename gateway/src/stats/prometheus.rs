@@ -17,6 +17,11 @@ use super::metrics::{
     ROUTE_DECISIONS, ROUTE_DURATION, ROUTE_MIRRORS, ROUTE_REQUESTS, ROUTE_SPLITS, UPTIME, WORKERS_UNHEALTHY,
     WORKER_FAMILIES,
 };
+use super::metrics::{
+    BUILD_INFO, CONFIG_LAST_RELOAD_SUCCESS, CONFIG_LAST_RELOAD_SUCCESS_TIME, PROCESS_CPU, PROCESS_MAX_FDS,
+    PROCESS_OPEN_FDS, PROCESS_RESIDENT, PROCESS_START_TIME, PROCESS_VIRTUAL, TLS_CERT_EXPIRY,
+};
+use super::process::ProcessStats;
 use super::recorder::ProcessHandle;
 use super::series::{ClusterMetrics, FailureReason, RouteMetrics, SplitMetrics, WorkerMetrics, CLASS_OUTCOMES};
 use super::series::{MIRROR_RESULTS, SPLIT_REASONS, STATUS_CLASSES};
@@ -38,12 +43,32 @@ pub struct ProcessInfo {
     pub uptime: Duration,
     /// Workers stuck (no tick within the stall limit) or dead, as `/healthz` counts them.
     pub workers_unhealthy: u64,
+    /// The labels of `gateway_build_info`: version, profile, arch.
+    pub build: [&'static str; 3],
+    /// Whether the last load of the configuration succeeded, and when the last success was
+    /// (unix seconds).
+    pub last_reload_ok: bool,
+    pub last_reload_success_time: f64,
+    /// Every served certificate.
+    pub certificates: Vec<CertificateSample>,
+    /// `/proc/self` values, when read.
+    pub process: Option<ProcessStats>,
     /// The process-level `metrics` recorder, whose families are appended after ours.
     pub recorder: Option<ProcessHandle>,
     /// The configured priority class names, in order (labels of `gateway_priority_requests_total`).
     pub classes: Vec<String>,
     /// Every endpoint's active health (the process's health registry).
     pub health: Vec<EndpointHealthSample>,
+}
+
+/// One served certificate, as `gateway_tls_certificate_expiry_seconds` shows it.
+#[derive(Debug, Clone, Default)]
+pub struct CertificateSample {
+    pub listener: String,
+    pub name: String,
+    pub serial: String,
+    /// Unix seconds.
+    pub not_after: i64,
 }
 
 /// One endpoint's active-health counters, as the exposition shows them.
@@ -281,6 +306,33 @@ impl Writer<'_> {
         self.sample(UPTIME.name, "", &[], p.uptime.as_secs_f64());
         self.header(&WORKERS_UNHEALTHY);
         self.sample(WORKERS_UNHEALTHY.name, "", &[], p.workers_unhealthy);
+        self.header(&BUILD_INFO);
+        let [version, profile, arch] = p.build;
+        self.sample(BUILD_INFO.name, "", &[("version", version), ("profile", profile), ("arch", arch)], 1);
+        self.header(&CONFIG_LAST_RELOAD_SUCCESS);
+        self.sample(CONFIG_LAST_RELOAD_SUCCESS.name, "", &[], u8::from(p.last_reload_ok));
+        self.header(&CONFIG_LAST_RELOAD_SUCCESS_TIME);
+        self.sample(CONFIG_LAST_RELOAD_SUCCESS_TIME.name, "", &[], p.last_reload_success_time);
+        self.header(&TLS_CERT_EXPIRY);
+        for c in &p.certificates {
+            let labels = [("listener", c.listener.as_str()), ("name", c.name.as_str()), ("serial", c.serial.as_str())];
+            self.sample(TLS_CERT_EXPIRY.name, "", &labels, c.not_after);
+        }
+        let stats = p.process.clone().unwrap_or_default();
+        let families: [(&Family, Option<f64>); 6] = [
+            (&PROCESS_CPU, stats.cpu_seconds),
+            (&PROCESS_RESIDENT, stats.resident_bytes.map(|v| v as f64)),
+            (&PROCESS_VIRTUAL, stats.virtual_bytes.map(|v| v as f64)),
+            (&PROCESS_OPEN_FDS, stats.open_fds.map(|v| v as f64)),
+            (&PROCESS_MAX_FDS, stats.max_fds.map(|v| v as f64)),
+            (&PROCESS_START_TIME, stats.start_time),
+        ];
+        for (family, value) in families {
+            self.header(family);
+            if let Some(v) = value {
+                self.sample(family.name, "", &[], v);
+            }
+        }
     }
 
     fn header(&mut self, family: &Family) {

@@ -60,6 +60,23 @@ fn two_workers_render_valid_and_complete() {
         draining: true,
         uptime: Duration::from_millis(1500),
         workers_unhealthy: 0,
+        build: ["0.1.0", "debug", "x86_64"],
+        last_reload_ok: true,
+        last_reload_success_time: 1.5,
+        certificates: vec![super::CertificateSample {
+            listener: "public".into(),
+            name: "a.test".into(),
+            serial: "0a1b".into(),
+            not_after: 1_798_761_600,
+        }],
+        process: Some(crate::stats::process::ProcessStats {
+            cpu_seconds: Some(1.25),
+            resident_bytes: Some(4096),
+            virtual_bytes: Some(8192),
+            open_fds: Some(12),
+            max_fds: Some(1024),
+            start_time: Some(1_764_547_200.5),
+        }),
         recorder: Some(recorder.handle()),
         classes: vec!["critical".into(), "normal".into()],
         health: vec![super::EndpointHealthSample {
@@ -89,6 +106,12 @@ fn two_workers_render_valid_and_complete() {
     }
 
     let v = |name: &str, labels: &[(&str, &str)]| exp.value(name, labels);
+    let cert = [("listener", "public"), ("name", "a.test"), ("serial", "0a1b")];
+    assert_eq!(v("gateway_tls_certificate_expiry_seconds", &cert), 1_798_761_600.0);
+    assert_eq!(v("gateway_build_info", &[("version", "0.1.0"), ("profile", "debug"), ("arch", "x86_64")]), 1.0);
+    assert_eq!(v("gateway_config_last_reload_success", &[]), 1.0);
+    assert_eq!(v("process_cpu_seconds_total", &[]), 1.25);
+    assert_eq!(v("process_start_time_seconds", &[]), 1_764_547_200.5);
     assert_eq!(
         v("gateway_priority_requests_total", &[("priority", "normal"), ("outcome", "shed"), ("worker", "1")]),
         1.0

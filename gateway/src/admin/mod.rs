@@ -12,8 +12,14 @@
 //! | `GET /metrics` | Prometheus text: per-worker, per-route and per-cluster series |
 //! | `POST /reload` | re-read the config file; 200 with the applied version, 400 with every error |
 //! | `POST /drain` | stop accepting and drain, as on SIGTERM |
+//! | `GET /certs` | each served certificate: names, subject, issuer, serial, validity, days left |
+//! | `GET /logging` | the log filter in force |
+//! | `POST /logging` | replace the log filter (body or `?filter=`, `RUST_LOG` syntax) |
 //!
 //! When a token is configured, the mutating endpoints need `Authorization: Bearer <token>`.
+
+mod certs;
+mod logging;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -24,15 +30,31 @@ use gateway_admin::{Handler, Request, Response};
 use crate::accesslog::AccessLogStats;
 use crate::control::{hex, Control};
 use crate::stats::metrics::{ProcessInfo, ProcessRecorder, WorkerMetrics, ADMIN_REQUESTS, CONTENT_TYPE};
+use crate::stats::process::ProcessStats;
 use crate::stats::WorkerStats;
+
+/// The labels of `gateway_build_info`.
+const PROFILE: &str = if cfg!(debug_assertions) { "debug" } else { "release" };
+
 use crate::upstream::EndpointViews;
 use crate::worker::heartbeat::STALL_AFTER;
 use crate::worker::Shared;
 use crate::ServerInfo;
 
 /// Every endpoint path (the label values of `gateway_admin_requests_total`, besides `other`).
-const ENDPOINTS: [&str; 9] =
-    ["/healthz", "/ready", "/stats", "/server_info", "/config", "/clusters", "/metrics", "/reload", "/drain"];
+const ENDPOINTS: [&str; 11] = [
+    "/healthz",
+    "/ready",
+    "/stats",
+    "/server_info",
+    "/config",
+    "/clusters",
+    "/metrics",
+    "/reload",
+    "/drain",
+    "/certs",
+    "/logging",
+];
 
 pub struct AdminContext {
     pub shared: Arc<Shared>,
@@ -76,6 +98,9 @@ fn route(ctx: &AdminContext, req: &Request) -> Response {
         ("GET" | "HEAD", "/config") => config(ctx),
         ("GET" | "HEAD", "/clusters") => clusters(ctx),
         ("GET" | "HEAD", "/metrics") => prometheus(ctx),
+        ("GET" | "HEAD", "/certs") => certs::certs(&ctx.shared.snapshot.load()),
+        ("GET" | "HEAD", "/logging") => logging::show(),
+        ("POST", "/logging") => authorized(ctx, req, || logging::change(req)),
         ("POST", "/reload") => authorized(ctx, req, || match ctx.control.reload("admin") {
             Ok(applied) => Response::json(200, &serde_json::to_value(&applied).unwrap_or_default()),
             Err(message) => {
@@ -90,7 +115,7 @@ fn route(ctx: &AdminContext, req: &Request) -> Response {
         (
             _,
             "/healthz" | "/ready" | "/stats" | "/server_info" | "/config" | "/clusters" | "/metrics" | "/reload"
-            | "/drain",
+            | "/drain" | "/certs" | "/logging",
         ) => Response::text(405, "method not allowed\n"),
         _ => Response::text(404, "not found\n"),
     }
@@ -132,21 +157,28 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 fn prometheus(ctx: &AdminContext) -> Response {
     let status = ctx.control.status();
+    let snap = ctx.shared.snapshot.load();
+    let draining = ctx.shared.draining.load(Ordering::Acquire);
     let process = ProcessInfo {
-        config_version: ctx.shared.snapshot.load().version,
+        config_version: snap.version,
         reloads_ok: status.reloads_ok,
         reloads_failed: status.reloads_failed,
         access_log_written: ctx.access_log.as_ref().map_or(0, AccessLogStats::written),
         access_log_dropped: ctx.access_log.as_ref().map_or(0, AccessLogStats::dropped),
         access_log_write_errors: ctx.access_log.as_ref().map_or(0, AccessLogStats::write_errors),
-        draining: ctx.shared.draining.load(Ordering::Acquire),
+        draining,
         uptime: ctx.started.elapsed(),
-        workers_unhealthy: {
-            let draining = ctx.shared.draining.load(Ordering::Acquire);
-            ctx.shared.heartbeats.unhealthy(Instant::now(), STALL_AFTER, draining).len() as u64
-        },
+        workers_unhealthy: ctx.shared.heartbeats.unhealthy(Instant::now(), STALL_AFTER, draining).len() as u64,
+        build: [ctx.info.version, PROFILE, std::env::consts::ARCH],
+        last_reload_ok: status.last_reload_ok,
+        last_reload_success_time: status
+            .last_success_at
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map_or(0.0, |d| d.as_secs_f64()),
+        certificates: certs::samples(&snap),
+        process: Some(ProcessStats::read()),
         recorder: Some(ctx.recorder.handle()),
-        classes: ctx.shared.snapshot.load().config.overload.classes.clone(),
+        classes: snap.config.overload.classes.clone(),
         health: ctx.shared.health.samples(),
     };
     let workers: Vec<_> = ctx.stats.iter().cloned().zip(ctx.metrics.iter().cloned()).collect();

@@ -97,7 +97,7 @@ fn route(ctx: &AdminContext, req: &Request) -> Response {
         ("GET" | "HEAD", "/server_info") => server_info(ctx),
         ("GET" | "HEAD", "/config") => config(ctx),
         ("GET" | "HEAD", "/clusters") => clusters(ctx),
-        ("GET" | "HEAD", "/metrics") => prometheus(ctx),
+        ("GET" | "HEAD", "/metrics") => prometheus(ctx, req),
         ("GET" | "HEAD", "/certs") => certs::certs(&ctx.shared.snapshot.load()),
         ("GET" | "HEAD", "/logging") => logging::show(),
         ("POST", "/logging") => authorized(ctx, req, || logging::change(req)),
@@ -155,7 +155,9 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn prometheus(ctx: &AdminContext) -> Response {
+/// The Prometheus exposition: summed over workers, or per worker with `?per_worker=1` or
+/// `server.admin.per_worker_metrics`.
+fn prometheus(ctx: &AdminContext, req: &Request) -> Response {
     let status = ctx.control.status();
     let snap = ctx.shared.snapshot.load();
     let draining = ctx.shared.draining.load(Ordering::Acquire);
@@ -183,7 +185,12 @@ fn prometheus(ctx: &AdminContext) -> Response {
     };
     let workers: Vec<_> = ctx.stats.iter().cloned().zip(ctx.metrics.iter().cloned()).collect();
     let mut out = String::with_capacity(16 * 1024);
-    crate::stats::metrics::render_prometheus(&mut out, &workers, &process);
+    let asked = req
+        .query
+        .as_deref()
+        .is_some_and(|q| q.split('&').any(|p| matches!(p, "per_worker" | "per_worker=1" | "per_worker=true")));
+    let configured = snap.config.server.admin.as_ref().is_some_and(|a| a.per_worker_metrics);
+    crate::stats::metrics::render_prometheus(&mut out, &workers, &process, asked || configured);
     Response { status: 200, content_type: CONTENT_TYPE, body: out.into_bytes() }
 }
 

@@ -625,7 +625,11 @@ mod tests {
     fn markdown_table() -> String {
         let mut out = String::from("\n| name | type | labels | help |\n| --- | --- | --- | --- |\n");
         for f in all_families() {
-            let mut labels: Vec<String> = f.labels.iter().map(|l| format!("`{l}`")).collect();
+            let mut labels: Vec<String> = f
+                .labels
+                .iter()
+                .map(|l| if *l == "worker" { "`worker` (per-worker view only)".into() } else { format!("`{l}`") })
+                .collect();
             if f.kind == Kind::Histogram {
                 labels.push("`le` (on `_bucket`)".into());
             }

@@ -5,6 +5,7 @@
 //! sample per worker (and route, cluster, class, reason). Workers are never stopped or locked
 //! out: a scrape sees each counter at a slightly different moment, which Prometheus tolerates.
 
+use std::collections::HashMap;
 use std::fmt::{Display, Write};
 use std::sync::Arc;
 use std::time::Duration;
@@ -84,18 +85,95 @@ pub struct EndpointHealthSample {
 }
 
 /// Appends the exposition of every family to `out`. Each pair is one worker's stats and metric
-/// sets; its `worker` label is [`WorkerMetrics::worker`], so ids must be distinct.
-pub fn render_prometheus(out: &mut String, workers: &[(Arc<WorkerStats>, Arc<WorkerMetrics>)], process: &ProcessInfo) {
+/// sets; its `worker` label is [`WorkerMetrics::worker`], so ids must be distinct. With
+/// `per_worker` false (the default view) every series is summed over the workers and written
+/// once, without the `worker` label.
+pub fn render_prometheus(
+    out: &mut String,
+    workers: &[(Arc<WorkerStats>, Arc<WorkerMetrics>)],
+    process: &ProcessInfo,
+    per_worker: bool,
+) {
     let views: Vec<WorkerView> = workers.iter().map(|(stats, metrics)| WorkerView::read(stats, metrics)).collect();
-    let mut w = Writer { out };
+    let mut w = Writer { out, sums: (!per_worker).then(Sums::default) };
     w.worker_families(&views);
     w.priority_families(&views, &process.classes);
     w.route_families(&views);
     w.cluster_families(&views);
     w.health_families(&process.health);
     w.process_families(process);
+    w.flush();
     if let Some(recorder) = &process.recorder {
         recorder.render_into(w.out);
+    }
+}
+
+/// The series of the family being written, summed over workers: each series' text (name,
+/// suffix and labels but `worker`) and its running sum, in first-seen order.
+#[derive(Default)]
+struct Sums {
+    index: HashMap<String, usize>,
+    series: Vec<(String, Value)>,
+    key: String,
+}
+
+/// A sample's value, kept in its type so that sums of integers stay exact.
+#[derive(Debug, Clone, Copy)]
+enum Value {
+    Unsigned(u64),
+    Signed(i64),
+    Float(f64),
+}
+
+impl Value {
+    fn add(self, other: Value) -> Value {
+        match (self, other) {
+            (Value::Unsigned(a), Value::Unsigned(b)) => Value::Unsigned(a.wrapping_add(b)),
+            (Value::Signed(a), Value::Signed(b)) => Value::Signed(a.wrapping_add(b)),
+            (a, b) => Value::Float(a.as_f64() + b.as_f64()),
+        }
+    }
+
+    fn as_f64(self) -> f64 {
+        match self {
+            Value::Unsigned(v) => v as f64,
+            Value::Signed(v) => v as f64,
+            Value::Float(v) => v,
+        }
+    }
+}
+
+impl Display for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Value::Unsigned(v) => v.fmt(f),
+            Value::Signed(v) => v.fmt(f),
+            Value::Float(v) => v.fmt(f),
+        }
+    }
+}
+
+impl From<u64> for Value {
+    fn from(v: u64) -> Self {
+        Value::Unsigned(v)
+    }
+}
+
+impl From<u8> for Value {
+    fn from(v: u8) -> Self {
+        Value::Unsigned(v.into())
+    }
+}
+
+impl From<i64> for Value {
+    fn from(v: i64) -> Self {
+        Value::Signed(v)
+    }
+}
+
+impl From<f64> for Value {
+    fn from(v: f64) -> Self {
+        Value::Float(v)
     }
 }
 
@@ -129,6 +207,8 @@ impl WorkerView {
 
 struct Writer<'a> {
     out: &'a mut String,
+    /// Summing over workers (the default view); `None` writes each worker's series.
+    sums: Option<Sums>,
 }
 
 impl Writer<'_> {
@@ -308,7 +388,7 @@ impl Writer<'_> {
         self.sample(WORKERS_UNHEALTHY.name, "", &[], p.workers_unhealthy);
         self.header(&BUILD_INFO);
         let [version, profile, arch] = p.build;
-        self.sample(BUILD_INFO.name, "", &[("version", version), ("profile", profile), ("arch", arch)], 1);
+        self.sample(BUILD_INFO.name, "", &[("version", version), ("profile", profile), ("arch", arch)], 1u8);
         self.header(&CONFIG_LAST_RELOAD_SUCCESS);
         self.sample(CONFIG_LAST_RELOAD_SUCCESS.name, "", &[], u8::from(p.last_reload_ok));
         self.header(&CONFIG_LAST_RELOAD_SUCCESS_TIME);
@@ -336,6 +416,7 @@ impl Writer<'_> {
     }
 
     fn header(&mut self, family: &Family) {
+        self.flush();
         let _ = write!(self.out, "# HELP {} ", family.name);
         escape_into(self.out, family.help, false);
         let _ = writeln!(self.out, "\n# TYPE {} {}", family.name, family.kind.as_str());
@@ -355,23 +436,59 @@ impl Writer<'_> {
         self.sample(name, "_count", labels, snapshot.count());
     }
 
-    fn sample(&mut self, name: &str, suffix: &str, labels: &[(&str, &str)], value: impl Display) {
-        self.out.push_str(name);
-        self.out.push_str(suffix);
-        if !labels.is_empty() {
-            self.out.push('{');
-            for (i, (key, value)) in labels.iter().enumerate() {
-                if i > 0 {
-                    self.out.push(',');
+    fn sample(&mut self, name: &str, suffix: &str, labels: &[(&str, &str)], value: impl Into<Value>) {
+        let value = value.into();
+        let has_worker = labels.iter().any(|(k, _)| *k == "worker");
+        match &mut self.sums {
+            Some(sums) if has_worker => {
+                let mut key = std::mem::take(&mut sums.key);
+                key.clear();
+                write_series(&mut key, name, suffix, labels.iter().filter(|(k, _)| *k != "worker"));
+                match sums.index.get(key.as_str()) {
+                    Some(&i) => {
+                        if let Some((_, sum)) = sums.series.get_mut(i) {
+                            *sum = sum.add(value);
+                        }
+                        sums.key = key;
+                    }
+                    None => {
+                        sums.index.insert(key.clone(), sums.series.len());
+                        sums.series.push((key, value));
+                    }
                 }
-                self.out.push_str(key);
-                self.out.push_str("=\"");
-                escape_into(self.out, value, true);
-                self.out.push('"');
             }
-            self.out.push('}');
+            _ => {
+                write_series(self.out, name, suffix, labels.iter());
+                let _ = writeln!(self.out, " {value}");
+            }
         }
-        let _ = writeln!(self.out, " {value}");
+    }
+
+    /// Writes the summed series of the family just finished, if any.
+    fn flush(&mut self) {
+        let Some(sums) = &mut self.sums else { return };
+        for (series, value) in sums.series.drain(..) {
+            let _ = writeln!(self.out, "{series} {value}");
+        }
+        sums.index.clear();
+    }
+}
+
+/// `name` `suffix` `{labels}` (no braces without labels).
+fn write_series<'l>(out: &mut String, name: &str, suffix: &str, labels: impl Iterator<Item = &'l (&'l str, &'l str)>) {
+    out.push_str(name);
+    out.push_str(suffix);
+    let mut first = true;
+    for (key, value) in labels {
+        out.push(if first { '{' } else { ',' });
+        first = false;
+        out.push_str(key);
+        out.push_str("=\"");
+        escape_into(out, value, true);
+        out.push('"');
+    }
+    if !first {
+        out.push('}');
     }
 }
 

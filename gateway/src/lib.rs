@@ -72,7 +72,6 @@ pub struct Gateway {
     stats: Vec<Arc<WorkerStats>>,
     metrics: Vec<Arc<WorkerMetrics>>,
     access_log: Option<accesslog::AccessLog>,
-    recorder: Arc<stats::metrics::ProcessRecorder>,
     admin: Option<gateway_admin::AdminServer>,
     watcher: Option<gateway_config::watch::ConfigWatcher>,
     /// Polls the TLS certificate, key and CA files and reloads when one changes.
@@ -234,7 +233,6 @@ impl Gateway {
             }
         };
         let watch = shared.snapshot.load().config.server.watch;
-        let recorder = Arc::new(stats::metrics::ProcessRecorder::new());
         let mut gateway = Self {
             shared,
             control,
@@ -243,7 +241,6 @@ impl Gateway {
             stats,
             metrics,
             access_log,
-            recorder,
             admin: None,
             watcher: None,
             cert_poller: None,
@@ -297,7 +294,7 @@ impl Gateway {
                 metrics: gateway.metrics.clone(),
                 endpoints: endpoints.clone(),
                 access_log: gateway.access_log.as_ref().map(accesslog::AccessLog::stats),
-                recorder: Arc::clone(&gateway.recorder),
+                requests: Default::default(),
                 info,
                 started,
                 token: admin.token.clone(),

@@ -104,10 +104,7 @@ fn metrics_are_valid_prometheus_text_with_route_and_cluster_series() {
     assert_eq!(m[r#"gateway_priority_requests_total{priority="critical",outcome="shed",worker="0"}"#], 0.0);
     assert_eq!(m["gateway_config_version"], 1.0);
     assert_eq!(m[r#"gateway_config_reloads_total{result="ok"}"#], 0.0);
-    assert!(
-        m.keys().any(|k| k.starts_with("gateway_admin_requests_total{path=\"/metrics\"")),
-        "metrics-crate recorder series"
-    );
+    assert!(m.keys().any(|k| k.starts_with("gateway_admin_requests_total{path=\"/metrics\"")), "admin request series");
     // The default view: the same series summed over the workers, without the worker label.
     let summed = parse_prometheus(&get(admin, "/metrics").text());
     assert_eq!(summed[r#"gateway_route_requests_total{route="home",class="2xx"}"#], 3.0);

@@ -29,7 +29,7 @@ use gateway_admin::{Handler, Request, Response};
 
 use crate::accesslog::AccessLogStats;
 use crate::control::{hex, Control};
-use crate::stats::metrics::{ProcessInfo, ProcessRecorder, WorkerMetrics, ADMIN_REQUESTS, CONTENT_TYPE};
+use crate::stats::metrics::{ProcessInfo, WorkerMetrics, CONTENT_TYPE};
 use crate::stats::process::ProcessStats;
 use crate::stats::WorkerStats;
 
@@ -64,18 +64,31 @@ pub struct AdminContext {
     /// Each worker's endpoint gauges.
     pub endpoints: Vec<Arc<EndpointViews>>,
     pub access_log: Option<AccessLogStats>,
-    pub recorder: Arc<ProcessRecorder>,
+    /// Requests served, by index into [`ENDPOINTS`] (the last slot: any other path).
+    pub requests: AdminRequests,
     pub info: ServerInfo,
     pub started: Instant,
     pub token: Option<String>,
 }
 
+/// Admin requests by path: one counter per entry of [`ENDPOINTS`], then one for any other
+/// path (the handler threads share them; the admin port is not the data path).
+#[derive(Default)]
+pub struct AdminRequests([std::sync::atomic::AtomicU64; ENDPOINTS.len() + 1]);
+
+impl AdminRequests {
+    fn counts(&self) -> Vec<(&'static str, u64)> {
+        let paths = ENDPOINTS.iter().copied().chain(std::iter::once("other"));
+        paths.zip(&self.0).map(|(p, c)| (p, c.load(Ordering::Relaxed))).collect()
+    }
+}
+
 pub fn handler(ctx: AdminContext) -> Handler {
     Arc::new(move |req: &Request| {
-        let path = ENDPOINTS.iter().copied().find(|e| *e == req.path).unwrap_or("other");
-        metrics::with_local_recorder(ctx.recorder.recorder(), || {
-            metrics::counter!(ADMIN_REQUESTS.name, "path" => path).increment(1);
-        });
+        let slot = ENDPOINTS.iter().position(|e| *e == req.path).unwrap_or(ENDPOINTS.len());
+        if let Some(count) = ctx.requests.0.get(slot) {
+            count.fetch_add(1, Ordering::Relaxed);
+        }
         route(&ctx, req)
     })
 }
@@ -179,7 +192,7 @@ fn prometheus(ctx: &AdminContext, req: &Request) -> Response {
             .map_or(0.0, |d| d.as_secs_f64()),
         certificates: certs::samples(&snap),
         process: Some(ProcessStats::read()),
-        recorder: Some(ctx.recorder.handle()),
+        admin_requests: ctx.requests.counts(),
         classes: snap.config.overload.classes.clone(),
         health: ctx.shared.health.samples(),
     };

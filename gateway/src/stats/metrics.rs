@@ -1,15 +1,13 @@
 //! Every Prometheus metric the gateway exports, in one table: name, type, labels and help.
 //!
 //! The renderer ([`render_prometheus`]) writes exactly the families of [`WORKER_FAMILIES`] and
-//! [`FAMILIES`], in that order, then whatever the process-level `metrics` recorder holds
-//! (families of [`RECORDER_FAMILIES`]). `gateway/METRICS.md` is generated from these tables and a
+//! [`FAMILIES`], in that order. `gateway/METRICS.md` is generated from these tables and a
 //! test fails when it is out of date (rerun it with `UPDATE_METRICS_MD=1` to rewrite it).
 //!
 //! This module also re-exports the rest of the metrics API, so callers need one import path.
 
 pub use super::histogram::{Histogram, HistogramSnapshot, LE_LABELS};
 pub use super::prometheus::{render_prometheus, CertificateSample, ProcessInfo, CONTENT_TYPE};
-pub use super::recorder::{ProcessHandle, ProcessRecorder};
 pub use super::series::{
     ClassOutcome, ClusterMetrics, FailureReason, MirrorResult, RouteMetrics, SplitMetrics, SplitReason, WorkerMetrics,
     CLASS_OUTCOMES, MAX_PRIORITY_CLASSES, MIRROR_RESULTS, SPLIT_REASONS, STATUS_CLASSES,
@@ -512,6 +510,7 @@ pub const FAMILIES: &[Family] = &[
     PROCESS_OPEN_FDS,
     PROCESS_MAX_FDS,
     PROCESS_START_TIME,
+    ADMIN_REQUESTS,
 ];
 
 pub const ADMIN_REQUESTS: Family = Family {
@@ -521,17 +520,9 @@ pub const ADMIN_REQUESTS: Family = Family {
     help: "Requests served by the admin listener, by path.",
 };
 
-/// Families recorded through the `metrics` facade into [`ProcessRecorder`] (rare process-level
-/// events), e.g. `metrics::counter!(ADMIN_REQUESTS.name, "path" => "/metrics").increment(1)`.
-/// [`ProcessRecorder::new`] registers their help texts. Names must not collide with the families
-/// above; a colliding family is left out of the output (a test checks none does). Label values
-/// must come from a fixed set (e.g. the admin's known paths, anything else as `"other"`): every
-/// distinct value is a new series kept for the life of the process.
-pub const RECORDER_FAMILIES: &[Family] = &[ADMIN_REQUESTS];
-
-/// Every family of the three tables: worker, other rendered, recorder.
+/// Every family of the two tables: worker, then the others.
 pub fn all_families() -> impl Iterator<Item = &'static Family> {
-    WORKER_FAMILIES.iter().map(|w| &w.family).chain(FAMILIES).chain(RECORDER_FAMILIES)
+    WORKER_FAMILIES.iter().map(|w| &w.family).chain(FAMILIES)
 }
 
 #[cfg(test)]

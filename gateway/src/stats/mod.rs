@@ -259,5 +259,4 @@ pub mod histogram;
 pub mod metrics;
 pub mod process;
 pub mod prometheus;
-pub mod recorder;
 pub mod series;

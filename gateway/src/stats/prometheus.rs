@@ -19,11 +19,10 @@ use super::metrics::{
     WORKER_FAMILIES,
 };
 use super::metrics::{
-    BUILD_INFO, CONFIG_LAST_RELOAD_SUCCESS, CONFIG_LAST_RELOAD_SUCCESS_TIME, PROCESS_CPU, PROCESS_MAX_FDS,
-    PROCESS_OPEN_FDS, PROCESS_RESIDENT, PROCESS_START_TIME, PROCESS_VIRTUAL, TLS_CERT_EXPIRY,
+    ADMIN_REQUESTS, BUILD_INFO, CONFIG_LAST_RELOAD_SUCCESS, CONFIG_LAST_RELOAD_SUCCESS_TIME, PROCESS_CPU,
+    PROCESS_MAX_FDS, PROCESS_OPEN_FDS, PROCESS_RESIDENT, PROCESS_START_TIME, PROCESS_VIRTUAL, TLS_CERT_EXPIRY,
 };
 use super::process::ProcessStats;
-use super::recorder::ProcessHandle;
 use super::series::{ClusterMetrics, FailureReason, RouteMetrics, SplitMetrics, WorkerMetrics, CLASS_OUTCOMES};
 use super::series::{MIRROR_RESULTS, SPLIT_REASONS, STATUS_CLASSES};
 use super::WorkerStats;
@@ -54,8 +53,8 @@ pub struct ProcessInfo {
     pub certificates: Vec<CertificateSample>,
     /// `/proc/self` values, when read.
     pub process: Option<ProcessStats>,
-    /// The process-level `metrics` recorder, whose families are appended after ours.
-    pub recorder: Option<ProcessHandle>,
+    /// Admin requests by path (the label values of `gateway_admin_requests_total`).
+    pub admin_requests: Vec<(&'static str, u64)>,
     /// The configured priority class names, in order (labels of `gateway_priority_requests_total`).
     pub classes: Vec<String>,
     /// Every endpoint's active health (the process's health registry).
@@ -103,9 +102,6 @@ pub fn render_prometheus(
     w.health_families(&process.health);
     w.process_families(process);
     w.flush();
-    if let Some(recorder) = &process.recorder {
-        recorder.render_into(w.out);
-    }
 }
 
 /// The series of the family being written, summed over workers: each series' text (name,
@@ -412,6 +408,10 @@ impl Writer<'_> {
             if let Some(v) = value {
                 self.sample(family.name, "", &[], v);
             }
+        }
+        self.header(&ADMIN_REQUESTS);
+        for (path, count) in &p.admin_requests {
+            self.sample(ADMIN_REQUESTS.name, "", &[("path", path)], *count);
         }
     }
 

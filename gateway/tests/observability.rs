@@ -111,6 +111,11 @@ fn metrics_are_valid_prometheus_text_with_route_and_cluster_series() {
     assert_eq!(summed["gateway_requests_total"], 5.0);
     assert_eq!(summed[r#"gateway_cluster_upstream_duration_seconds_bucket{cluster="origin",le="+Inf"}"#], 2.0);
     assert!(!summed.keys().any(|k| k.contains("worker=")), "no worker label by default");
+    // Per upstream endpoint: the proxied requests (one 2xx, one 5xx) and their upstream time.
+    let endpoint = format!(r#"cluster="origin",endpoint="{}""#, o.addr());
+    assert_eq!(summed[&format!("gateway_endpoint_requests_total{{{endpoint},class=\"2xx\"}}")], 1.0);
+    assert_eq!(summed[&format!("gateway_endpoint_requests_total{{{endpoint},class=\"5xx\"}}")], 1.0);
+    assert_eq!(summed[&format!("gateway_endpoint_upstream_duration_seconds_count{{{endpoint}}}")], 2.0);
     // A failing endpoint shows up by reason.
     std::fs::write(&path, cfg("127.0.0.1:9".parse().unwrap(), "")).unwrap();
     p.signal("HUP");

@@ -195,6 +195,7 @@ fn prometheus(ctx: &AdminContext, req: &Request) -> Response {
         admin_requests: ctx.requests.counts(),
         classes: snap.config.overload.classes.clone(),
         health: ctx.shared.health.samples(),
+        endpoints: endpoint_samples(ctx),
     };
     let workers: Vec<_> = ctx.stats.iter().cloned().zip(ctx.metrics.iter().cloned()).collect();
     let mut out = String::with_capacity(16 * 1024);
@@ -205,6 +206,23 @@ fn prometheus(ctx: &AdminContext, req: &Request) -> Response {
     let configured = snap.config.server.admin.as_ref().is_some_and(|a| a.per_worker_metrics);
     crate::stats::metrics::render_prometheus(&mut out, &workers, &process, asked || configured);
     Response { status: 200, content_type: CONTENT_TYPE, body: out.into_bytes() }
+}
+
+/// Each worker's requests and latency per endpoint of its current clusters.
+fn endpoint_samples(ctx: &AdminContext) -> Vec<crate::stats::metrics::EndpointSample> {
+    let mut out = Vec::new();
+    for (worker, views) in ctx.endpoints.iter().enumerate() {
+        for (cluster, address, gauge) in crate::control::lock(views).iter() {
+            out.push(crate::stats::metrics::EndpointSample {
+                cluster: cluster.clone(),
+                endpoint: address.to_string(),
+                worker,
+                requests: gauge.requests.each_ref().map(crate::stats::Counter::value),
+                latency: gauge.latency.snapshot(),
+            });
+        }
+    }
+    out
 }
 
 fn server_info(ctx: &AdminContext) -> Response {

@@ -7,10 +7,10 @@
 //! This module also re-exports the rest of the metrics API, so callers need one import path.
 
 pub use super::histogram::{Histogram, HistogramSnapshot, LE_LABELS};
-pub use super::prometheus::{render_prometheus, CertificateSample, ProcessInfo, CONTENT_TYPE};
+pub use super::prometheus::{render_prometheus, CertificateSample, EndpointSample, ProcessInfo, CONTENT_TYPE};
 pub use super::series::{
-    ClassOutcome, ClusterMetrics, FailureReason, MirrorResult, RouteMetrics, SplitMetrics, SplitReason, WorkerMetrics,
-    CLASS_OUTCOMES, MAX_PRIORITY_CLASSES, MIRROR_RESULTS, SPLIT_REASONS, STATUS_CLASSES,
+    status_class, ClassOutcome, ClusterMetrics, FailureReason, MirrorResult, RouteMetrics, SplitMetrics, SplitReason,
+    WorkerMetrics, CLASS_OUTCOMES, MAX_PRIORITY_CLASSES, MIRROR_RESULTS, SPLIT_REASONS, STATUS_CLASSES,
 };
 
 /// A Prometheus metric type.
@@ -372,6 +372,18 @@ pub const ENDPOINT_HEALTHY: Family = Family {
     labels: &["cluster", "endpoint"],
     help: "1 while active health checks consider the endpoint healthy (or it is not checked), else 0.",
 };
+pub const ENDPOINT_REQUESTS: Family = Family {
+    name: "gateway_endpoint_requests_total",
+    kind: Kind::Counter,
+    labels: &["cluster", "endpoint", "class", "worker"],
+    help: "Requests answered through each upstream endpoint (the last try's), by status class of the response sent downstream.",
+};
+pub const ENDPOINT_DURATION: Family = Family {
+    name: "gateway_endpoint_upstream_duration_seconds",
+    kind: Kind::Histogram,
+    labels: &["cluster", "endpoint", "worker"],
+    help: "Time from sending a request to each upstream endpoint to its response head.",
+};
 pub const CONFIG_VERSION: Family = Family {
     name: "gateway_config_version",
     kind: Kind::Gauge,
@@ -493,6 +505,8 @@ pub const FAMILIES: &[Family] = &[
     HEALTH_CHECKS,
     HEALTH_TRANSITIONS,
     ENDPOINT_HEALTHY,
+    ENDPOINT_REQUESTS,
+    ENDPOINT_DURATION,
     CONFIG_VERSION,
     CONFIG_RELOADS,
     ACCESS_LOG_LINES,

@@ -19,8 +19,9 @@ use super::metrics::{
     WORKER_FAMILIES,
 };
 use super::metrics::{
-    ADMIN_REQUESTS, BUILD_INFO, CONFIG_LAST_RELOAD_SUCCESS, CONFIG_LAST_RELOAD_SUCCESS_TIME, PROCESS_CPU,
-    PROCESS_MAX_FDS, PROCESS_OPEN_FDS, PROCESS_RESIDENT, PROCESS_START_TIME, PROCESS_VIRTUAL, TLS_CERT_EXPIRY,
+    ADMIN_REQUESTS, BUILD_INFO, CONFIG_LAST_RELOAD_SUCCESS, CONFIG_LAST_RELOAD_SUCCESS_TIME, ENDPOINT_DURATION,
+    ENDPOINT_REQUESTS, PROCESS_CPU, PROCESS_MAX_FDS, PROCESS_OPEN_FDS, PROCESS_RESIDENT, PROCESS_START_TIME,
+    PROCESS_VIRTUAL, TLS_CERT_EXPIRY,
 };
 use super::process::ProcessStats;
 use super::series::{ClusterMetrics, FailureReason, RouteMetrics, SplitMetrics, WorkerMetrics, CLASS_OUTCOMES};
@@ -57,6 +58,8 @@ pub struct ProcessInfo {
     pub admin_requests: Vec<(&'static str, u64)>,
     /// The configured priority class names, in order (labels of `gateway_priority_requests_total`).
     pub classes: Vec<String>,
+    /// Each worker's requests and latency per upstream endpoint.
+    pub endpoints: Vec<EndpointSample>,
     /// Every endpoint's active health (the process's health registry).
     pub health: Vec<EndpointHealthSample>,
 }
@@ -69,6 +72,17 @@ pub struct CertificateSample {
     pub serial: String,
     /// Unix seconds.
     pub not_after: i64,
+}
+
+/// One worker's counts for one upstream endpoint.
+#[derive(Debug, Clone)]
+pub struct EndpointSample {
+    pub cluster: String,
+    pub endpoint: String,
+    pub worker: usize,
+    /// By status class, indexed like `STATUS_CLASSES`.
+    pub requests: [u64; 5],
+    pub latency: HistogramSnapshot,
 }
 
 /// One endpoint's active-health counters, as the exposition shows them.
@@ -100,6 +114,7 @@ pub fn render_prometheus(
     w.route_families(&views);
     w.cluster_families(&views);
     w.health_families(&process.health);
+    w.endpoint_families(&process.endpoints);
     w.process_families(process);
     w.flush();
 }
@@ -341,6 +356,28 @@ impl Writer<'_> {
         for h in health {
             let labels = [("cluster", h.cluster.as_str()), ("endpoint", h.endpoint.as_str())];
             self.sample(ENDPOINT_HEALTHY.name, "", &labels, u8::from(h.healthy));
+        }
+    }
+
+    fn endpoint_families(&mut self, endpoints: &[EndpointSample]) {
+        self.header(&ENDPOINT_REQUESTS);
+        for e in endpoints {
+            let worker = e.worker.to_string();
+            for (class, value) in STATUS_CLASSES.iter().zip(e.requests) {
+                let labels = [
+                    ("cluster", e.cluster.as_str()),
+                    ("endpoint", e.endpoint.as_str()),
+                    ("class", class),
+                    ("worker", &worker),
+                ];
+                self.sample(ENDPOINT_REQUESTS.name, "", &labels, value);
+            }
+        }
+        self.header(&ENDPOINT_DURATION);
+        for e in endpoints {
+            let worker = e.worker.to_string();
+            let labels = [("cluster", e.cluster.as_str()), ("endpoint", e.endpoint.as_str()), ("worker", &worker)];
+            self.histogram(ENDPOINT_DURATION.name, &labels, &e.latency);
         }
     }
 

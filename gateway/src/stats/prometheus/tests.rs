@@ -73,6 +73,15 @@ fn two_workers_render_valid_and_complete() {
             start_time: Some(1_764_547_200.5),
         }),
         admin_requests: vec![("/metrics", 1), ("other", 0)],
+        endpoints: (0..2)
+            .map(|worker| super::EndpointSample {
+                cluster: "backend".into(),
+                endpoint: "127.0.0.1:8080".into(),
+                worker,
+                requests: [0, 3, 0, 0, 1],
+                latency: HistogramSnapshot { cumulative: [2; crate::stats::histogram::BUCKETS], sum_seconds: 0.5 },
+            })
+            .collect(),
         classes: vec!["critical".into(), "normal".into()],
         health: vec![super::EndpointHealthSample {
             cluster: "backend".into(),
@@ -186,6 +195,9 @@ fn summed_over_workers(workers: &[(Arc<WorkerStats>, Arc<WorkerMetrics>)], proce
     assert_eq!(v("gateway_cluster_upstream_duration_seconds_count", &[("cluster", "backend")]), 1.0);
     assert_eq!(v("gateway_cluster_upstream_reuses_total", &[("cluster", "backend")]), 2.0);
     assert_eq!(v("gateway_uptime_seconds", &[]), 1.5);
+    let ep = [("cluster", "backend"), ("endpoint", "127.0.0.1:8080")];
+    assert_eq!(v("gateway_endpoint_requests_total", &[ep[0], ep[1], ("class", "2xx")]), 6.0);
+    assert_eq!(v("gateway_endpoint_upstream_duration_seconds_count", &ep), 4.0);
 }
 
 /// The scrape cost at 64 workers x 100 routes (and 20 clusters), both views. A measurement,

@@ -223,6 +223,9 @@ pub struct Admin {
     /// Required when `address` is not loopback (validation enforces it). Never serialized.
     #[serde(serialize_with = "ser::redacted")]
     pub token: Option<String>,
+    /// `/metrics` labels every per-worker series with its `worker` (else summed over workers;
+    /// `?per_worker=1` asks for the per-worker view either way).
+    pub per_worker_metrics: bool,
 }
 
 /// Per-request and per-connection limits; all finite.

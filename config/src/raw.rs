@@ -66,10 +66,11 @@ pub(crate) enum RawAdmin {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a table with address and token")]
+#[serde(deny_unknown_fields, expecting = "a table with address, token and per_worker_metrics")]
 pub(crate) struct RawAdminTable {
     pub address: Option<String>,
     pub token: Option<String>,
+    pub per_worker_metrics: Option<bool>,
 }
 
 /// `[server.limits]`.

@@ -15,7 +15,7 @@ fn defaults_of_a_minimal_file() {
     let expected = Server {
         workers: Workers::Auto,
         io_driver: IoDriver::Auto,
-        admin: Some(Admin { address: "127.0.0.1:9901".parse().unwrap(), token: None }),
+        admin: Some(Admin { address: "127.0.0.1:9901".parse().unwrap(), token: None, per_worker_metrics: false }),
         drain_timeout: Duration::from_secs(30),
         drain_delay: Duration::ZERO,
         log_level: "info".to_owned(),

@@ -40,6 +40,10 @@ struct State {
     reloads_failed: u64,
     last_error: Option<ReloadFailure>,
     last_warnings: Vec<String>,
+    /// The last load was rejected (the previous config runs).
+    last_failed: bool,
+    /// When a config was last loaded successfully (start or reload).
+    last_success: Option<SystemTime>,
     /// Duplicates of every live binding's sockets, by binding id, kept to hand them to a new
     /// process on upgrade (the workers own the originals).
     dups: HashMap<u64, Vec<std::net::TcpListener>>,
@@ -79,6 +83,10 @@ pub struct ReloadStatus {
     pub reloads_failed: u64,
     pub last_error: Option<ReloadFailure>,
     pub last_warnings: Vec<String>,
+    /// Whether the last load (start, file change, SIGHUP, `POST /reload`) succeeded.
+    pub last_reload_ok: bool,
+    /// When a config was last loaded successfully.
+    pub last_success_at: Option<SystemTime>,
 }
 
 impl Control {
@@ -99,6 +107,7 @@ impl Control {
             let bindings = control.bind_new(&mut state, &config)?;
             let snap = Snapshot::new(1, hash, control.source.clone(), config, bindings, tls, None);
             control.shared.snapshot.store(Arc::new(snap));
+            state.last_success = Some(SystemTime::now());
         }
         Ok(control)
     }
@@ -123,6 +132,10 @@ impl Control {
         let hash = fnv1a64(&text);
         let tls_changed = self.shared.snapshot.load().tls.iter().flatten().any(|t| t.files_changed());
         if hash == self.shared.snapshot.load().hash && !tls_changed {
+            let mut state = self.lock();
+            state.last_failed = false;
+            state.last_success = Some(SystemTime::now());
+            drop(state);
             let snap = self.shared.snapshot.load();
             return Ok(Applied { version: snap.version, hash: hex(hash), warnings: Vec::new(), changed: false });
         }
@@ -160,6 +173,8 @@ impl Control {
         let snap = Snapshot::new(version, hash, self.source.clone(), config, bindings, tls, Some(&current));
         self.shared.snapshot.store(Arc::new(snap));
         state.reloads_ok += 1;
+        state.last_failed = false;
+        state.last_success = Some(SystemTime::now());
         state.last_warnings = warnings.clone();
         for w in &warnings {
             tracing::warn!(trigger, "{w}");
@@ -175,6 +190,8 @@ impl Control {
             reloads_failed: s.reloads_failed,
             last_error: s.last_error.clone(),
             last_warnings: s.last_warnings.clone(),
+            last_reload_ok: !s.last_failed,
+            last_success_at: s.last_success,
         }
     }
 
@@ -186,6 +203,7 @@ impl Control {
         tracing::error!(trigger, "configuration rejected; the running configuration stays:\n{message}");
         let mut state = self.lock();
         state.reloads_failed += 1;
+        state.last_failed = true;
         state.last_error =
             Some(ReloadFailure { at: SystemTime::now(), trigger: trigger.into(), message: message.clone() });
         Err(message)

@@ -73,7 +73,6 @@ pub struct Gateway {
     stats: Vec<Arc<WorkerStats>>,
     metrics: Vec<Arc<WorkerMetrics>>,
     access_log: Option<accesslog::AccessLog>,
-    recorder: Arc<stats::metrics::ProcessRecorder>,
     admin: Option<gateway_admin::AdminServer>,
     watcher: Option<gateway_config::watch::ConfigWatcher>,
     /// Polls the TLS certificate, key and CA files and reloads when one changes.
@@ -172,7 +171,7 @@ impl Gateway {
             ))),
             draining: AtomicBool::new(false),
             handoff: Default::default(),
-            heartbeats: (0..n).map(|_| std::sync::atomic::AtomicU64::new(0)).collect(),
+            heartbeats: worker::heartbeat::Heartbeats::new(n),
             health: Default::default(),
         });
         // The admin socket is bound here, with the listeners, so that both exist before the
@@ -224,7 +223,10 @@ impl Gateway {
         let for_workers = Arc::clone(&shared);
         let main =
             move |id, parts| listen::run(std::rc::Rc::new(worker::Worker::new(id, Arc::clone(&for_workers), parts)));
-        let (threads, workers) = match runtime::spawn_workers(driver, &budget.allowed, parts, &label, main) {
+        let for_exit = Arc::clone(&shared);
+        let exited = move |id: usize, clean: bool| for_exit.heartbeats.exited(id, clean);
+        logging::install_panic_hook();
+        let (threads, workers) = match runtime::spawn_workers(driver, &budget.allowed, parts, &label, main, exited) {
             Ok(x) => x,
             Err(e) => {
                 shared.draining.store(true, Ordering::Release);
@@ -232,7 +234,6 @@ impl Gateway {
             }
         };
         let watch = shared.snapshot.load().config.server.watch;
-        let recorder = Arc::new(stats::metrics::ProcessRecorder::new());
         let mut gateway = Self {
             shared,
             control,
@@ -241,7 +242,6 @@ impl Gateway {
             stats,
             metrics,
             access_log,
-            recorder,
             admin: None,
             watcher: None,
             cert_poller: None,
@@ -295,7 +295,7 @@ impl Gateway {
                 metrics: gateway.metrics.clone(),
                 endpoints: endpoints.clone(),
                 access_log: gateway.access_log.as_ref().map(accesslog::AccessLog::stats),
-                recorder: Arc::clone(&gateway.recorder),
+                requests: Default::default(),
                 info,
                 started,
                 token: admin.token.clone(),
@@ -399,6 +399,13 @@ impl Gateway {
                 tracing::warn!(path = %path.display(), error = %e, "cannot open the upgrade socket; binary upgrades need a restart")
             }
         }
+    }
+
+    /// Workers whose thread ended with a panic (outside any connection, which would have been
+    /// contained): the process should drain and exit so that its supervisor restarts it.
+    pub fn dead_workers(&self) -> Vec<usize> {
+        let pulses = self.shared.heartbeats.pulses(Instant::now());
+        pulses.enumerate().filter(|(_, p)| *p == worker::heartbeat::Pulse::Died).map(|(i, _)| i).collect()
     }
 
     /// A probe of worker liveness for the systemd watchdog.

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use monoio::net::TcpListener;
 
+use crate::runtime::catch::{self, CatchUnwind};
 use crate::runtime::signal::ListenerHandle;
 use crate::worker::{lock, Worker};
 
@@ -28,9 +29,9 @@ pub async fn run(worker: Rc<Worker>) {
         }
         ticks += 1;
         worker.idle_timer.advance(std::time::Instant::now());
-        if let Some(beat) = worker.shared.heartbeats.get(worker.id) {
-            beat.store(ticks, Ordering::Relaxed);
-        }
+        worker.shared.heartbeats.beat(worker.id, std::time::Instant::now());
+        #[cfg(feature = "fault-injection")]
+        crate::pipeline::fault::on_tick(&worker);
         if worker.shared.draining.load(Ordering::Acquire) {
             // `/ready` already says 503; keep accepting for `drain_delay` so load balancers
             // stop sending connections before the listeners close.
@@ -56,6 +57,7 @@ pub async fn run(worker: Rc<Worker>) {
     let deadline = std::time::Instant::now() + drain_timeout;
     while worker.stats.connections_active.value() > 0 && std::time::Instant::now() < deadline {
         monoio::time::sleep(Duration::from_millis(20)).await;
+        worker.shared.heartbeats.beat(worker.id, std::time::Instant::now());
         // Connections still waiting for their first request keep their header-read timeout.
         worker.idle_timer.advance(std::time::Instant::now());
     }
@@ -190,9 +192,35 @@ async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, handle: Rc<Liste
         // Counted here, not in the connection task, so the limit check above sees it at once.
         worker.stats.connections_active.inc();
         let _ = stream.set_nodelay(true);
-        monoio::spawn(crate::downstream::accept::serve(Rc::clone(&worker), Rc::clone(&handle), binding, stream, peer));
+        monoio::spawn(contained(Rc::clone(&worker), Rc::clone(&handle), binding, stream, peer));
         if stopping {
             return;
         }
+    }
+}
+
+/// Serves one connection inside a panic boundary: a panic anywhere in it (outside a request or
+/// stream, which have boundaries of their own) closes this connection only, is counted in
+/// `gateway_panics_total{boundary="connection"}` and logged by the panic hook; the worker and
+/// its other connections go on.
+async fn contained(
+    worker: Rc<Worker>,
+    listener: Rc<ListenerHandle>,
+    binding: u64,
+    stream: monoio::net::TcpStream,
+    peer: std::net::SocketAddr,
+) {
+    let serve = crate::downstream::accept::serve(Rc::clone(&worker), listener, binding, stream, peer);
+    if let Err(panic) = CatchUnwind::new(serve).await {
+        worker.stats.panics_connection.inc();
+        tracing::error!(
+            worker = worker.id,
+            peer = %peer,
+            panic = catch::message(&panic),
+            "a connection task panicked: connection closed, the worker serves on"
+        );
+        // What `serve` would have done at its end.
+        worker.stats.connections_active.sub(1);
+        worker.connection_closed();
     }
 }

@@ -37,7 +37,9 @@ pub fn init(level: &str) -> ClientEvents {
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
+    let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
     if tracing_subscriber::registry().with(filter).with(limiter.clone()).with(fmt).try_init().is_ok() {
+        let _ = FILTER.set(Filter { handle, spec: Mutex::new(spec) });
         let reporter = limiter.clone();
         let spawned = std::thread::Builder::new().name("gw-log-report".into()).spawn(move || loop {
             std::thread::sleep(CLIENT_EVENT_WINDOW);
@@ -48,6 +50,73 @@ pub fn init(level: &str) -> ClientEvents {
         }
     }
     limiter
+}
+
+/// The process's live log filter, changed by the admin's `POST /logging`.
+struct Filter {
+    handle: tracing_subscriber::reload::Handle<EnvFilter, tracing_subscriber::Registry>,
+    spec: Mutex<String>,
+}
+
+static FILTER: std::sync::OnceLock<Filter> = std::sync::OnceLock::new();
+
+/// The filter directives in force, when this process's log was set up by [`init`].
+pub fn filter() -> Option<String> {
+    let f = FILTER.get()?;
+    Some(f.spec.lock().map(|s| s.clone()).unwrap_or_else(|e| e.into_inner().clone()))
+}
+
+/// Replaces the log filter with `directives` (`RUST_LOG` syntax: `debug`,
+/// `info,gateway::pipeline=trace`), with `rustls=error` added unless they name `rustls`.
+/// Returns the directives applied; an invalid filter changes nothing. Lasts until the next
+/// change or restart (a config reload does not reset it).
+pub fn set_filter(directives: &str) -> Result<String, String> {
+    let f = FILTER.get().ok_or("the log of this process is not managed by the gateway (embedded use)")?;
+    let directives = directives.trim();
+    if directives.is_empty() {
+        return Err("empty filter: give a level (error, warn, info, debug, trace) or directives".into());
+    }
+    // No regular expressions in field filters: an admin client cannot make matching costly.
+    let parse = |d: &str| EnvFilter::builder().with_regex(false).parse(d);
+    parse(directives).map_err(|e| format!("invalid log filter {directives:?}: {e}"))?;
+    let spec = filter_spec(Some(directives), "info");
+    let filter = parse(&spec).map_err(|e| format!("invalid log filter {spec:?}: {e}"))?;
+    f.handle.reload(filter).map_err(|e| format!("cannot change the log filter: {e}"))?;
+    *f.spec.lock().unwrap_or_else(|e| e.into_inner()) = spec.clone();
+    tracing::warn!(filter = %spec, "log filter changed through the admin port");
+    Ok(spec)
+}
+
+/// Routes panics to the log (once per process): each panic is logged at error level with its
+/// message, location and thread (and a backtrace when `RUST_BACKTRACE` asks for one), whether
+/// a task boundary catches it or not. Without a log subscriber the previous hook prints it.
+pub fn install_panic_hook() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !tracing::dispatcher::has_been_set() {
+                previous(info);
+                return;
+            }
+            let location = info.location().map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()));
+            let payload = info.payload();
+            let message = payload
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+                .unwrap_or("(non-string panic payload)");
+            let thread = std::thread::current();
+            let backtrace = std::backtrace::Backtrace::capture();
+            let backtrace = (backtrace.status() == std::backtrace::BacktraceStatus::Captured).then_some(backtrace);
+            tracing::error!(
+                thread = thread.name().unwrap_or("?"),
+                location = location.as_deref().unwrap_or("?"),
+                backtrace = backtrace.map(tracing::field::display),
+                "panic: {message}"
+            );
+        }));
+    });
 }
 
 /// The filter directives: `RUST_LOG` when set and valid, else `level` (else `info`), with

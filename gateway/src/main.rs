@@ -12,6 +12,9 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const DEFAULT_CONFIG: &str = "/etc/gateway/gateway.toml";
 
+/// The exit status after a worker thread died (`EX_SOFTWARE`): the supervisor restarts.
+const EXIT_WORKER_DIED: u8 = 70;
+
 #[derive(Parser)]
 #[command(name = "gateway", version, about = "Thread-per-core io_uring edge HTTP gateway")]
 struct Cli {
@@ -180,6 +183,7 @@ fn run(path: &std::path::Path, takeover: Option<&std::path::Path>, allow_root: b
     }
     gateway::sdnotify::ready(&format!("serving: {summary}"));
     let watchdog = start_watchdog(&gateway);
+    let mut failed = false;
     'serve: loop {
         for signal in signals.pending() {
             if signal == SIGHUP {
@@ -201,6 +205,17 @@ fn run(path: &std::path::Path, takeover: Option<&std::path::Path>, allow_root: b
             tracing::info!("draining (requested through the admin port)");
             break;
         }
+        if let Some(worker) = gateway.dead_workers().first() {
+            // A worker whose thread ended is not restarted in place: its listener sockets
+            // closed with it. The process fails on purpose so that the supervisor (systemd's
+            // Restart=, Kubernetes) starts a whole one; the other workers drain first.
+            tracing::error!(
+                worker,
+                "a worker thread died (panic outside any connection): draining, then exiting with status {EXIT_WORKER_DIED} so that the supervisor restarts the gateway"
+            );
+            failed = true;
+            break;
+        }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     if !gateway.handed_over() {
@@ -211,6 +226,9 @@ fn run(path: &std::path::Path, takeover: Option<&std::path::Path>, allow_root: b
     gateway.shutdown();
     client_events.report();
     tracing::info!("stopped");
+    if failed {
+        return ExitCode::from(EXIT_WORKER_DIED);
+    }
     ExitCode::SUCCESS
 }
 
@@ -277,7 +295,7 @@ fn start_watchdog(gateway: &gateway::Gateway) -> std::sync::Arc<std::sync::atomi
     let spawned = std::thread::Builder::new().name("gw-watchdog".into()).spawn(move || {
         while !flag.load(std::sync::atomic::Ordering::Acquire) {
             std::thread::sleep(period);
-            if liveness.check() {
+            if liveness.check(period) {
                 gateway::sdnotify::notify("WATCHDOG=1");
             } else {
                 tracing::error!("a worker stopped ticking: withholding the systemd watchdog ping");

@@ -14,7 +14,7 @@
 //! - started as another user: `server.user` naming that user is ignored (logged); naming
 //!   another user is refused (only root can switch).
 
-use std::ffi::{CStr, CString};
+use nix::unistd::{Gid, Group, Uid, User};
 
 /// A user (and group) to run as, resolved from the system's account database.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,8 +43,7 @@ pub struct Current {
 
 impl Current {
     pub fn of_this_process() -> Self {
-        // SAFETY: geteuid and getegid cannot fail and touch no memory.
-        unsafe { Self { euid: libc::geteuid(), egid: libc::getegid() } }
+        Self { euid: nix::unistd::geteuid().as_raw(), egid: nix::unistd::getegid().as_raw() }
     }
 }
 
@@ -111,93 +110,53 @@ pub fn plan_for_this_process(user: Option<&str>, group: Option<&str>, allow_root
     plan(Current::of_this_process(), user, group, allow_root, lookup_user, lookup_group)
 }
 
-/// Switches this process (every thread: glibc applies set*id to all of them) to `account` for
-/// good: supplementary groups, then real, effective and saved gid, then uid. Verifies that the
-/// ids took and that neither root uid nor root gid can be regained.
+/// Switches this process (every thread: glibc applies set*id to all of them, and nix calls
+/// glibc) to `account` for good: supplementary groups, then real, effective and saved gid, then
+/// uid. Verifies that the ids took and that neither root uid nor root gid can be regained.
 pub fn switch(account: &Account) -> Result<(), String> {
-    let gid = account.gid;
-    let uid = account.uid;
-    // SAFETY: plain system calls on values we own; setgroups reads one gid_t from `groups`.
-    unsafe {
-        let groups = [gid as libc::gid_t];
-        if libc::setgroups(1, groups.as_ptr()) != 0 {
-            return Err(format!("setgroups([{gid}]): {}", std::io::Error::last_os_error()));
-        }
-        if libc::setresgid(gid, gid, gid) != 0 {
-            return Err(format!("setresgid({gid}): {}", std::io::Error::last_os_error()));
-        }
-        if libc::setresuid(uid, uid, uid) != 0 {
-            return Err(format!("setresuid({uid}): {}", std::io::Error::last_os_error()));
-        }
-    }
-    verify(uid, gid)
+    let (uid, gid) = (Uid::from_raw(account.uid), Gid::from_raw(account.gid));
+    nix::unistd::setgroups(&[gid]).map_err(|e| format!("setgroups([{gid}]): {e}"))?;
+    nix::unistd::setresgid(gid, gid, gid).map_err(|e| format!("setresgid({gid}): {e}"))?;
+    nix::unistd::setresuid(uid, uid, uid).map_err(|e| format!("setresuid({uid}): {e}"))?;
+    verify(account.uid, account.gid)
 }
 
 /// Checks that every id is the target's and that root cannot be regained.
 fn verify(uid: u32, gid: u32) -> Result<(), String> {
-    let (mut r, mut e, mut s) = (0, 0, 0);
-    // SAFETY: getresuid/getresgid write three ids into the locals.
-    let ok = unsafe { libc::getresuid(&mut r, &mut e, &mut s) == 0 };
-    if !ok || (r, e, s) != (uid, uid, uid) {
+    let ids = nix::unistd::getresuid().map_err(|e| format!("getresuid: {e}"))?;
+    let (r, e, s) = (ids.real.as_raw(), ids.effective.as_raw(), ids.saved.as_raw());
+    if (r, e, s) != (uid, uid, uid) {
         return Err(format!("after the switch the uids are {r}/{e}/{s}, not {uid}"));
     }
-    // SAFETY: as above.
-    let ok = unsafe { libc::getresgid(&mut r, &mut e, &mut s) == 0 };
-    if !ok || (r, e, s) != (gid, gid, gid) {
+    let ids = nix::unistd::getresgid().map_err(|e| format!("getresgid: {e}"))?;
+    let (r, e, s) = (ids.real.as_raw(), ids.effective.as_raw(), ids.saved.as_raw());
+    if (r, e, s) != (gid, gid, gid) {
         return Err(format!("after the switch the gids are {r}/{e}/{s}, not {gid}"));
     }
-    // SAFETY: these calls only succeed if privileges were kept; then we report and exit.
-    unsafe {
-        if libc::setuid(0) == 0 || libc::seteuid(0) == 0 {
-            return Err("root could be regained after the switch (setuid(0) succeeded)".into());
-        }
-        if libc::setgid(0) == 0 || libc::setegid(0) == 0 {
-            return Err("the root group could be regained after the switch (setgid(0) succeeded)".into());
-        }
+    // These only succeed if privileges were kept; then we report and the caller exits.
+    if nix::unistd::setuid(Uid::from_raw(0)).is_ok() || nix::unistd::seteuid(Uid::from_raw(0)).is_ok() {
+        return Err("root could be regained after the switch (setuid(0) succeeded)".into());
+    }
+    if nix::unistd::setgid(Gid::from_raw(0)).is_ok() || nix::unistd::setegid(Gid::from_raw(0)).is_ok() {
+        return Err("the root group could be regained after the switch (setgid(0) succeeded)".into());
     }
     Ok(())
 }
 
-/// The uid and primary gid of the user `name`.
+/// The uid and primary gid of the user `name` (the system's account database, NSS included).
 pub fn lookup_user(name: &str) -> Option<(u32, u32)> {
-    let cname = CString::new(name).ok()?;
-    let mut buf = vec![0u8; 16 * 1024];
-    // SAFETY: getpwnam_r fills `pwd` with pointers into `buf`, which outlives its use here.
-    unsafe {
-        let mut pwd: libc::passwd = std::mem::zeroed();
-        let mut result: *mut libc::passwd = std::ptr::null_mut();
-        let rc = libc::getpwnam_r(cname.as_ptr(), &mut pwd, buf.as_mut_ptr().cast(), buf.len(), &mut result);
-        (rc == 0 && !result.is_null()).then_some((pwd.pw_uid, pwd.pw_gid))
-    }
+    let user = User::from_name(name).ok()??;
+    Some((user.uid.as_raw(), user.gid.as_raw()))
 }
 
 /// The gid of the group `name`.
 pub fn lookup_group(name: &str) -> Option<u32> {
-    let cname = CString::new(name).ok()?;
-    let mut buf = vec![0u8; 64 * 1024];
-    // SAFETY: getgrnam_r fills `grp` with pointers into `buf`, which outlives its use here.
-    unsafe {
-        let mut grp: libc::group = std::mem::zeroed();
-        let mut result: *mut libc::group = std::ptr::null_mut();
-        let rc = libc::getgrnam_r(cname.as_ptr(), &mut grp, buf.as_mut_ptr().cast(), buf.len(), &mut result);
-        (rc == 0 && !result.is_null()).then_some(grp.gr_gid)
-    }
+    Some(Group::from_name(name).ok()??.gid.as_raw())
 }
 
 /// The name of the group `gid`, for the log.
 fn group_name(gid: u32) -> Option<String> {
-    let mut buf = vec![0u8; 64 * 1024];
-    // SAFETY: getgrgid_r fills `grp` with pointers into `buf`; the name is copied out before
-    // `buf` is dropped.
-    unsafe {
-        let mut grp: libc::group = std::mem::zeroed();
-        let mut result: *mut libc::group = std::ptr::null_mut();
-        let rc = libc::getgrgid_r(gid, &mut grp, buf.as_mut_ptr().cast(), buf.len(), &mut result);
-        if rc != 0 || result.is_null() || grp.gr_name.is_null() {
-            return None;
-        }
-        Some(CStr::from_ptr(grp.gr_name).to_string_lossy().into_owned())
-    }
+    Some(Group::from_gid(Gid::from_raw(gid)).ok()??.name)
 }
 
 #[cfg(test)]

@@ -82,7 +82,7 @@ fn metrics_are_valid_prometheus_text_with_route_and_cluster_series() {
     assert_eq!(get(p.listener, "/bytes/10").status, 200);
     assert_eq!(get(p.listener, "/status/503").status, 503);
     let scrape = |admin| {
-        let r = get(admin, "/metrics");
+        let r = get(admin, "/metrics?per_worker=1");
         assert_eq!(r.status, 200);
         assert!(r.header("content-type").unwrap().starts_with("text/plain; version=0.0.4"));
         parse_prometheus(&r.text())
@@ -104,10 +104,18 @@ fn metrics_are_valid_prometheus_text_with_route_and_cluster_series() {
     assert_eq!(m[r#"gateway_priority_requests_total{priority="critical",outcome="shed",worker="0"}"#], 0.0);
     assert_eq!(m["gateway_config_version"], 1.0);
     assert_eq!(m[r#"gateway_config_reloads_total{result="ok"}"#], 0.0);
-    assert!(
-        m.keys().any(|k| k.starts_with("gateway_admin_requests_total{path=\"/metrics\"")),
-        "metrics-crate recorder series"
-    );
+    assert!(m.keys().any(|k| k.starts_with("gateway_admin_requests_total{path=\"/metrics\"")), "admin request series");
+    // The default view: the same series summed over the workers, without the worker label.
+    let summed = parse_prometheus(&get(admin, "/metrics").text());
+    assert_eq!(summed[r#"gateway_route_requests_total{route="home",class="2xx"}"#], 3.0);
+    assert_eq!(summed["gateway_requests_total"], 5.0);
+    assert_eq!(summed[r#"gateway_cluster_upstream_duration_seconds_bucket{cluster="origin",le="+Inf"}"#], 2.0);
+    assert!(!summed.keys().any(|k| k.contains("worker=")), "no worker label by default");
+    // Per upstream endpoint: the proxied requests (one 2xx, one 5xx) and their upstream time.
+    let endpoint = format!(r#"cluster="origin",endpoint="{}""#, o.addr());
+    assert_eq!(summed[&format!("gateway_endpoint_requests_total{{{endpoint},class=\"2xx\"}}")], 1.0);
+    assert_eq!(summed[&format!("gateway_endpoint_requests_total{{{endpoint},class=\"5xx\"}}")], 1.0);
+    assert_eq!(summed[&format!("gateway_endpoint_upstream_duration_seconds_count{{{endpoint}}}")], 2.0);
     // A failing endpoint shows up by reason.
     std::fs::write(&path, cfg("127.0.0.1:9".parse().unwrap(), "")).unwrap();
     p.signal("HUP");
@@ -258,4 +266,27 @@ fn clusters_endpoint_shows_in_flight_and_idle_pooled_connections() {
     let e = endpoint(admin);
     assert_eq!(e["idle_connections"], 1, "{e}");
     assert_eq!(e["address"], o.addr().to_string());
+}
+
+/// `server.admin.per_worker_metrics = true` makes the per-worker view the default, and every
+/// worker's series appear (summed, they equal the totals).
+#[test]
+fn per_worker_metrics_setting_labels_every_worker() {
+    let o = origin();
+    let dir = TempDir::new("per-worker");
+    let path = dir.path("gateway.toml");
+    let text = cfg(o.addr(), "").replace("workers = 1", "workers = 2").replace(
+        "admin = { address = \"127.0.0.1:0\" }",
+        "admin = { address = \"127.0.0.1:0\", per_worker_metrics = true }",
+    );
+    std::fs::write(&path, text).unwrap();
+    let p = GatewayProcess::start(&path, true);
+    let admin = p.admin.unwrap();
+    for _ in 0..4 {
+        assert_eq!(get(p.listener, "/").status, 200);
+    }
+    let m = parse_prometheus(&get(admin, "/metrics").text());
+    let per_worker: Vec<f64> = (0..2).map(|w| m[&format!("gateway_requests_total{{worker=\"{w}\"}}")]).collect();
+    assert_eq!(per_worker.iter().sum::<f64>(), 4.0, "{per_worker:?}");
+    assert!(!m.contains_key("gateway_requests_total"));
 }

@@ -99,7 +99,7 @@ fn sheddable_is_refused_at_once_with_503_and_reaches_no_origin() {
         assert_eq!(o.received().len(), 1, "{d}: the shed request never reached the origin");
         assert!(wait_until(Duration::from_secs(2), || gw.total("requests_shed") == 1));
         let admin = gw.gw.as_ref().unwrap().admin_addr().unwrap();
-        let metrics = get(admin, "/metrics").text();
+        let metrics = get(admin, "/metrics?per_worker=1").text();
         for line in [
             r#"gateway_priority_requests_total{priority="sheddable",outcome="shed",worker="0"} 1"#,
             r#"gateway_priority_requests_total{priority="normal",outcome="served",worker="0"} 1"#,

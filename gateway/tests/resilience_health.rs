@@ -100,7 +100,7 @@ fn consecutive_5xx_ejects_an_endpoint_until_its_ejection_time_is_up() {
         }));
         assert!(ejected_at.elapsed() >= Duration::from_millis(900), "{d}: back too early");
         assert_eq!(endpoint(&gw, 0)["ejected"], false);
-        let metrics = admin(&gw, "/metrics").text();
+        let metrics = admin(&gw, "/metrics?per_worker=1").text();
         assert!(
             metrics.contains(r#"gateway_cluster_ejections_total{cluster="c",reason="consecutive_5xx",worker="0"} 1"#),
             "{metrics}"
@@ -135,7 +135,7 @@ fn refused_connections_eject_an_endpoint_and_it_returns() {
             send(&gw, 3);
             o[1].hits() > 0
         }));
-        let metrics = admin(&gw, "/metrics").text();
+        let metrics = admin(&gw, "/metrics?per_worker=1").text();
         let line = r#"gateway_cluster_ejections_total{cluster="c",reason="consecutive_gateway_errors",worker="0"} 1"#;
         assert!(metrics.contains(line), "{metrics}");
     });
@@ -206,7 +206,7 @@ fn health_checks_take_an_endpoint_out_and_back() {
             assert!(head.contains(field), "{head}");
         }
         assert!(head.contains(&format!("host: {}\r\n", o[0].addr)), "the endpoint's name by default: {head}");
-        let metrics = admin(&gw, "/metrics").text();
+        let metrics = admin(&gw, "/metrics?per_worker=1").text();
         let ep = o[0].addr;
         for to in ["unhealthy", "healthy"] {
             let line = format!(r#"gateway_health_transitions_total{{cluster="c",endpoint="{ep}",to="{to}"}} 1"#);
@@ -298,7 +298,7 @@ fn all_unhealthy_fails_fast_or_panics_as_configured() {
         let served = 2 * u64::from(expected == 200);
         assert_eq!(o[0].hits(), served, "{mode}");
         let panics = format!(r#"gateway_cluster_panic_picks_total{{cluster="c",worker="0"}} {served}"#);
-        assert!(admin(&gw, "/metrics").text().contains(&panics), "{mode}");
+        assert!(admin(&gw, "/metrics?per_worker=1").text().contains(&panics), "{mode}");
     }
 }
 

@@ -209,7 +209,7 @@ fn account_name(p: &mut Problems<'_>, path: &KeyPath, raw: Option<&String>) -> O
 
 fn admin(raw: Option<&RawAdmin>, p: &mut Problems<'_>, path: &KeyPath) -> Option<Admin> {
     let table = match raw {
-        None => return Some(Admin { address: defaults::ADMIN_ADDRESS, token: None }),
+        None => return Some(Admin { address: defaults::ADMIN_ADDRESS, token: None, per_worker_metrics: false }),
         Some(RawAdmin::Disabled) => return None,
         Some(RawAdmin::Enabled(table)) => table,
     };
@@ -225,7 +225,7 @@ fn admin(raw: Option<&RawAdmin>, p: &mut Problems<'_>, path: &KeyPath) -> Option
     if !address.ip().is_loopback() && table.token.is_none() {
         p.at(&path.key("address"), format!("admin address {address} is not loopback: set server.admin.token"));
     }
-    Some(Admin { address, token: table.token.clone() })
+    Some(Admin { address, token: table.token.clone(), per_worker_metrics: table.per_worker_metrics.unwrap_or(false) })
 }
 
 fn limits(raw: &RawServer, p: &mut Problems<'_>, path: &KeyPath) -> Limits {

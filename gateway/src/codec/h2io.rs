@@ -6,8 +6,8 @@ use std::cell::Cell;
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
-use futures_util::future::poll_fn;
 use h2::{Reason, RecvStream, SendStream};
+use std::future::poll_fn;
 
 /// Sends `data` on `tx` in pieces no larger than the send capacity h2 assigned to the stream, so
 /// h2 holds at most one window of it at a time; returns once every piece is queued on the

@@ -36,6 +36,8 @@ pub struct Forward<'l> {
 /// Decides what happens to `req` (waiting, when its rate limit delays it or its class queues
 /// for a slot). Sets the route on `ex` and counts the decision per class and route.
 pub async fn dispatch<'l>(worker: &Worker, local: &'l Local, req: &Request<'_>, ex: &mut Exchange) -> Verdict<'l> {
+    #[cfg(feature = "fault-injection")]
+    super::fault::on_request(req);
     let Some(index) = local.snap.routes.route(req) else {
         return Verdict::Answer(Answer::Refuse(Refusal::NOT_FOUND));
     };

@@ -25,6 +25,8 @@ pub struct Exchange {
     pub continued: bool,
     /// Index into the snapshot's clusters.
     pub cluster: Option<usize>,
+    /// Index into that cluster's endpoints, of the last try.
+    pub endpoint: Option<usize>,
     pub upstream: Option<SocketAddr>,
     /// From sending the request upstream to the response head.
     pub upstream_elapsed: Option<Duration>,
@@ -98,6 +100,7 @@ impl Exchange {
         self.continued = false;
         self.route = None;
         self.cluster = None;
+        self.endpoint = None;
         self.upstream = None;
         self.upstream_elapsed = None;
         self.bytes_in = 0;
@@ -133,6 +136,8 @@ impl Exchange {
     /// Reports the finished request: stats, metrics, access log. Returns the clock reading it
     /// took (the request's end), for the caller's next timer.
     pub fn finish(&self, worker: &Worker, local: &Local, client: std::net::IpAddr) -> Instant {
+        #[cfg(feature = "fault-injection")]
+        super::fault::on_finish();
         let now = Instant::now();
         let elapsed = self.started.map(|s| now.saturating_duration_since(s)).unwrap_or_default();
         if self.status != 0 {
@@ -143,6 +148,9 @@ impl Exchange {
         }
         if let (Some(c), Some(up)) = (self.cluster.and_then(|c| local.clusters.get(c)), self.upstream_elapsed) {
             c.metrics().observe(self.status, up);
+            if let Some(e) = self.endpoint.and_then(|i| c.endpoints.get(i)) {
+                e.gauge.observe(self.status, up);
+            }
         }
         if !worker.access_log_enabled() {
             return now;

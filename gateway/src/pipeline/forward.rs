@@ -250,6 +250,7 @@ async fn choose<D: Downstream>(
                 break 'tries Err(Some((Refusal::status(503), false)));
             };
             down.ex().upstream = Some(endpoint.address);
+            down.ex().endpoint = Some(index);
             let tt = Try { try_deadline: retries.try_deadline(deadline), ..*t };
             let remaining = deadline.saturating_duration_since(Instant::now());
             let mut result = Err(UpstreamError::Http1Only);

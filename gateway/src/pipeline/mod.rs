@@ -10,6 +10,8 @@ pub mod deadline;
 pub mod decor;
 pub mod dispatch;
 pub mod exchange;
+#[cfg(feature = "fault-injection")]
+pub mod fault;
 pub mod forward;
 pub mod h2up;
 pub mod interim;

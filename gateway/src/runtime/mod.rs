@@ -2,6 +2,7 @@
 //! driver it could start, each owning its own SO_REUSEPORT listener sockets.
 
 pub mod buffers;
+pub mod catch;
 pub mod cpus;
 pub mod idle_timer;
 pub mod io;
@@ -9,6 +10,7 @@ pub mod listeners;
 pub mod signal;
 pub mod stream;
 
+use std::panic::AssertUnwindSafe;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
@@ -35,28 +37,46 @@ pub const DRIVER_EPOLL: &str = "epoll";
 /// Starts one worker thread per entry of `parts`, each pinned to its core (round robin over
 /// `cores`) with its own runtime on `driver`, running `main(id, part)` until it returns; waits
 /// until every one reports its driver. Fails if any worker cannot start a runtime. `label`
-/// says what the workers serve, for the log.
-pub fn spawn_workers<P, F, Fut>(
+/// says what the workers serve, for the log. When a worker's thread ends, `exited(id, clean)`
+/// runs on it: `clean` is false when a panic escaped its runtime (a task outside any
+/// connection boundary panicked; the runtime and all its tasks and sockets are gone then).
+pub fn spawn_workers<P, F, Fut, E>(
     driver: IoDriver,
     cores: &[usize],
     parts: Vec<P>,
     label: &str,
     main: F,
+    exited: E,
 ) -> Result<(Vec<JoinHandle<()>>, Vec<WorkerInfo>), String>
 where
     P: Send + 'static,
     F: Fn(usize, P) -> Fut + Send + Clone + 'static,
     Fut: std::future::Future<Output = ()>,
+    E: Fn(usize, bool) + Send + Clone + 'static,
 {
     let (tx, rx) = mpsc::channel::<Result<WorkerInfo, String>>();
     let mut threads = Vec::new();
     for (id, part) in parts.into_iter().enumerate() {
         let core = if cores.is_empty() { None } else { cores.get(id % cores.len()).copied() };
         let tx = tx.clone();
-        let (main, label) = (main.clone(), label.to_owned());
+        let (main, label, exited) = (main.clone(), label.to_owned(), exited.clone());
         let spawned = std::thread::Builder::new()
             .name(format!("gw-worker-{id}"))
-            .spawn(move || worker_thread(id, core, driver, &label, move || main(id, part), tx))
+            .spawn(move || {
+                // Unwind safety: after a panic the runtime and everything it ran are dropped.
+                let run = AssertUnwindSafe(|| worker_thread(id, core, driver, &label, move || main(id, part), tx));
+                match std::panic::catch_unwind(run) {
+                    Ok(()) => exited(id, true),
+                    Err(panic) => {
+                        tracing::error!(
+                            worker = id,
+                            panic = catch::message(&panic),
+                            "worker thread died: a task outside any connection panicked"
+                        );
+                        exited(id, false);
+                    }
+                }
+            })
             .map_err(|e| format!("cannot spawn worker thread {id}: {e}"))?;
         threads.push(spawned);
     }

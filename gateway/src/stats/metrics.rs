@@ -1,18 +1,16 @@
 //! Every Prometheus metric the gateway exports, in one table: name, type, labels and help.
 //!
 //! The renderer ([`render_prometheus`]) writes exactly the families of [`WORKER_FAMILIES`] and
-//! [`FAMILIES`], in that order, then whatever the process-level `metrics` recorder holds
-//! (families of [`RECORDER_FAMILIES`]). `gateway/METRICS.md` is generated from these tables and a
+//! [`FAMILIES`], in that order. `gateway/METRICS.md` is generated from these tables and a
 //! test fails when it is out of date (rerun it with `UPDATE_METRICS_MD=1` to rewrite it).
 //!
 //! This module also re-exports the rest of the metrics API, so callers need one import path.
 
 pub use super::histogram::{Histogram, HistogramSnapshot, LE_LABELS};
-pub use super::prometheus::{render_prometheus, ProcessInfo, CONTENT_TYPE};
-pub use super::recorder::{ProcessHandle, ProcessRecorder};
+pub use super::prometheus::{render_prometheus, CertificateSample, EndpointSample, ProcessInfo, CONTENT_TYPE};
 pub use super::series::{
-    ClassOutcome, ClusterMetrics, FailureReason, MirrorResult, RouteMetrics, SplitMetrics, SplitReason, WorkerMetrics,
-    CLASS_OUTCOMES, MAX_PRIORITY_CLASSES, MIRROR_RESULTS, SPLIT_REASONS, STATUS_CLASSES,
+    status_class, ClassOutcome, ClusterMetrics, FailureReason, MirrorResult, RouteMetrics, SplitMetrics, SplitReason,
+    WorkerMetrics, CLASS_OUTCOMES, MAX_PRIORITY_CLASSES, MIRROR_RESULTS, SPLIT_REASONS, STATUS_CLASSES,
 };
 
 /// A Prometheus metric type.
@@ -63,6 +61,19 @@ macro_rules! per_worker {
 
 /// Families fed by [`super::WorkerStats`]; every field appears exactly once (a test checks).
 pub const WORKER_FAMILIES: &[WorkerFamily] = &[
+    WorkerFamily {
+        family: Family {
+            name: "gateway_panics_total",
+            kind: Kind::Counter,
+            labels: &["boundary", "worker"],
+            help: "Panics caught and contained, by boundary: request (HTTP/1.1, answered 500 when nothing was sent), stream (HTTP/2, 500 or reset), connection (closed). The worker serves on; each is logged with its location.",
+        },
+        fields: &[
+            ("panics_request", Some("request")),
+            ("panics_stream", Some("stream")),
+            ("panics_connection", Some("connection")),
+        ],
+    },
     per_worker!(
         connections_accepted,
         Counter,
@@ -361,6 +372,18 @@ pub const ENDPOINT_HEALTHY: Family = Family {
     labels: &["cluster", "endpoint"],
     help: "1 while active health checks consider the endpoint healthy (or it is not checked), else 0.",
 };
+pub const ENDPOINT_REQUESTS: Family = Family {
+    name: "gateway_endpoint_requests_total",
+    kind: Kind::Counter,
+    labels: &["cluster", "endpoint", "class", "worker"],
+    help: "Requests answered through each upstream endpoint (the last try's), by status class of the response sent downstream.",
+};
+pub const ENDPOINT_DURATION: Family = Family {
+    name: "gateway_endpoint_upstream_duration_seconds",
+    kind: Kind::Histogram,
+    labels: &["cluster", "endpoint", "worker"],
+    help: "Time from sending a request to each upstream endpoint to its response head.",
+};
 pub const CONFIG_VERSION: Family = Family {
     name: "gateway_config_version",
     kind: Kind::Gauge,
@@ -397,6 +420,70 @@ pub const UPTIME: Family = Family {
     labels: &[],
     help: "Seconds since the gateway started.",
 };
+pub const BUILD_INFO: Family = Family {
+    name: "gateway_build_info",
+    kind: Kind::Gauge,
+    labels: &["version", "profile", "arch"],
+    help: "Always 1; its labels say which build runs.",
+};
+pub const CONFIG_LAST_RELOAD_SUCCESS: Family = Family {
+    name: "gateway_config_last_reload_success",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "1 when the last load of the configuration (start, file change, SIGHUP, POST /reload) succeeded, 0 when it was rejected (the previous one still runs).",
+};
+pub const CONFIG_LAST_RELOAD_SUCCESS_TIME: Family = Family {
+    name: "gateway_config_last_reload_success_timestamp_seconds",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "Unix time of the last successful load of the configuration.",
+};
+pub const TLS_CERT_EXPIRY: Family = Family {
+    name: "gateway_tls_certificate_expiry_seconds",
+    kind: Kind::Gauge,
+    labels: &["listener", "name", "serial"],
+    help: "Unix time at which a served certificate expires (its notAfter), per listener and certificate (its first name, its serial).",
+};
+pub const PROCESS_CPU: Family = Family {
+    name: "process_cpu_seconds_total",
+    kind: Kind::Counter,
+    labels: &[],
+    help: "User and system CPU time spent by the process, in seconds.",
+};
+pub const PROCESS_RESIDENT: Family = Family {
+    name: "process_resident_memory_bytes",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "Resident memory size in bytes.",
+};
+pub const PROCESS_VIRTUAL: Family = Family {
+    name: "process_virtual_memory_bytes",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "Virtual memory size in bytes.",
+};
+pub const PROCESS_OPEN_FDS: Family =
+    Family { name: "process_open_fds", kind: Kind::Gauge, labels: &[], help: "Open file descriptors." };
+pub const PROCESS_MAX_FDS: Family = Family {
+    name: "process_max_fds",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "The limit of open file descriptors (soft RLIMIT_NOFILE).",
+};
+pub const PROCESS_START_TIME: Family = Family {
+    name: "process_start_time_seconds",
+    kind: Kind::Gauge,
+    labels: &[],
+    help: "Unix time at which the process started.",
+};
+
+pub const WORKERS_UNHEALTHY: Family = Family {
+    name: "gateway_workers_unhealthy",
+    kind: Kind::Gauge,
+    labels: &[],
+    help:
+        "Workers that stopped ticking for over 2 s or whose thread died (/healthz answers 503 while this is above 0).",
+};
 
 /// Families other than [`WORKER_FAMILIES`] written by [`render_prometheus`], in output order.
 pub const FAMILIES: &[Family] = &[
@@ -418,12 +505,26 @@ pub const FAMILIES: &[Family] = &[
     HEALTH_CHECKS,
     HEALTH_TRANSITIONS,
     ENDPOINT_HEALTHY,
+    ENDPOINT_REQUESTS,
+    ENDPOINT_DURATION,
     CONFIG_VERSION,
     CONFIG_RELOADS,
     ACCESS_LOG_LINES,
     ACCESS_LOG_WRITE_ERRORS,
     DRAINING,
     UPTIME,
+    WORKERS_UNHEALTHY,
+    BUILD_INFO,
+    CONFIG_LAST_RELOAD_SUCCESS,
+    CONFIG_LAST_RELOAD_SUCCESS_TIME,
+    TLS_CERT_EXPIRY,
+    PROCESS_CPU,
+    PROCESS_RESIDENT,
+    PROCESS_VIRTUAL,
+    PROCESS_OPEN_FDS,
+    PROCESS_MAX_FDS,
+    PROCESS_START_TIME,
+    ADMIN_REQUESTS,
 ];
 
 pub const ADMIN_REQUESTS: Family = Family {
@@ -433,17 +534,9 @@ pub const ADMIN_REQUESTS: Family = Family {
     help: "Requests served by the admin listener, by path.",
 };
 
-/// Families recorded through the `metrics` facade into [`ProcessRecorder`] (rare process-level
-/// events), e.g. `metrics::counter!(ADMIN_REQUESTS.name, "path" => "/metrics").increment(1)`.
-/// [`ProcessRecorder::new`] registers their help texts. Names must not collide with the families
-/// above; a colliding family is left out of the output (a test checks none does). Label values
-/// must come from a fixed set (e.g. the admin's known paths, anything else as `"other"`): every
-/// distinct value is a new series kept for the life of the process.
-pub const RECORDER_FAMILIES: &[Family] = &[ADMIN_REQUESTS];
-
-/// Every family of the three tables: worker, other rendered, recorder.
+/// Every family of the two tables: worker, then the others.
 pub fn all_families() -> impl Iterator<Item = &'static Family> {
-    WORKER_FAMILIES.iter().map(|w| &w.family).chain(FAMILIES).chain(RECORDER_FAMILIES)
+    WORKER_FAMILIES.iter().map(|w| &w.family).chain(FAMILIES)
 }
 
 #[cfg(test)]
@@ -510,7 +603,8 @@ mod tests {
         let mut names = BTreeSet::new();
         for f in all_families() {
             assert!(names.insert(f.name), "{} declared twice", f.name);
-            assert!(f.name.starts_with("gateway_"), "{}", f.name);
+            // The standard process_* families of Prometheus client libraries keep their names.
+            assert!(f.name.starts_with("gateway_") || f.name.starts_with("process_"), "{}", f.name);
             assert!(f.name.bytes().all(|b| b == b'_' || b.is_ascii_lowercase() || b.is_ascii_digit()), "{}", f.name);
             match f.kind {
                 Kind::Counter => assert!(f.name.ends_with("_total"), "counter {} must end in _total", f.name),
@@ -536,7 +630,11 @@ mod tests {
     fn markdown_table() -> String {
         let mut out = String::from("\n| name | type | labels | help |\n| --- | --- | --- | --- |\n");
         for f in all_families() {
-            let mut labels: Vec<String> = f.labels.iter().map(|l| format!("`{l}`")).collect();
+            let mut labels: Vec<String> = f
+                .labels
+                .iter()
+                .map(|l| if *l == "worker" { "`worker` (per-worker view only)".into() } else { format!("`{l}`") })
+                .collect();
             if f.kind == Kind::Histogram {
                 labels.push("`le` (on `_bucket`)".into());
             }

@@ -62,6 +62,12 @@ macro_rules! worker_stats {
 }
 
 worker_stats! {
+    /// Panics caught at a request's boundary (HTTP/1.1; answered 500 when nothing was sent yet).
+    panics_request,
+    /// Panics caught at an HTTP/2 stream's boundary (answered 500 or reset).
+    panics_stream,
+    /// Panics caught at a connection's boundary (the connection closed).
+    panics_connection,
     /// Downstream connections accepted.
     connections_accepted,
     /// Times the worker stopped accepting because it was at its connection limit.
@@ -251,6 +257,6 @@ mod tests {
 }
 pub mod histogram;
 pub mod metrics;
+pub mod process;
 pub mod prometheus;
-pub mod recorder;
 pub mod series;

@@ -5,6 +5,7 @@
 //! sample per worker (and route, cluster, class, reason). Workers are never stopped or locked
 //! out: a scrape sees each counter at a slightly different moment, which Prometheus tolerates.
 
+use std::collections::HashMap;
 use std::fmt::{Display, Write};
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,9 +15,15 @@ use super::metrics::{
     Family, ACCESS_LOG_LINES, ACCESS_LOG_WRITE_ERRORS, CLUSTER_CONNECTS, CLUSTER_DURATION, CLUSTER_EJECTED,
     CLUSTER_EJECTIONS, CLUSTER_FAILURES, CLUSTER_LIMIT, CLUSTER_PANIC_PICKS, CLUSTER_REQUESTS, CLUSTER_REUSES,
     CONFIG_RELOADS, CONFIG_VERSION, DRAINING, ENDPOINT_HEALTHY, HEALTH_CHECKS, HEALTH_TRANSITIONS, PRIORITY_REQUESTS,
-    ROUTE_DECISIONS, ROUTE_DURATION, ROUTE_MIRRORS, ROUTE_REQUESTS, ROUTE_SPLITS, UPTIME, WORKER_FAMILIES,
+    ROUTE_DECISIONS, ROUTE_DURATION, ROUTE_MIRRORS, ROUTE_REQUESTS, ROUTE_SPLITS, UPTIME, WORKERS_UNHEALTHY,
+    WORKER_FAMILIES,
 };
-use super::recorder::ProcessHandle;
+use super::metrics::{
+    ADMIN_REQUESTS, BUILD_INFO, CONFIG_LAST_RELOAD_SUCCESS, CONFIG_LAST_RELOAD_SUCCESS_TIME, ENDPOINT_DURATION,
+    ENDPOINT_REQUESTS, PROCESS_CPU, PROCESS_MAX_FDS, PROCESS_OPEN_FDS, PROCESS_RESIDENT, PROCESS_START_TIME,
+    PROCESS_VIRTUAL, TLS_CERT_EXPIRY,
+};
+use super::process::ProcessStats;
 use super::series::{ClusterMetrics, FailureReason, RouteMetrics, SplitMetrics, WorkerMetrics, CLASS_OUTCOMES};
 use super::series::{MIRROR_RESULTS, SPLIT_REASONS, STATUS_CLASSES};
 use super::WorkerStats;
@@ -35,12 +42,47 @@ pub struct ProcessInfo {
     pub access_log_write_errors: u64,
     pub draining: bool,
     pub uptime: Duration,
-    /// The process-level `metrics` recorder, whose families are appended after ours.
-    pub recorder: Option<ProcessHandle>,
+    /// Workers stuck (no tick within the stall limit) or dead, as `/healthz` counts them.
+    pub workers_unhealthy: u64,
+    /// The labels of `gateway_build_info`: version, profile, arch.
+    pub build: [&'static str; 3],
+    /// Whether the last load of the configuration succeeded, and when the last success was
+    /// (unix seconds).
+    pub last_reload_ok: bool,
+    pub last_reload_success_time: f64,
+    /// Every served certificate.
+    pub certificates: Vec<CertificateSample>,
+    /// `/proc/self` values, when read.
+    pub process: Option<ProcessStats>,
+    /// Admin requests by path (the label values of `gateway_admin_requests_total`).
+    pub admin_requests: Vec<(&'static str, u64)>,
     /// The configured priority class names, in order (labels of `gateway_priority_requests_total`).
     pub classes: Vec<String>,
+    /// Each worker's requests and latency per upstream endpoint.
+    pub endpoints: Vec<EndpointSample>,
     /// Every endpoint's active health (the process's health registry).
     pub health: Vec<EndpointHealthSample>,
+}
+
+/// One served certificate, as `gateway_tls_certificate_expiry_seconds` shows it.
+#[derive(Debug, Clone, Default)]
+pub struct CertificateSample {
+    pub listener: String,
+    pub name: String,
+    pub serial: String,
+    /// Unix seconds.
+    pub not_after: i64,
+}
+
+/// One worker's counts for one upstream endpoint.
+#[derive(Debug, Clone)]
+pub struct EndpointSample {
+    pub cluster: String,
+    pub endpoint: String,
+    pub worker: usize,
+    /// By status class, indexed like `STATUS_CLASSES`.
+    pub requests: [u64; 5],
+    pub latency: HistogramSnapshot,
 }
 
 /// One endpoint's active-health counters, as the exposition shows them.
@@ -56,18 +98,93 @@ pub struct EndpointHealthSample {
 }
 
 /// Appends the exposition of every family to `out`. Each pair is one worker's stats and metric
-/// sets; its `worker` label is [`WorkerMetrics::worker`], so ids must be distinct.
-pub fn render_prometheus(out: &mut String, workers: &[(Arc<WorkerStats>, Arc<WorkerMetrics>)], process: &ProcessInfo) {
+/// sets; its `worker` label is [`WorkerMetrics::worker`], so ids must be distinct. With
+/// `per_worker` false (the default view) every series is summed over the workers and written
+/// once, without the `worker` label.
+pub fn render_prometheus(
+    out: &mut String,
+    workers: &[(Arc<WorkerStats>, Arc<WorkerMetrics>)],
+    process: &ProcessInfo,
+    per_worker: bool,
+) {
     let views: Vec<WorkerView> = workers.iter().map(|(stats, metrics)| WorkerView::read(stats, metrics)).collect();
-    let mut w = Writer { out };
+    let mut w = Writer { out, sums: (!per_worker).then(Sums::default) };
     w.worker_families(&views);
     w.priority_families(&views, &process.classes);
     w.route_families(&views);
     w.cluster_families(&views);
     w.health_families(&process.health);
+    w.endpoint_families(&process.endpoints);
     w.process_families(process);
-    if let Some(recorder) = &process.recorder {
-        recorder.render_into(w.out);
+    w.flush();
+}
+
+/// The series of the family being written, summed over workers: each series' text (name,
+/// suffix and labels but `worker`) and its running sum, in first-seen order.
+#[derive(Default)]
+struct Sums {
+    index: HashMap<String, usize>,
+    series: Vec<(String, Value)>,
+    key: String,
+}
+
+/// A sample's value, kept in its type so that sums of integers stay exact.
+#[derive(Debug, Clone, Copy)]
+enum Value {
+    Unsigned(u64),
+    Signed(i64),
+    Float(f64),
+}
+
+impl Value {
+    fn add(self, other: Value) -> Value {
+        match (self, other) {
+            (Value::Unsigned(a), Value::Unsigned(b)) => Value::Unsigned(a.wrapping_add(b)),
+            (Value::Signed(a), Value::Signed(b)) => Value::Signed(a.wrapping_add(b)),
+            (a, b) => Value::Float(a.as_f64() + b.as_f64()),
+        }
+    }
+
+    fn as_f64(self) -> f64 {
+        match self {
+            Value::Unsigned(v) => v as f64,
+            Value::Signed(v) => v as f64,
+            Value::Float(v) => v,
+        }
+    }
+}
+
+impl Display for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Value::Unsigned(v) => v.fmt(f),
+            Value::Signed(v) => v.fmt(f),
+            Value::Float(v) => v.fmt(f),
+        }
+    }
+}
+
+impl From<u64> for Value {
+    fn from(v: u64) -> Self {
+        Value::Unsigned(v)
+    }
+}
+
+impl From<u8> for Value {
+    fn from(v: u8) -> Self {
+        Value::Unsigned(v.into())
+    }
+}
+
+impl From<i64> for Value {
+    fn from(v: i64) -> Self {
+        Value::Signed(v)
+    }
+}
+
+impl From<f64> for Value {
+    fn from(v: f64) -> Self {
+        Value::Float(v)
     }
 }
 
@@ -101,6 +218,8 @@ impl WorkerView {
 
 struct Writer<'a> {
     out: &'a mut String,
+    /// Summing over workers (the default view); `None` writes each worker's series.
+    sums: Option<Sums>,
 }
 
 impl Writer<'_> {
@@ -240,6 +359,28 @@ impl Writer<'_> {
         }
     }
 
+    fn endpoint_families(&mut self, endpoints: &[EndpointSample]) {
+        self.header(&ENDPOINT_REQUESTS);
+        for e in endpoints {
+            let worker = e.worker.to_string();
+            for (class, value) in STATUS_CLASSES.iter().zip(e.requests) {
+                let labels = [
+                    ("cluster", e.cluster.as_str()),
+                    ("endpoint", e.endpoint.as_str()),
+                    ("class", class),
+                    ("worker", &worker),
+                ];
+                self.sample(ENDPOINT_REQUESTS.name, "", &labels, value);
+            }
+        }
+        self.header(&ENDPOINT_DURATION);
+        for e in endpoints {
+            let worker = e.worker.to_string();
+            let labels = [("cluster", e.cluster.as_str()), ("endpoint", e.endpoint.as_str()), ("worker", &worker)];
+            self.histogram(ENDPOINT_DURATION.name, &labels, &e.latency);
+        }
+    }
+
     fn cluster_counter(&mut self, family: &Family, views: &[WorkerView], read: fn(&ClusterMetrics) -> u64) {
         self.header(family);
         for view in views {
@@ -276,9 +417,43 @@ impl Writer<'_> {
         self.sample(DRAINING.name, "", &[], u8::from(p.draining));
         self.header(&UPTIME);
         self.sample(UPTIME.name, "", &[], p.uptime.as_secs_f64());
+        self.header(&WORKERS_UNHEALTHY);
+        self.sample(WORKERS_UNHEALTHY.name, "", &[], p.workers_unhealthy);
+        self.header(&BUILD_INFO);
+        let [version, profile, arch] = p.build;
+        self.sample(BUILD_INFO.name, "", &[("version", version), ("profile", profile), ("arch", arch)], 1u8);
+        self.header(&CONFIG_LAST_RELOAD_SUCCESS);
+        self.sample(CONFIG_LAST_RELOAD_SUCCESS.name, "", &[], u8::from(p.last_reload_ok));
+        self.header(&CONFIG_LAST_RELOAD_SUCCESS_TIME);
+        self.sample(CONFIG_LAST_RELOAD_SUCCESS_TIME.name, "", &[], p.last_reload_success_time);
+        self.header(&TLS_CERT_EXPIRY);
+        for c in &p.certificates {
+            let labels = [("listener", c.listener.as_str()), ("name", c.name.as_str()), ("serial", c.serial.as_str())];
+            self.sample(TLS_CERT_EXPIRY.name, "", &labels, c.not_after);
+        }
+        let stats = p.process.clone().unwrap_or_default();
+        let families: [(&Family, Option<f64>); 6] = [
+            (&PROCESS_CPU, stats.cpu_seconds),
+            (&PROCESS_RESIDENT, stats.resident_bytes.map(|v| v as f64)),
+            (&PROCESS_VIRTUAL, stats.virtual_bytes.map(|v| v as f64)),
+            (&PROCESS_OPEN_FDS, stats.open_fds.map(|v| v as f64)),
+            (&PROCESS_MAX_FDS, stats.max_fds.map(|v| v as f64)),
+            (&PROCESS_START_TIME, stats.start_time),
+        ];
+        for (family, value) in families {
+            self.header(family);
+            if let Some(v) = value {
+                self.sample(family.name, "", &[], v);
+            }
+        }
+        self.header(&ADMIN_REQUESTS);
+        for (path, count) in &p.admin_requests {
+            self.sample(ADMIN_REQUESTS.name, "", &[("path", path)], *count);
+        }
     }
 
     fn header(&mut self, family: &Family) {
+        self.flush();
         let _ = write!(self.out, "# HELP {} ", family.name);
         escape_into(self.out, family.help, false);
         let _ = writeln!(self.out, "\n# TYPE {} {}", family.name, family.kind.as_str());
@@ -298,23 +473,59 @@ impl Writer<'_> {
         self.sample(name, "_count", labels, snapshot.count());
     }
 
-    fn sample(&mut self, name: &str, suffix: &str, labels: &[(&str, &str)], value: impl Display) {
-        self.out.push_str(name);
-        self.out.push_str(suffix);
-        if !labels.is_empty() {
-            self.out.push('{');
-            for (i, (key, value)) in labels.iter().enumerate() {
-                if i > 0 {
-                    self.out.push(',');
+    fn sample(&mut self, name: &str, suffix: &str, labels: &[(&str, &str)], value: impl Into<Value>) {
+        let value = value.into();
+        let has_worker = labels.iter().any(|(k, _)| *k == "worker");
+        match &mut self.sums {
+            Some(sums) if has_worker => {
+                let mut key = std::mem::take(&mut sums.key);
+                key.clear();
+                write_series(&mut key, name, suffix, labels.iter().filter(|(k, _)| *k != "worker"));
+                match sums.index.get(key.as_str()) {
+                    Some(&i) => {
+                        if let Some((_, sum)) = sums.series.get_mut(i) {
+                            *sum = sum.add(value);
+                        }
+                        sums.key = key;
+                    }
+                    None => {
+                        sums.index.insert(key.clone(), sums.series.len());
+                        sums.series.push((key, value));
+                    }
                 }
-                self.out.push_str(key);
-                self.out.push_str("=\"");
-                escape_into(self.out, value, true);
-                self.out.push('"');
             }
-            self.out.push('}');
+            _ => {
+                write_series(self.out, name, suffix, labels.iter());
+                let _ = writeln!(self.out, " {value}");
+            }
         }
-        let _ = writeln!(self.out, " {value}");
+    }
+
+    /// Writes the summed series of the family just finished, if any.
+    fn flush(&mut self) {
+        let Some(sums) = &mut self.sums else { return };
+        for (series, value) in sums.series.drain(..) {
+            let _ = writeln!(self.out, "{series} {value}");
+        }
+        sums.index.clear();
+    }
+}
+
+/// `name` `suffix` `{labels}` (no braces without labels).
+fn write_series<'l>(out: &mut String, name: &str, suffix: &str, labels: impl Iterator<Item = &'l (&'l str, &'l str)>) {
+    out.push_str(name);
+    out.push_str(suffix);
+    let mut first = true;
+    for (key, value) in labels {
+        out.push(if first { '{' } else { ',' });
+        first = false;
+        out.push_str(key);
+        out.push_str("=\"");
+        escape_into(out, value, true);
+        out.push('"');
+    }
+    if !first {
+        out.push('}');
     }
 }
 

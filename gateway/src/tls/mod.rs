@@ -8,6 +8,7 @@
 
 mod failure;
 mod identity;
+mod info;
 mod pem;
 mod resolver;
 #[cfg(test)]
@@ -27,6 +28,7 @@ use rustls_pki_types::ServerName;
 
 pub use failure::{handshake_failure_reason, HANDSHAKE_FAILURE_REASONS};
 pub use identity::ClientIdentity;
+pub use info::CertInfo;
 
 use pem::FileSet;
 use resolver::SniResolver;
@@ -108,6 +110,8 @@ pub struct ServerTls {
     fingerprint: u64,
     settings: ListenerTls,
     protocols: Vec<Protocol>,
+    /// Each configured certificate's leaf, in config order.
+    certificates: Vec<CertInfo>,
 }
 
 impl ServerTls {
@@ -120,7 +124,7 @@ impl ServerTls {
     pub fn load(tls: &ListenerTls, protocols: &[Protocol]) -> Result<ServerTls, TlsError> {
         let provider = provider();
         let mut files = FileSet::default();
-        let resolver = SniResolver::load(tls, &provider, &mut files)?;
+        let (resolver, certificates) = SniResolver::load(tls, &provider, &mut files)?;
         let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
             .with_protocol_versions(versions(tls.min_version))
             .map_err(|e| setting("listeners.tls.min_version", e))?;
@@ -163,12 +167,18 @@ impl ServerTls {
             fingerprint,
             settings: tls.clone(),
             protocols: protocols.to_vec(),
+            certificates,
         })
     }
 
     /// The rustls config to accept connections with.
     pub fn config(&self) -> Arc<ServerConfig> {
         Arc::clone(&self.config)
+    }
+
+    /// Each configured certificate's leaf, in config order.
+    pub fn certificates(&self) -> &[CertInfo] {
+        &self.certificates
     }
 
     /// Every file read, in the order read, each once (for a watcher).

@@ -14,6 +14,8 @@ use rustls_pki_types::CertificateDer;
 use x509_parser::extensions::GeneralName;
 use x509_parser::prelude::{FromDer, X509Certificate};
 
+use super::CertInfo;
+
 use super::pem::{file_error, FileSet};
 use super::TlsError;
 
@@ -30,8 +32,14 @@ pub(super) struct SniResolver {
 
 impl SniResolver {
     /// Reads every certificate and key of `tls`; the first certificate serving a name wins.
-    pub(super) fn load(tls: &ListenerTls, provider: &CryptoProvider, files: &mut FileSet) -> Result<Self, TlsError> {
+    /// Also returns each certificate's facts, in config order.
+    pub(super) fn load(
+        tls: &ListenerTls,
+        provider: &CryptoProvider,
+        files: &mut FileSet,
+    ) -> Result<(Self, Vec<CertInfo>), TlsError> {
         let mut resolver = Self { exact: HashMap::new(), wildcard: HashMap::new(), default: None };
+        let mut infos = Vec::with_capacity(tls.certificates.len());
         for (i, c) in tls.certificates.iter().enumerate() {
             let cert_key = format!("listeners.tls.certificates[{i}].cert");
             let key_key = format!("listeners.tls.certificates[{i}].key");
@@ -62,6 +70,9 @@ impl SniResolver {
                     "the certificate has no DNS names in its subjectAltName, so no SNI selects it: set `names`";
                 return Err(file_error(&cert_key, &c.cert, message));
             }
+            if let Some(info) = certified.cert.first().and_then(|l| CertInfo::read(c.cert.clone(), names.clone(), l)) {
+                infos.push(info);
+            }
             let certified = Arc::new(certified);
             for name in names {
                 let name = normalize(&name).into_owned();
@@ -75,7 +86,7 @@ impl SniResolver {
                 resolver.default = Some(certified);
             }
         }
-        Ok(resolver)
+        Ok((resolver, infos))
     }
 
     /// The certificate for `server_name`, if one serves it (not the default).

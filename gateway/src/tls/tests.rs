@@ -173,7 +173,7 @@ fn sni_selects_exact_then_wildcard_then_default() {
     assert_eq!((s.server_name(), served(&c)), (None, leaf_der(&default.cert)));
     // The resolver ignores case and a trailing dot.
     let mut files = pem::FileSet::default();
-    let resolver = SniResolver::load(&tls, &provider(), &mut files).unwrap();
+    let (resolver, _) = SniResolver::load(&tls, &provider(), &mut files).unwrap();
     assert!(resolver.lookup("X.Example.COM.").is_some());
     assert!(resolver.lookup("a.example.").is_some());
     assert!(resolver.lookup("b.a.example").is_none());

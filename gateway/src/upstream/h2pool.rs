@@ -27,10 +27,10 @@ use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use futures_util::future::poll_fn;
 use h2::client::{ResponseFuture, SendRequest};
 use h2::SendStream;
 use rustls_pki_types::ServerName;
+use std::future::poll_fn;
 
 /// How bytes reach the endpoint.
 #[derive(Clone)]

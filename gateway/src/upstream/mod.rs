@@ -28,7 +28,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use crate::admission::limiter::{Limiter, Policy};
-use crate::stats::metrics::ClusterMetrics;
+use crate::stats::metrics::{ClusterMetrics, Histogram};
 use crate::stats::Counter;
 
 use gateway_config::{Balancer, Cluster};
@@ -117,6 +117,21 @@ pub struct EndpointGauge {
     pub ejected_until_ms: AtomicU64,
     /// How many times this worker ejected the endpoint (the current multiplier).
     pub times_ejected: AtomicU64,
+    /// Responses from the endpoint by status class (`STATUS_CLASSES`), counted when the
+    /// request ends; kept while the cluster's settings stay the same.
+    pub requests: [Counter; 5],
+    /// From sending the request to the endpoint to its response head.
+    pub latency: Histogram,
+}
+
+impl EndpointGauge {
+    /// Counts one request answered through this endpoint. Owning worker only.
+    pub fn observe(&self, status: u16, upstream_elapsed: std::time::Duration) {
+        if let Some(c) = self.requests.get(crate::stats::metrics::status_class(status)) {
+            c.inc();
+        }
+        self.latency.record(upstream_elapsed);
+    }
 }
 
 /// A worker's published list of endpoints (rebuilt when its config snapshot changes).

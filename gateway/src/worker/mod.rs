@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use arc_swap::{ArcSwap, Cache};
 
+pub mod heartbeat;
 pub mod routes;
 
 use std::sync::atomic::AtomicBool;
@@ -231,33 +232,30 @@ pub struct Shared {
     pub draining: AtomicBool,
     /// Listener sockets waiting for their workers (see `control::Handoff`).
     pub handoff: Handoff,
-    /// One per worker, advanced by the worker on every tick: proof of life for the watchdog.
-    pub heartbeats: Vec<std::sync::atomic::AtomicU64>,
+    /// One per worker, stamped by the worker on every tick: proof of life for `/healthz` and
+    /// the watchdog.
+    pub heartbeats: heartbeat::Heartbeats,
     /// Active health of every endpoint, written by the process's one health checker.
     pub health: crate::upstream::health::HealthRegistry,
 }
 
-/// Tells whether every worker has ticked since the previous check (a stuck worker stops
-/// systemd's watchdog pings, so systemd restarts the process).
+/// Tells whether every worker is serving: ticked recently and none died (a stuck or dead
+/// worker stops systemd's watchdog pings, so systemd restarts the process).
 pub struct Liveness {
     pub(crate) shared: Arc<Shared>,
-    last: Vec<u64>,
 }
 
 impl Liveness {
     pub fn new(shared: Arc<Shared>) -> Self {
-        let last = vec![u64::MAX; shared.heartbeats.len()];
-        Self { shared, last }
+        Self { shared }
     }
 
-    pub fn check(&mut self) -> bool {
-        let mut all = true;
-        for (beat, last) in self.shared.heartbeats.iter().zip(self.last.iter_mut()) {
-            let now = beat.load(std::sync::atomic::Ordering::Relaxed);
-            all &= now != *last;
-            *last = now;
-        }
-        all
+    /// True when no worker died and each ticked within `max_age` (at least
+    /// [`heartbeat::STALL_AFTER`]).
+    pub fn check(&mut self, max_age: std::time::Duration) -> bool {
+        let draining = self.shared.draining.load(std::sync::atomic::Ordering::Acquire);
+        let max_age = max_age.max(heartbeat::STALL_AFTER);
+        self.shared.heartbeats.unhealthy(std::time::Instant::now(), max_age, draining).is_empty()
     }
 }
 

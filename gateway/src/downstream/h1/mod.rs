@@ -15,6 +15,7 @@ use crate::pipeline::answer::Refusal;
 use crate::pipeline::dispatch::{dispatch, Verdict};
 use crate::pipeline::exchange::Exchange;
 use crate::request::{Client, Request};
+use crate::runtime::catch::{self, CatchUnwind};
 use crate::runtime::idle_timer::Expiry;
 use crate::runtime::io::{make_room, read_append_expiry};
 use crate::runtime::stream::Stream;
@@ -160,7 +161,25 @@ async fn serve_requests(worker: &Rc<Worker>, conn: &mut Conn) -> Option<u16> {
         };
         worker.stats.requests_total.inc();
         worker.stats.requests_active.inc();
-        let next = request.await;
+        let next = match CatchUnwind::new(request).await {
+            Ok(next) => next,
+            Err(panic) => {
+                // The request's state is gone (dropped with its future); the connection's own
+                // is intact. Answer 500 if nothing was sent yet, then close: the request may
+                // have left its body half read.
+                worker.stats.panics_request.inc();
+                tracing::error!(
+                    worker = worker.id,
+                    peer = %conn.client.peer,
+                    panic = catch::message(&panic),
+                    "a request panicked: answered 500 if possible, connection closed"
+                );
+                if conn.ex.status == 0 {
+                    Box::pin(reply_and_close(worker, conn, 500, &local)).await;
+                }
+                Next::Close
+            }
+        };
         ended = Some(conn.ex.finish(worker, &local, conn.client.peer.ip()));
         worker.stats.requests_active.sub(1);
         conn.served += 1;

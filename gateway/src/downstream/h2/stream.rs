@@ -15,6 +15,7 @@ use crate::pipeline::answer::{Answer, Refusal};
 use crate::pipeline::dispatch::{dispatch, Verdict};
 use crate::pipeline::exchange::Exchange;
 use crate::request::Request;
+use crate::runtime::catch::{self, CatchUnwind};
 use crate::worker::{Local, Worker};
 
 pub async fn handle(
@@ -23,18 +24,45 @@ pub async fn handle(
     req: http::Request<h2::RecvStream>,
     mut respond: h2::server::SendResponse<Bytes>,
 ) {
-    let local = worker.local();
     worker.stats.requests_total.inc();
     worker.stats.requests_active.inc();
-    let (parts, body) = req.into_parts();
-    let mut ex = Exchange::default();
-    serve(&worker, &ctx, &local, &parts, body, &mut respond, &mut ex).await;
-    let _ = ex.finish(&worker, &local, ctx.client.peer.ip());
+    // The stream's panic boundary: a panic in its pipeline ends this stream only.
+    let served = CatchUnwind::new(serve_stream(&worker, &ctx, req, &mut respond)).await;
+    if let Err(panic) = served {
+        worker.stats.panics_stream.inc();
+        tracing::error!(
+            worker = worker.id,
+            peer = %ctx.client.peer,
+            panic = catch::message(&panic),
+            "an HTTP/2 stream panicked: answered 500 or reset, the connection serves on"
+        );
+        // A 500 when no response head went out yet (h2 refuses a second one), else a reset.
+        let head =
+            Response::builder().status(StatusCode::INTERNAL_SERVER_ERROR).header(http::header::CONTENT_LENGTH, 0);
+        match head.body(()).map(|h| respond.send_response(h, true)) {
+            Ok(Ok(_)) => worker.stats.count_status(500),
+            _ => respond.send_reset(h2::Reason::INTERNAL_ERROR),
+        }
+    }
     worker.stats.requests_active.sub(1);
     ctx.active.set(ctx.active.get().saturating_sub(1));
     if ctx.active.get() == 0 {
         ctx.idle_since.set(Instant::now());
     }
+}
+
+/// Runs the pipeline on one stream, answers it and accounts it.
+async fn serve_stream(
+    worker: &Rc<Worker>,
+    ctx: &Rc<ConnCtx>,
+    req: http::Request<h2::RecvStream>,
+    respond: &mut h2::server::SendResponse<Bytes>,
+) {
+    let local = worker.local();
+    let (parts, body) = req.into_parts();
+    let mut ex = Exchange::default();
+    serve(worker, ctx, &local, &parts, body, respond, &mut ex).await;
+    let _ = ex.finish(worker, &local, ctx.client.peer.ip());
 }
 
 async fn serve(

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
-use crate::stats::metrics::{self as table, ProcessRecorder};
+use crate::stats::metrics::{self as table};
 use parser::parse;
 
 #[test]
@@ -45,11 +45,6 @@ fn two_workers_render_valid_and_complete() {
     route.mirror(super::super::series::MirrorResult::Dropped);
     route.mirror(super::super::series::MirrorResult::Mirrored);
 
-    let recorder = ProcessRecorder::new();
-    ::metrics::with_local_recorder(recorder.recorder(), || {
-        ::metrics::counter!(table::ADMIN_REQUESTS.name, "path" => "/metrics").increment(1);
-        ::metrics::counter!("gateway_requests_total").increment(1); // collides: left out
-    });
     let process = ProcessInfo {
         config_version: 7,
         reloads_ok: 6,
@@ -59,7 +54,34 @@ fn two_workers_render_valid_and_complete() {
         access_log_write_errors: 1,
         draining: true,
         uptime: Duration::from_millis(1500),
-        recorder: Some(recorder.handle()),
+        workers_unhealthy: 0,
+        build: ["0.1.0", "debug", "x86_64"],
+        last_reload_ok: true,
+        last_reload_success_time: 1.5,
+        certificates: vec![super::CertificateSample {
+            listener: "public".into(),
+            name: "a.test".into(),
+            serial: "0a1b".into(),
+            not_after: 1_798_761_600,
+        }],
+        process: Some(crate::stats::process::ProcessStats {
+            cpu_seconds: Some(1.25),
+            resident_bytes: Some(4096),
+            virtual_bytes: Some(8192),
+            open_fds: Some(12),
+            max_fds: Some(1024),
+            start_time: Some(1_764_547_200.5),
+        }),
+        admin_requests: vec![("/metrics", 1), ("other", 0)],
+        endpoints: (0..2)
+            .map(|worker| super::EndpointSample {
+                cluster: "backend".into(),
+                endpoint: "127.0.0.1:8080".into(),
+                worker,
+                requests: [0, 3, 0, 0, 1],
+                latency: HistogramSnapshot { cumulative: [2; crate::stats::histogram::BUCKETS], sum_seconds: 0.5 },
+            })
+            .collect(),
         classes: vec!["critical".into(), "normal".into()],
         health: vec![super::EndpointHealthSample {
             cluster: "backend".into(),
@@ -69,8 +91,10 @@ fn two_workers_render_valid_and_complete() {
         }],
     };
     m1.count_class(1, super::super::series::ClassOutcome::Shed);
+    let workers = [(s0, m0), (s1, m1)];
+    summed_over_workers(&workers, &process, odd_route);
     let mut out = String::new();
-    render_prometheus(&mut out, &[(s0, m0), (s1, m1)], &process);
+    render_prometheus(&mut out, &workers, &process, true);
     let exp = parse(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
 
     let expected: Vec<&table::Family> = table::all_families().collect();
@@ -88,6 +112,12 @@ fn two_workers_render_valid_and_complete() {
     }
 
     let v = |name: &str, labels: &[(&str, &str)]| exp.value(name, labels);
+    let cert = [("listener", "public"), ("name", "a.test"), ("serial", "0a1b")];
+    assert_eq!(v("gateway_tls_certificate_expiry_seconds", &cert), 1_798_761_600.0);
+    assert_eq!(v("gateway_build_info", &[("version", "0.1.0"), ("profile", "debug"), ("arch", "x86_64")]), 1.0);
+    assert_eq!(v("gateway_config_last_reload_success", &[]), 1.0);
+    assert_eq!(v("process_cpu_seconds_total", &[]), 1.25);
+    assert_eq!(v("process_start_time_seconds", &[]), 1_764_547_200.5);
     assert_eq!(
         v("gateway_priority_requests_total", &[("priority", "normal"), ("outcome", "shed"), ("worker", "1")]),
         1.0
@@ -133,13 +163,87 @@ fn two_workers_render_valid_and_complete() {
     assert_eq!(v("gateway_draining", &[]), 1.0);
     assert_eq!(v("gateway_uptime_seconds", &[]), 1.5);
     assert_eq!(v("gateway_admin_requests_total", &[("path", "/metrics")]), 1.0);
-    assert_eq!(exp.families["gateway_requests_total"].samples.len(), 2, "the recorder's duplicate was left out");
+    assert_eq!(exp.families["gateway_requests_total"].samples.len(), 2);
+}
+
+/// The default view of the same workers: every family, each series once without `worker`,
+/// holding the sum over the workers.
+fn summed_over_workers(workers: &[(Arc<WorkerStats>, Arc<WorkerMetrics>)], process: &ProcessInfo, odd_route: &str) {
+    let mut out = String::new();
+    render_prometheus(&mut out, workers, process, false);
+    let exp = parse(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
+    for family in table::all_families() {
+        let parsed = &exp.families[family.name];
+        assert!(!parsed.samples.is_empty(), "{} has no samples", family.name);
+        let labels: Vec<&str> = family.labels.iter().copied().filter(|l| *l != "worker").collect();
+        for sample in &parsed.samples {
+            let names: Vec<&str> = sample.labels.iter().map(|(k, _)| k.as_str()).filter(|k| *k != "le").collect();
+            assert_eq!(names, labels, "labels of {}", sample.name);
+        }
+    }
+    let v = |name: &str, labels: &[(&str, &str)]| exp.value(name, labels);
+    assert_eq!(v("gateway_requests_total", &[]), 5.0);
+    assert_eq!(exp.families["gateway_requests_total"].samples.len(), 1);
+    assert_eq!(v("gateway_responses_total", &[("class", "2xx")]), 1.0);
+    assert_eq!(v("gateway_responses_total", &[("class", "5xx")]), 1.0);
+    assert_eq!(v("gateway_connections_active", &[]), 3.0);
+    assert_eq!(v("gateway_priority_requests_total", &[("priority", "normal"), ("outcome", "shed")]), 1.0);
+    // A route seen by one worker only, and one cluster seen by both (one of them idle).
+    assert_eq!(v("gateway_route_requests_total", &[("route", odd_route), ("class", "4xx")]), 1.0);
+    assert_eq!(v("gateway_route_request_duration_seconds_count", &[("route", "api")]), 1.0);
+    assert_eq!(v("gateway_route_request_duration_seconds_bucket", &[("route", odd_route), ("le", "+Inf")]), 2.0);
+    assert_eq!(v("gateway_cluster_upstream_duration_seconds_count", &[("cluster", "backend")]), 1.0);
+    assert_eq!(v("gateway_cluster_upstream_reuses_total", &[("cluster", "backend")]), 2.0);
+    assert_eq!(v("gateway_uptime_seconds", &[]), 1.5);
+    let ep = [("cluster", "backend"), ("endpoint", "127.0.0.1:8080")];
+    assert_eq!(v("gateway_endpoint_requests_total", &[ep[0], ep[1], ("class", "2xx")]), 6.0);
+    assert_eq!(v("gateway_endpoint_upstream_duration_seconds_count", &ep), 4.0);
+}
+
+/// The scrape cost at 64 workers x 100 routes (and 20 clusters), both views. A measurement,
+/// not a test: run it in release, as the README says:
+/// `cargo test -p gateway --release --lib scrape_cost -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement that prints time and size; run with --release --ignored --nocapture"]
+fn scrape_cost_at_64_workers_and_100_routes() {
+    let workers: Vec<(Arc<WorkerStats>, Arc<WorkerMetrics>)> = (0..64)
+        .map(|i| {
+            let (s, m) = (Arc::new(WorkerStats::default()), Arc::new(WorkerMetrics::new(i)));
+            s.requests_total.add(1000 + i as u64);
+            for r in 0..100 {
+                m.route(&format!("route-{r:03}")).observe(200, Duration::from_millis(r));
+            }
+            for c in 0..20 {
+                m.cluster(&format!("cluster-{c:02}")).observe(200, Duration::from_millis(c));
+            }
+            (s, m)
+        })
+        .collect();
+    let process = ProcessInfo { classes: vec!["critical".into(), "normal".into()], ..Default::default() };
+    for per_worker in [false, true] {
+        let mut out = String::new();
+        render_prometheus(&mut out, &workers, &process, per_worker);
+        let rounds = 20;
+        let start = std::time::Instant::now();
+        for _ in 0..rounds {
+            out.clear();
+            render_prometheus(&mut out, &workers, &process, per_worker);
+        }
+        let each = start.elapsed() / rounds;
+        let lines = out.lines().filter(|l| !l.starts_with('#')).count();
+        println!(
+            "64 workers x 100 routes x 20 clusters, {}: {:.1} ms per scrape, {} KiB, {lines} series",
+            if per_worker { "per worker" } else { "summed (default)" },
+            each.as_secs_f64() * 1e3,
+            out.len() / 1024
+        );
+    }
 }
 
 #[test]
-fn no_workers_and_no_recorder_still_declares_every_family() {
+fn no_workers_still_declares_every_family() {
     let mut out = String::new();
-    render_prometheus(&mut out, &[], &ProcessInfo::default());
+    render_prometheus(&mut out, &[], &ProcessInfo::default(), false);
     let exp = parse(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
     let rendered = table::WORKER_FAMILIES.iter().map(|w| &w.family).chain(table::FAMILIES);
     assert_eq!(exp.order, rendered.map(|f| f.name.to_string()).collect::<Vec<_>>());

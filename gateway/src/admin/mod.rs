@@ -3,7 +3,7 @@
 //!
 //! | endpoint | |
 //! | --- | --- |
-//! | `GET /healthz` | 200 while the process runs |
+//! | `GET /healthz` | 200 while every worker ticks; 503 naming the workers stuck for over 2 s or dead |
 //! | `GET /ready` | 200 once the first config is applied, 503 while draining |
 //! | `GET /stats` | per-worker counters and totals (JSON) |
 //! | `GET /server_info` | version, workers, pinned cores, I/O drivers, cgroup quota, uptime |
@@ -12,8 +12,14 @@
 //! | `GET /metrics` | Prometheus text: per-worker, per-route and per-cluster series |
 //! | `POST /reload` | re-read the config file; 200 with the applied version, 400 with every error |
 //! | `POST /drain` | stop accepting and drain, as on SIGTERM |
+//! | `GET /certs` | each served certificate: names, subject, issuer, serial, validity, days left |
+//! | `GET /logging` | the log filter in force |
+//! | `POST /logging` | replace the log filter (body or `?filter=`, `RUST_LOG` syntax) |
 //!
 //! When a token is configured, the mutating endpoints need `Authorization: Bearer <token>`.
+
+mod certs;
+mod logging;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -23,15 +29,32 @@ use gateway_admin::{Handler, Request, Response};
 
 use crate::accesslog::AccessLogStats;
 use crate::control::{hex, Control};
-use crate::stats::metrics::{ProcessInfo, ProcessRecorder, WorkerMetrics, ADMIN_REQUESTS, CONTENT_TYPE};
+use crate::stats::metrics::{ProcessInfo, WorkerMetrics, CONTENT_TYPE};
+use crate::stats::process::ProcessStats;
 use crate::stats::WorkerStats;
+
+/// The labels of `gateway_build_info`.
+const PROFILE: &str = if cfg!(debug_assertions) { "debug" } else { "release" };
+
 use crate::upstream::EndpointViews;
+use crate::worker::heartbeat::STALL_AFTER;
 use crate::worker::Shared;
 use crate::ServerInfo;
 
 /// Every endpoint path (the label values of `gateway_admin_requests_total`, besides `other`).
-const ENDPOINTS: [&str; 9] =
-    ["/healthz", "/ready", "/stats", "/server_info", "/config", "/clusters", "/metrics", "/reload", "/drain"];
+const ENDPOINTS: [&str; 11] = [
+    "/healthz",
+    "/ready",
+    "/stats",
+    "/server_info",
+    "/config",
+    "/clusters",
+    "/metrics",
+    "/reload",
+    "/drain",
+    "/certs",
+    "/logging",
+];
 
 pub struct AdminContext {
     pub shared: Arc<Shared>,
@@ -41,18 +64,31 @@ pub struct AdminContext {
     /// Each worker's endpoint gauges.
     pub endpoints: Vec<Arc<EndpointViews>>,
     pub access_log: Option<AccessLogStats>,
-    pub recorder: Arc<ProcessRecorder>,
+    /// Requests served, by index into [`ENDPOINTS`] (the last slot: any other path).
+    pub requests: AdminRequests,
     pub info: ServerInfo,
     pub started: Instant,
     pub token: Option<String>,
 }
 
+/// Admin requests by path: one counter per entry of [`ENDPOINTS`], then one for any other
+/// path (the handler threads share them; the admin port is not the data path).
+#[derive(Default)]
+pub struct AdminRequests([std::sync::atomic::AtomicU64; ENDPOINTS.len() + 1]);
+
+impl AdminRequests {
+    fn counts(&self) -> Vec<(&'static str, u64)> {
+        let paths = ENDPOINTS.iter().copied().chain(std::iter::once("other"));
+        paths.zip(&self.0).map(|(p, c)| (p, c.load(Ordering::Relaxed))).collect()
+    }
+}
+
 pub fn handler(ctx: AdminContext) -> Handler {
     Arc::new(move |req: &Request| {
-        let path = ENDPOINTS.iter().copied().find(|e| *e == req.path).unwrap_or("other");
-        metrics::with_local_recorder(ctx.recorder.recorder(), || {
-            metrics::counter!(ADMIN_REQUESTS.name, "path" => path).increment(1);
-        });
+        let slot = ENDPOINTS.iter().position(|e| *e == req.path).unwrap_or(ENDPOINTS.len());
+        if let Some(count) = ctx.requests.0.get(slot) {
+            count.fetch_add(1, Ordering::Relaxed);
+        }
         route(&ctx, req)
     })
 }
@@ -60,7 +96,7 @@ pub fn handler(ctx: AdminContext) -> Handler {
 fn route(ctx: &AdminContext, req: &Request) -> Response {
     let method = req.method.as_str();
     match (method, req.path.as_str()) {
-        ("GET" | "HEAD", "/healthz") => Response::text(200, "ok\n"),
+        ("GET" | "HEAD", "/healthz") => healthz(ctx),
         ("GET" | "HEAD", "/ready") => {
             if ctx.shared.draining.load(Ordering::Acquire) {
                 Response::text(503, "draining\n")
@@ -74,7 +110,10 @@ fn route(ctx: &AdminContext, req: &Request) -> Response {
         ("GET" | "HEAD", "/server_info") => server_info(ctx),
         ("GET" | "HEAD", "/config") => config(ctx),
         ("GET" | "HEAD", "/clusters") => clusters(ctx),
-        ("GET" | "HEAD", "/metrics") => prometheus(ctx),
+        ("GET" | "HEAD", "/metrics") => prometheus(ctx, req),
+        ("GET" | "HEAD", "/certs") => certs::certs(&ctx.shared.snapshot.load()),
+        ("GET" | "HEAD", "/logging") => logging::show(),
+        ("POST", "/logging") => authorized(ctx, req, || logging::change(req)),
         ("POST", "/reload") => authorized(ctx, req, || match ctx.control.reload("admin") {
             Ok(applied) => Response::json(200, &serde_json::to_value(&applied).unwrap_or_default()),
             Err(message) => {
@@ -89,10 +128,26 @@ fn route(ctx: &AdminContext, req: &Request) -> Response {
         (
             _,
             "/healthz" | "/ready" | "/stats" | "/server_info" | "/config" | "/clusters" | "/metrics" | "/reload"
-            | "/drain",
+            | "/drain" | "/certs" | "/logging",
         ) => Response::text(405, "method not allowed\n"),
         _ => Response::text(404, "not found\n"),
     }
+}
+
+/// 200 while every worker serves; 503 with one line per worker that stopped ticking (stuck
+/// for longer than `heartbeat::STALL_AFTER`) or whose thread died. During a drain, workers
+/// that finished draining count as healthy.
+fn healthz(ctx: &AdminContext) -> Response {
+    let draining = ctx.shared.draining.load(Ordering::Acquire);
+    let bad = ctx.shared.heartbeats.unhealthy(Instant::now(), STALL_AFTER, draining);
+    if bad.is_empty() {
+        return Response::text(200, "ok\n");
+    }
+    let mut body = String::from("unhealthy\n");
+    for (worker, pulse) in bad {
+        body.push_str(&format!("worker {worker}: {pulse}\n"));
+    }
+    Response::text(503, body)
 }
 
 /// Runs `f` if the request carries the admin token (or none is configured).
@@ -113,25 +168,61 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn prometheus(ctx: &AdminContext) -> Response {
+/// The Prometheus exposition: summed over workers, or per worker with `?per_worker=1` or
+/// `server.admin.per_worker_metrics`.
+fn prometheus(ctx: &AdminContext, req: &Request) -> Response {
     let status = ctx.control.status();
+    let snap = ctx.shared.snapshot.load();
+    let draining = ctx.shared.draining.load(Ordering::Acquire);
     let process = ProcessInfo {
-        config_version: ctx.shared.snapshot.load().version,
+        config_version: snap.version,
         reloads_ok: status.reloads_ok,
         reloads_failed: status.reloads_failed,
         access_log_written: ctx.access_log.as_ref().map_or(0, AccessLogStats::written),
         access_log_dropped: ctx.access_log.as_ref().map_or(0, AccessLogStats::dropped),
         access_log_write_errors: ctx.access_log.as_ref().map_or(0, AccessLogStats::write_errors),
-        draining: ctx.shared.draining.load(Ordering::Acquire),
+        draining,
         uptime: ctx.started.elapsed(),
-        recorder: Some(ctx.recorder.handle()),
-        classes: ctx.shared.snapshot.load().config.overload.classes.clone(),
+        workers_unhealthy: ctx.shared.heartbeats.unhealthy(Instant::now(), STALL_AFTER, draining).len() as u64,
+        build: [ctx.info.version, PROFILE, std::env::consts::ARCH],
+        last_reload_ok: status.last_reload_ok,
+        last_reload_success_time: status
+            .last_success_at
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map_or(0.0, |d| d.as_secs_f64()),
+        certificates: certs::samples(&snap),
+        process: Some(ProcessStats::read()),
+        admin_requests: ctx.requests.counts(),
+        classes: snap.config.overload.classes.clone(),
         health: ctx.shared.health.samples(),
+        endpoints: endpoint_samples(ctx),
     };
     let workers: Vec<_> = ctx.stats.iter().cloned().zip(ctx.metrics.iter().cloned()).collect();
     let mut out = String::with_capacity(16 * 1024);
-    crate::stats::metrics::render_prometheus(&mut out, &workers, &process);
+    let asked = req
+        .query
+        .as_deref()
+        .is_some_and(|q| q.split('&').any(|p| matches!(p, "per_worker" | "per_worker=1" | "per_worker=true")));
+    let configured = snap.config.server.admin.as_ref().is_some_and(|a| a.per_worker_metrics);
+    crate::stats::metrics::render_prometheus(&mut out, &workers, &process, asked || configured);
     Response { status: 200, content_type: CONTENT_TYPE, body: out.into_bytes() }
+}
+
+/// Each worker's requests and latency per endpoint of its current clusters.
+fn endpoint_samples(ctx: &AdminContext) -> Vec<crate::stats::metrics::EndpointSample> {
+    let mut out = Vec::new();
+    for (worker, views) in ctx.endpoints.iter().enumerate() {
+        for (cluster, address, gauge) in crate::control::lock(views).iter() {
+            out.push(crate::stats::metrics::EndpointSample {
+                cluster: cluster.clone(),
+                endpoint: address.to_string(),
+                worker,
+                requests: gauge.requests.each_ref().map(crate::stats::Counter::value),
+                latency: gauge.latency.snapshot(),
+            });
+        }
+    }
+    out
 }
 
 fn server_info(ctx: &AdminContext) -> Response {

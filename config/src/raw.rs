@@ -111,6 +111,10 @@ pub(crate) struct RawListener {
     pub backlog: Option<i64>,
     pub protocols: Option<Vec<String>>,
     pub tls: Option<RawListenerTls>,
+    pub proxy_protocol: Option<String>,
+    pub proxy_protocol_timeout: Option<IntOrStr>,
+    pub trusted_proxies: Option<Vec<String>>,
+    pub forwarded: Option<bool>,
 }
 
 /// `listeners[].tls`.

@@ -51,9 +51,22 @@ pub type TlsConn = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
 
 /// Connects and completes the handshake (errors are returned, not panicked on).
 pub fn tls_connect(addr: SocketAddr, sni: &str, config: Arc<rustls::ClientConfig>) -> std::io::Result<TlsConn> {
-    let tcp = TcpStream::connect(addr)?;
+    tls_connect_after(addr, b"", sni, config)
+}
+
+/// Connects, sends `prefix` (a PROXY protocol header), then completes the handshake.
+pub fn tls_connect_after(
+    addr: SocketAddr,
+    prefix: &[u8],
+    sni: &str,
+    config: Arc<rustls::ClientConfig>,
+) -> std::io::Result<TlsConn> {
+    let mut tcp = TcpStream::connect(addr)?;
     tcp.set_read_timeout(Some(Duration::from_secs(10)))?;
     tcp.set_nodelay(true)?;
+    if !prefix.is_empty() {
+        tcp.write_all(prefix)?;
+    }
     let name = ServerName::try_from(sni.to_owned()).map_err(std::io::Error::other)?;
     let conn = rustls::ClientConnection::new(config, name).map_err(std::io::Error::other)?;
     let mut s = rustls::StreamOwned::new(conn, tcp);

@@ -8,11 +8,13 @@ use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
+mod edits;
 mod headers;
 mod health;
 mod tls;
 mod traffic;
 
+pub use edits::*;
 pub use headers::*;
 pub use health::*;
 pub use tls::*;
@@ -320,6 +322,12 @@ pub struct Route {
     pub mirror: Option<Mirror>,
     /// `strict-transport-security` on every response of the route sent over TLS.
     pub hsts: Option<Hsts>,
+    /// Edits of the request sent upstream (`request_headers`); `None` when there are none.
+    pub request_headers: Option<HeaderEdits>,
+    /// Edits of the upstream's response (`response_headers`); `None` when there are none.
+    pub response_headers: Option<HeaderEdits>,
+    /// The path sent upstream (`rewrite`); only on routes that proxy.
+    pub rewrite: Option<Rewrite>,
 }
 
 /// A token bucket on a route: `rate` requests per second with bursts of `burst`.

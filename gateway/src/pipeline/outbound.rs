@@ -20,7 +20,7 @@
 use std::time::Duration;
 
 use crate::codec::response::push_num;
-use crate::pipeline::deadline;
+use crate::pipeline::{deadline, edits};
 use crate::request::{Body, Request, Version};
 
 /// What the gateway adds to every forwarded request.
@@ -39,6 +39,42 @@ pub struct Additions<'a> {
     pub default_host: &'a str,
     /// Ask the upstream to switch to WebSocket (a checked handshake on a route allowing it).
     pub websocket: bool,
+    /// The route's name (`${route}`).
+    pub route: &'a str,
+    /// The route's `request_headers`, when it has any.
+    pub edits: Option<&'a gateway_config::HeaderEdits>,
+    /// The route's `rewrite` and the length of its `match.path_prefix`.
+    pub rewrite: Option<(&'a gateway_config::Rewrite, usize)>,
+}
+
+impl Additions<'_> {
+    /// The variables of the route's edits for `req`.
+    fn vars<'v>(&'v self, req: &'v Request<'_>) -> edits::Vars<'v> {
+        edits::Vars {
+            client_ip: req.addr,
+            request_id: self.request_id,
+            route: self.route,
+            cluster: self.default_host,
+            identity: req.client.identity(),
+            scheme: req.scheme(),
+        }
+    }
+}
+
+/// Writes the path the upstream is sent: the request's, or the route's rewrite of it.
+fn push_path(out: &mut Vec<u8>, req: &Request<'_>, add: &Additions<'_>) {
+    let path = if req.path.is_empty() { &b"/"[..] } else { req.path };
+    match add.rewrite {
+        None => out.extend_from_slice(path),
+        Some((gateway_config::Rewrite::Path(p), _)) => out.extend_from_slice(p.as_bytes()),
+        Some((gateway_config::Rewrite::Prefix(p), matched)) => {
+            let rest = path.get(matched..).unwrap_or_default();
+            // `/` + `/x` is `/x`, not `//x`.
+            let rest = if p.ends_with('/') { rest.strip_prefix(b"/").unwrap_or(rest) } else { rest };
+            out.extend_from_slice(p.as_bytes());
+            out.extend_from_slice(rest);
+        }
+    }
 }
 
 /// The forwarding fields a trusted proxy's own values are kept for (see the module doc).
@@ -69,7 +105,7 @@ fn dropped(req: &Request<'_>, add: &Additions<'_>, name: &[u8]) -> bool {
 pub fn write_h1_head(out: &mut Vec<u8>, req: &Request<'_>, add: &Additions<'_>) {
     out.extend_from_slice(req.method_bytes);
     out.push(b' ');
-    out.extend_from_slice(if req.path.is_empty() { b"/" } else { req.path });
+    push_path(out, req, add);
     if let Some(q) = req.query {
         out.push(b'?');
         out.extend_from_slice(q);
@@ -96,6 +132,9 @@ pub fn write_h1_head(out: &mut Vec<u8>, req: &Request<'_>, add: &Additions<'_>) 
                     line(out, name, value);
                 }
             }
+            continue;
+        }
+        if add.edits.is_some_and(|e| e.drops(name)) {
             continue;
         }
         if join_cookies && name.eq_ignore_ascii_case(b"cookie") {
@@ -147,6 +186,9 @@ pub fn write_h1_head(out: &mut Vec<u8>, req: &Request<'_>, add: &Additions<'_>) 
     if let Some((name, Some(value))) = req.client.identity_field() {
         line(out, name.as_bytes(), value.as_bytes());
     }
+    if let Some(e) = add.edits {
+        edits::push_h1(out, e, &add.vars(req));
+    }
     if add.websocket {
         out.extend_from_slice(b"connection: upgrade\r\nupgrade: websocket\r\n");
     }
@@ -181,7 +223,9 @@ pub fn h2_request(
 ) -> Option<http::Request<()>> {
     let method = http::Method::from_bytes(req.method_bytes).ok()?;
     let authority = String::from_utf8_lossy(req.authority.unwrap_or(add.default_host.as_bytes())).into_owned();
-    let mut target = String::from_utf8_lossy(if req.path.is_empty() { b"/" } else { req.path }).into_owned();
+    let mut path = Vec::new();
+    push_path(&mut path, req, add);
+    let mut target = String::from_utf8_lossy(&path).into_owned();
     if let Some(q) = req.query {
         target.push('?');
         target.push_str(&String::from_utf8_lossy(q));
@@ -214,7 +258,10 @@ pub fn h2_request(
         let te_trailers = keep_te && name.eq_ignore_ascii_case(b"te") && value.eq_ignore_ascii_case(b"trailers");
         // An HTTP/2 request may carry its length (RFC 9113 §8.1.1); it was checked already.
         let length = name.eq_ignore_ascii_case(b"content-length");
-        if (req.fields.is_hop_by_hop(name) && !te_trailers) || (dropped(req, add, name) && !length) {
+        if (req.fields.is_hop_by_hop(name) && !te_trailers)
+            || (dropped(req, add, name) && !length)
+            || add.edits.is_some_and(|e| e.drops(name))
+        {
             continue;
         }
         if name.eq_ignore_ascii_case(b"x-forwarded-for") {
@@ -253,6 +300,9 @@ pub fn h2_request(
         if let (Ok(n), Ok(v)) = (http::HeaderName::from_bytes(name.as_bytes()), http::HeaderValue::from_str(id)) {
             headers.insert(n, v);
         }
+    }
+    if let Some(e) = add.edits {
+        edits::apply_h2(headers, e, &add.vars(req));
     }
     if grpc || add.deadline_header.is_some() {
         deadline::set_h2(headers, grpc, add.deadline_header, remaining);
@@ -329,6 +379,9 @@ mod tests {
         deadline_header: Some("x-deadline-ms"),
         default_host: "cluster-a",
         websocket: false,
+        route: "r",
+        edits: None,
+        rewrite: None,
     };
 
     fn h1_head(raw: &[u8]) -> String {

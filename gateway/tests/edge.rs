@@ -11,7 +11,7 @@ use std::io::{BufReader, Read, Write};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::clients::{client_config, tls_connect_after, ClientOpts};
+use common::clients::{client_config, h2_connect_after, h2_request, runtime, tls_connect_after, ClientOpts};
 use common::process::TempDir;
 use common::tls::TestPki;
 use common::*;
@@ -163,7 +163,7 @@ fn the_proxy_header_precedes_the_tls_client_hello() {
         let (cert, key) = pki.write_leaf(dir.path("").as_path(), "site", &["app.test"]);
         let log = dir.path("access.log");
         let extra = format!(
-            "proxy_protocol = \"v2\"\ntls = {{ certificates = [{{ cert = \"{}\", key = \"{}\" }}] }}",
+            "proxy_protocol = \"any\"\ntls = {{ certificates = [{{ cert = \"{}\", key = \"{}\" }}] }}",
             cert.display(),
             key.display()
         );
@@ -178,6 +178,15 @@ fn the_proxy_header_precedes_the_tls_client_hello() {
         let seen = o.received().pop().unwrap();
         assert_eq!(seen.header("x-forwarded-for"), Some("203.0.113.50"), "{d}");
         assert_eq!(seen.header("x-forwarded-proto"), Some("https"), "{d}");
+        // HTTP/2 over TLS behind the same header.
+        let h2_config = client_config(&pki.ca_pem(), &ClientOpts { alpn: vec![b"h2".to_vec()], ..Default::default() });
+        let r = runtime().block_on(async {
+            let mut c = h2_connect_after(gw.addr, &v1("203.0.113.51", 999, 443), Some(("app.test", h2_config))).await;
+            let req = http::Request::builder().uri("https://app.test/h2").body(()).unwrap();
+            h2_request(&mut c, req, None).await.unwrap()
+        });
+        assert_eq!(r.status, 200, "{d}");
+        assert_eq!(o.received().pop().unwrap().header("x-forwarded-for"), Some("203.0.113.51"), "{d}");
         // A ClientHello without the header is refused before any handshake.
         assert!(tls_connect_after(gw.addr, b"", "app.test", config).is_err(), "{d}");
         assert!(wait_until(Duration::from_secs(2), || gw.total("pp_failed_missing") == 1), "{d}");

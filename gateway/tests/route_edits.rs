@@ -111,3 +111,41 @@ fn http2_requests_and_responses_are_edited_and_prefixes_rewritten() {
         assert_eq!(seen.header("x-request-id"), resp.headers.get("x-request").map(|v| v.to_str().unwrap()));
     });
 }
+
+#[test]
+fn edits_and_rewrites_reach_an_http2_upstream_from_both_client_protocols() {
+    use common::h2origin::H2Origin;
+    each_driver(|d| {
+        let origin = H2Origin::start(None);
+        let text = config(d, origin.addr, "", ROUTES)
+            .replace(
+                "name = \"main\"\naddress = \"127.0.0.1:0\"\n",
+                "name = \"main\"\naddress = \"127.0.0.1:0\"\nprotocols = [\"http/1.1\", \"h2\"]\n",
+            )
+            .replace("connect_timeout = \"1s\"\n", "connect_timeout = \"1s\"\nprotocol = \"h2\"\n");
+        let gw = TestGateway::start(&text);
+        let r = exchange(gw.addr, b"GET /api/bytes/4?k=v HTTP/1.1\r\nhost: a\r\nx-env: dev\r\nx-debug: 1\r\n\r\n");
+        assert_eq!((r.status, r.body.len()), (200, 4), "{d}");
+        assert_eq!((r.header("x-frame-options"), r.header("x-served-by")), (Some("DENY"), Some("api")), "{d}");
+        let h2 = runtime().block_on(async {
+            let mut c = h2_connect(gw.addr, None).await;
+            let req = http::Request::builder()
+                .uri("http://a.test/api/bytes/6")
+                .header("x-tag", "mine")
+                .header("cookie", "a=1")
+                .body(())
+                .unwrap();
+            h2_request(&mut c, req, None).await.unwrap()
+        });
+        assert_eq!((h2.status, h2.body.len()), (200, 6), "{d}");
+        assert_eq!(h2.headers.get("x-frame-options").unwrap(), "DENY", "{d}");
+        let seen = origin.seen();
+        let (first, second) = (&seen[seen.len() - 2], &seen[seen.len() - 1]);
+        assert_eq!((first.path.as_str(), second.path.as_str()), ("/bytes/4?k=v", "/bytes/6"), "{d}");
+        assert_eq!(first.headers.get_all("x-env").iter().collect::<Vec<_>>(), ["prod"], "{d}");
+        assert!(first.headers.get("x-debug").is_none(), "{d}");
+        assert_eq!(first.headers.get("x-client").unwrap(), "127.0.0.1 via api/origin", "{d}");
+        assert_eq!(second.headers.get_all("x-tag").iter().collect::<Vec<_>>(), ["mine", "a"], "{d}");
+        assert!(second.headers.get("cookie").is_none(), "{d}");
+    });
+}

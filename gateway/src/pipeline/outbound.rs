@@ -87,7 +87,11 @@ struct Seen([bool; 4]);
 
 /// The index of `name` in [`FORWARDING`].
 fn forwarding(name: &[u8]) -> Option<usize> {
-    FORWARDING.iter().position(|f| name.eq_ignore_ascii_case(f))
+    // Most fields start with neither letter: one comparison for them.
+    match name.first() {
+        Some(b'x' | b'X' | b'f' | b'F') => FORWARDING.iter().position(|f| name.eq_ignore_ascii_case(f)),
+        _ => None,
+    }
 }
 
 /// Whether the client's field `name` is never forwarded as received.

@@ -110,8 +110,20 @@ pub async fn h2_connect(
     addr: SocketAddr,
     tls: Option<(&str, Arc<rustls::ClientConfig>)>,
 ) -> h2::client::SendRequest<Bytes> {
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    h2_connect_after(addr, b"", tls).await
+}
+
+/// [`h2_connect`] after sending `prefix` (a PROXY protocol header) on the new connection.
+pub async fn h2_connect_after(
+    addr: SocketAddr,
+    prefix: &[u8],
+    tls: Option<(&str, Arc<rustls::ClientConfig>)>,
+) -> h2::client::SendRequest<Bytes> {
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     tcp.set_nodelay(true).unwrap();
+    if !prefix.is_empty() {
+        tokio::io::AsyncWriteExt::write_all(&mut tcp, prefix).await.unwrap();
+    }
     match tls {
         Some((sni, config)) => {
             let connector = tokio_rustls::TlsConnector::from(config);

@@ -371,6 +371,45 @@ mod tests {
         assert_eq!(parse(&v2(0x21, 0x11, &body), Accept::V1), Err(Error::Missing));
     }
 
+    /// The invariants the fuzz target checks, on inputs that start like a header: a header
+    /// never claims more than it was given or than the limits, exactly its bytes parse the same,
+    /// and every shorter prefix is incomplete (so the reader may take those bytes and wait).
+    fn check(input: &[u8], accept: Accept) {
+        let result = parse(input, accept);
+        if let Ok(Parsed::Header { len, .. }) = result {
+            assert!(len <= input.len() && len <= MAX_HEADER);
+            assert_eq!(parse(&input[..len], accept), result);
+            for n in 0..len {
+                assert_eq!(parse(&input[..n], accept), Ok(Parsed::Incomplete), "prefix {n} of {len}");
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn prefixes_of_headers_are_incomplete(
+            tail in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..80),
+            v1_start in proptest::sample::select(vec![&b"PROXY TCP4 1.2.3.4 5.6.7.8 1 2"[..], b"PROXY UNKNOWN", b"PROXY TCP6 ::1 ::2 3 4", b"PROXY "]),
+            v2_head in proptest::collection::vec(proptest::prelude::any::<u8>(), 4),
+            mode in 0u8..4,
+        ) {
+            let accept = [Accept::V1, Accept::V2, Accept::Any, Accept::Optional][usize::from(mode)];
+            let mut a = v1_start.to_vec();
+            a.extend_from_slice(&tail);
+            check(&a, accept);
+            let mut crlf = v1_start.to_vec();
+            crlf.extend_from_slice(b"\r\n");
+            crlf.extend_from_slice(&tail);
+            check(&crlf, accept);
+            let mut b = V2_SIGNATURE.to_vec();
+            // Small lengths so that complete headers come up often.
+            let fam = [0x00, 0x11, 0x21, 0x31, v2_head[1]][usize::from(v2_head[1] % 5)];
+            b.extend_from_slice(&[0x20 | (v2_head[0] & 1), fam, 0, v2_head[3] % 64]);
+            b.extend_from_slice(&tail);
+            check(&b, accept);
+        }
+    }
+
     #[test]
     fn optional_passes_other_protocols_through() {
         for start in [&b"GET / HTTP/1.1\r\n"[..], b"\x16\x03\x01\x02\x00", b"PRI * HTTP/2.0\r\n", b"\r\n\r\nX"] {

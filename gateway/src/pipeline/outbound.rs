@@ -227,9 +227,13 @@ pub fn h2_request(
 ) -> Option<http::Request<()>> {
     let method = http::Method::from_bytes(req.method_bytes).ok()?;
     let authority = String::from_utf8_lossy(req.authority.unwrap_or(add.default_host.as_bytes())).into_owned();
-    let mut path = Vec::new();
-    push_path(&mut path, req, add);
-    let mut target = String::from_utf8_lossy(&path).into_owned();
+    let mut target = if add.rewrite.is_some() {
+        let mut path = Vec::new();
+        push_path(&mut path, req, add);
+        String::from_utf8_lossy(&path).into_owned()
+    } else {
+        String::from_utf8_lossy(if req.path.is_empty() { b"/" } else { req.path }).into_owned()
+    };
     if let Some(q) = req.query {
         target.push('?');
         target.push_str(&String::from_utf8_lossy(q));

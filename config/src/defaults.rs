@@ -53,6 +53,12 @@ pub const BODY_IO_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// `listeners[].backlog`.
 pub const LISTENER_BACKLOG: u32 = 1024;
+/// `listeners[].proxy_protocol`: no PROXY header expected.
+pub const PROXY_PROTOCOL: crate::model::ProxyProtocol = crate::model::ProxyProtocol::Off;
+/// `listeners[].proxy_protocol_timeout`: how long the PROXY header may take.
+pub const PROXY_PROTOCOL_TIMEOUT: Duration = Duration::from_secs(5);
+/// `listeners[].forwarded`: no RFC 7239 `Forwarded` field is sent upstream.
+pub const FORWARDED: bool = false;
 /// `listeners[].protocols` of a plain listener.
 pub const PLAIN_PROTOCOLS: [Protocol; 1] = [Protocol::Http1];
 /// `listeners[].protocols` of a TLS listener: HTTP/2 preferred by ALPN.

@@ -8,11 +8,13 @@ use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::time::Duration;
 
+mod edits;
 mod headers;
 mod health;
 mod tls;
 mod traffic;
 
+pub use edits::*;
 pub use headers::*;
 pub use health::*;
 pub use tls::*;
@@ -275,6 +277,33 @@ pub struct Listener {
     pub protocols: Vec<Protocol>,
     /// `None`: plain TCP.
     pub tls: Option<ListenerTls>,
+    /// The PROXY protocol header expected before the client's first byte (`proxy_protocol`).
+    pub proxy_protocol: ProxyProtocol,
+    /// How long the PROXY header may take to arrive (`proxy_protocol_timeout`).
+    #[serde(serialize_with = "ser::duration")]
+    pub proxy_protocol_timeout: Duration,
+    /// Networks whose `X-Forwarded-For` / `Forwarded` is believed and, when non-empty, the only
+    /// peers a PROXY header is accepted from (`trusted_proxies`). Empty: no peer is trusted.
+    pub trusted_proxies: Vec<Cidr>,
+    /// Whether the upstream gets an RFC 7239 `Forwarded` field (`forwarded`).
+    pub forwarded: bool,
+}
+
+/// `listeners[].proxy_protocol`: which PROXY protocol header (HAProxy's spec) the listener
+/// expects from the layer-4 balancer in front of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProxyProtocol {
+    /// No header: the connection's address is the client's.
+    Off,
+    /// A version 1 (text) header is required.
+    V1,
+    /// A version 2 (binary) header is required.
+    V2,
+    /// Either version is required.
+    Any,
+    /// Either version, or none (the connection's address then stands).
+    Optional,
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -296,6 +325,12 @@ pub struct Route {
     pub mirror: Option<Mirror>,
     /// `strict-transport-security` on every response of the route sent over TLS.
     pub hsts: Option<Hsts>,
+    /// Edits of the request sent upstream (`request_headers`); `None` when there are none.
+    pub request_headers: Option<HeaderEdits>,
+    /// Edits of the upstream's response (`response_headers`); `None` when there are none.
+    pub response_headers: Option<HeaderEdits>,
+    /// The path sent upstream (`rewrite`); only on routes that proxy.
+    pub rewrite: Option<Rewrite>,
 }
 
 /// A token bucket on a route: `rate` requests per second with bursts of `burst`.

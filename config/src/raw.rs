@@ -112,6 +112,10 @@ pub(crate) struct RawListener {
     pub backlog: Option<i64>,
     pub protocols: Option<Vec<String>>,
     pub tls: Option<RawListenerTls>,
+    pub proxy_protocol: Option<String>,
+    pub proxy_protocol_timeout: Option<IntOrStr>,
+    pub trusted_proxies: Option<Vec<String>>,
+    pub forwarded: Option<bool>,
 }
 
 /// `listeners[].tls`.
@@ -167,6 +171,29 @@ pub(crate) struct RawRoute {
     pub pin: Option<Vec<RawPin>>,
     pub mirror: Option<RawMirror>,
     pub hsts: Option<RawHsts>,
+    pub request_headers: Option<RawHeaderEdits>,
+    pub response_headers: Option<RawHeaderEdits>,
+    pub rewrite: Option<RawRewrite>,
+}
+
+/// `routes[].request_headers` and `response_headers`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table with set, add and remove")]
+pub(crate) struct RawHeaderEdits {
+    #[serde(default)]
+    pub set: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    pub add: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    pub remove: Vec<String>,
+}
+
+/// `routes[].rewrite`: exactly one of `prefix` and `path`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table with prefix or path")]
+pub(crate) struct RawRewrite {
+    pub prefix: Option<String>,
+    pub path: Option<String>,
 }
 
 /// `routes[].retry`: every key has a default.

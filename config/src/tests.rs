@@ -62,6 +62,10 @@ fn defaults_of_a_minimal_file() {
             backlog: 1024,
             protocols: vec![Protocol::Http1],
             tls: None,
+            proxy_protocol: ProxyProtocol::Off,
+            proxy_protocol_timeout: Duration::from_secs(5),
+            trusted_proxies: Vec::new(),
+            forwarded: false,
         }]
     );
     assert!(config.routes.is_empty() && config.clusters.is_empty());

@@ -2,15 +2,17 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::time::Duration;
 
 use crate::defaults;
 use crate::locate::KeyPath;
-use crate::model::{Listener, Protocol};
+use crate::model::{Listener, Protocol, ProxyProtocol};
 use crate::problems::Problems;
 use crate::raw::RawListener;
 use crate::sections::Parsed;
 
-use super::fields::{check_name, int_in};
+use super::cidr::parse_cidr;
+use super::fields::{check_name, duration, int_in};
 use super::{check_unique_names, names, overlaps, socket_addr, tls, PLACEHOLDER_ADDRESS};
 
 /// Converts every listener; relative file paths are resolved against `base`.
@@ -42,15 +44,68 @@ pub(super) fn convert(raw: &[Parsed<RawListener>], base: Option<&Path>, p: &mut 
             None if tls.is_some() => defaults::TLS_PROTOCOLS.to_vec(),
             None => defaults::PLAIN_PROTOCOLS.to_vec(),
         };
+        let proxy_protocol = proxy_protocol(l.proxy_protocol.as_deref(), p, &path.key("proxy_protocol"));
+        let proxy_protocol_timeout = duration(
+            p,
+            &path.key("proxy_protocol_timeout"),
+            l.proxy_protocol_timeout.as_ref(),
+            defaults::PROXY_PROTOCOL_TIMEOUT,
+        );
+        if l.proxy_protocol_timeout.is_some() && !(MIN_PP_TIMEOUT..=MAX_PP_TIMEOUT).contains(&proxy_protocol_timeout) {
+            p.at(&path.key("proxy_protocol_timeout"), "proxy_protocol_timeout must be between 10ms and 60s");
+        }
+        let mut trusted_proxies = Vec::new();
+        for (j, text) in l.trusted_proxies.iter().flatten().enumerate() {
+            match parse_cidr(text) {
+                Ok(cidr) => trusted_proxies.push(cidr),
+                Err(message) => p.at(&path.key("trusted_proxies").index(j), message),
+            }
+        }
+        if proxy_protocol == ProxyProtocol::Optional && trusted_proxies.is_empty() && l.trusted_proxies.is_none() {
+            p.at(
+                &path.key("proxy_protocol"),
+                "proxy_protocol = \"optional\" needs trusted_proxies (the balancers' networks): otherwise any \
+                 client could send a PROXY header and claim any address",
+            );
+        }
         out.push(Listener {
             name: l.name.clone(),
             address: address.unwrap_or(PLACEHOLDER_ADDRESS),
             backlog,
             protocols,
             tls,
+            proxy_protocol,
+            proxy_protocol_timeout,
+            trusted_proxies,
+            forwarded: l.forwarded.unwrap_or(defaults::FORWARDED),
         });
     }
     out
+}
+
+const MIN_PP_TIMEOUT: Duration = Duration::from_millis(10);
+const MAX_PP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `proxy_protocol`: `"off"` (the default), `"v1"`, `"v2"`, `"any"` or `"optional"`.
+fn proxy_protocol(raw: Option<&str>, p: &mut Problems<'_>, path: &KeyPath) -> ProxyProtocol {
+    match raw {
+        None => defaults::PROXY_PROTOCOL,
+        Some("off") => ProxyProtocol::Off,
+        Some("v1") => ProxyProtocol::V1,
+        Some("v2") => ProxyProtocol::V2,
+        Some("any") => ProxyProtocol::Any,
+        Some("optional") => ProxyProtocol::Optional,
+        Some(other) => {
+            p.at(
+                path,
+                format!(
+                    "unknown proxy_protocol {other:?}: expected \"off\", \"v1\", \"v2\", \"any\" (either \
+                     version, required) or \"optional\" (either version, or none)"
+                ),
+            );
+            defaults::PROXY_PROTOCOL
+        }
+    }
 }
 
 /// `protocols`: ALPN names, most preferred first, each once.

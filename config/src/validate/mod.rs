@@ -4,6 +4,7 @@
 mod cidr;
 mod clusters;
 mod concurrency;
+mod edits;
 mod fields;
 mod headers;
 mod health;

@@ -53,9 +53,24 @@ pub(super) fn convert(raw: &[Parsed<RawRoute>], refs: &Refs<'_>, p: &mut Problem
             if websocket && timeout.is_none() {
                 p.at(&path.key("websocket"), "`websocket` only applies to routes with a `cluster`");
             }
+            let matcher = matcher(&route.matcher, p, &path.key("match"));
+            let proxies = timeout.is_some() || route.split.is_some();
+            let edits = |raw: Option<&crate::raw::RawHeaderEdits>, response: bool, key: &str, p: &mut Problems<'_>| {
+                raw.and_then(|r| super::edits::convert(r, response, p, &path.key(key)))
+            };
+            let request_headers = edits(route.request_headers.as_ref(), false, "request_headers", p);
+            let response_headers = edits(route.response_headers.as_ref(), true, "response_headers", p);
+            if !proxies && (request_headers.is_some() || response_headers.is_some()) {
+                let key = if request_headers.is_some() { "request_headers" } else { "response_headers" };
+                p.at(&path.key(key), format!("`{key}` only applies to routes with a `cluster` or `split`"));
+            }
+            let rewrite = route
+                .rewrite
+                .as_ref()
+                .and_then(|r| super::edits::rewrite(r, matcher.path.as_ref(), proxies, p, &path.key("rewrite")));
             Route {
                 name: route.name.clone(),
-                matcher: matcher(&route.matcher, p, &path.key("match")),
+                matcher,
                 action,
                 priority: priority(route.priority.as_deref(), refs, p, &path.key("priority")),
                 rate_limit: route
@@ -67,6 +82,9 @@ pub(super) fn convert(raw: &[Parsed<RawRoute>], refs: &Refs<'_>, p: &mut Problem
                 split: None,
                 mirror: None,
                 hsts: route.hsts.as_ref().and_then(|h| super::headers::hsts(h, p, &path.key("hsts"))),
+                request_headers,
+                response_headers,
+                rewrite,
             }
         })
         .collect()

@@ -41,7 +41,7 @@ pub fn class_of(config: &Config, req: &Request<'_>, route: usize) -> usize {
     let overload = &config.overload;
     let route_class = config.routes.get(route).map_or(overload.default_class, |r| r.priority);
     let Some(header) = &overload.priority_header else { return route_class };
-    let peer = req.client.peer.ip();
+    let peer = req.addr;
     let trusted_identity =
         || req.client.identity().is_some_and(|id| overload.trusted_identities.iter().any(|m| m.matches(id)));
     if !overload.trusted_sources.iter().any(|c| c.contains(peer)) && !trusted_identity() {
@@ -138,7 +138,7 @@ pub async fn rate_limit(
 ) -> Result<(), Vec<u8>> {
     let key = match &settings.key {
         RateLimitKey::Route => KeyValue::Missing,
-        RateLimitKey::ClientIp => KeyValue::Ip(req.client.peer.ip()),
+        RateLimitKey::ClientIp => KeyValue::Ip(req.addr),
         RateLimitKey::Header(name) => {
             req.fields.first(name.as_bytes()).map_or(KeyValue::Missing, |v| KeyValue::Hash(bucket::key_hash(v)))
         }

@@ -6,12 +6,13 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use gateway_config::Protocol;
+use gateway_config::{Protocol, ProxyProtocol};
 use monoio::io::IntoPollIo;
 use monoio::net::TcpStream;
 
 use super::h1 as conn;
-use crate::request::{Client, TlsFacts};
+use super::proxy_protocol::Accept;
+use crate::request::{Client, Edge, TlsFacts};
 use crate::runtime::signal::ListenerHandle;
 use crate::runtime::stream::Stream;
 use crate::tls::{ClientIdentity, ServerTls};
@@ -22,7 +23,7 @@ pub const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// Serves one accepted connection; the accept loop has counted it in `connections_active`.
 pub async fn serve(worker: Rc<Worker>, listener: Rc<ListenerHandle>, binding: u64, tcp: TcpStream, peer: SocketAddr) {
-    let (protocols, tls) = {
+    let (protocols, tls, proxy, mut edge, trusted) = {
         let local = worker.local();
         let index = local.snap.bindings.iter().position(|b| b.id == binding);
         let config = index.and_then(|i| local.snap.config.listeners.get(i));
@@ -32,16 +33,68 @@ pub async fn serve(worker: Rc<Worker>, listener: Rc<ListenerHandle>, binding: u6
             handshake_timeout: t.handshake_timeout,
             identity_header: t.identity_header.clone(),
         });
-        (protocols, tls.zip(settings))
+        let port = index.and_then(|i| local.snap.bindings.get(i)).map_or(0, |b| b.address.port());
+        let edge = Edge { port, trusted: None, forwarded: config.is_some_and(|l| l.forwarded) };
+        let proxy = config.and_then(|l| proxy_accept(l.proxy_protocol).map(|a| (a, l.proxy_protocol_timeout)));
+        // Empty unless configured: no allocation per connection otherwise.
+        let trusted = config.map(|l| l.trusted_proxies.clone()).filter(|t| !t.is_empty());
+        (protocols, tls.zip(settings), proxy, edge, trusted)
     };
+    let mut peer = peer;
+    if let Some((accept, limit)) = proxy {
+        match Box::pin(proxy_header(&worker, &tcp, peer, accept, limit, trusted.as_deref())).await {
+            Ok(Some((source, destination))) => {
+                peer = source;
+                edge.port = destination.port();
+            }
+            Ok(None) => {}
+            Err(reason) => {
+                worker.stats.count_proxy_protocol_error(reason);
+                tracing::debug!(%peer, reason, "PROXY protocol header refused: connection closed");
+                worker.stats.connections_active.sub(1);
+                worker.connection_closed();
+                return;
+            }
+        }
+    }
+    if let Some(trusted) = &trusted {
+        edge.trusted = Client::trust(peer.ip(), trusted);
+    }
     // Each path is boxed: the task then holds only what its own protocol needs, for as long
     // as the connection lives (idle connections are most connections).
     match tls {
-        Some((tls, settings)) => Box::pin(serve_tls(&worker, listener, tcp, peer, tls, settings)).await,
-        None => Box::pin(serve_cleartext(&worker, listener, tcp, peer, &protocols)).await,
+        Some((tls, settings)) => Box::pin(serve_tls(&worker, listener, tcp, peer, tls, settings, edge)).await,
+        None => Box::pin(serve_cleartext(&worker, listener, tcp, peer, &protocols, edge)).await,
     }
     worker.stats.connections_active.sub(1);
     worker.connection_closed();
+}
+
+fn proxy_accept(mode: ProxyProtocol) -> Option<Accept> {
+    match mode {
+        ProxyProtocol::Off => None,
+        ProxyProtocol::V1 => Some(Accept::V1),
+        ProxyProtocol::V2 => Some(Accept::V2),
+        ProxyProtocol::Any => Some(Accept::Any),
+        ProxyProtocol::Optional => Some(Accept::Optional),
+    }
+}
+
+/// The PROXY header of a connection from `peer`. With `trusted_proxies` set, only those peers
+/// may send one: another peer is refused (`untrusted_peer`), or with `optional` served as a
+/// direct client whose bytes are not looked at.
+async fn proxy_header(
+    worker: &Worker,
+    tcp: &TcpStream,
+    peer: SocketAddr,
+    accept: Accept,
+    limit: Duration,
+    trusted: Option<&[gateway_config::Cidr]>,
+) -> Result<Option<(SocketAddr, SocketAddr)>, &'static str> {
+    if trusted.is_some_and(|t| !t.iter().any(|c| c.contains(peer.ip()))) {
+        return if accept == Accept::Optional { Ok(None) } else { Err("untrusted_peer") };
+    }
+    super::proxied::read_header(worker, tcp, accept, limit).await
 }
 
 /// The listener's TLS settings a connection needs after the handshake config.
@@ -56,11 +109,15 @@ pub(crate) async fn serve_cleartext(
     tcp: TcpStream,
     peer: SocketAddr,
     protocols: &[Protocol],
+    edge: Edge,
 ) {
+    // Built before the wait for the first bytes: the task then holds one pointer, not the facts.
+    let client = Rc::new(Client::new(peer, listener, None).with_edge(&edge));
+    drop(edge);
     let h1 = protocols.contains(&Protocol::Http1);
     let h2 = protocols.contains(&Protocol::H2);
     if !h2 {
-        conn::serve(worker, Stream::Tcp(tcp), Rc::new(Client::new(peer, listener, None)), Vec::new()).await;
+        conn::serve(worker, Stream::Tcp(tcp), client, Vec::new()).await;
         return;
     }
     // h2c with prior knowledge: read until the bytes either are the preface or cannot be.
@@ -69,9 +126,9 @@ pub(crate) async fn serve_cleartext(
     if is_h2 {
         let Ok(io) = tcp.into_poll_io() else { return };
         let io = super::h2::Prefixed::new(initial, io);
-        Box::pin(super::h2::serve(worker, io, Rc::new(Client::new(peer, listener, None)))).await;
+        Box::pin(super::h2::serve(worker, io, client)).await;
     } else if h1 {
-        conn::serve(worker, Stream::Tcp(tcp), Rc::new(Client::new(peer, listener, None)), initial).await;
+        conn::serve(worker, Stream::Tcp(tcp), client, initial).await;
     } else {
         // An HTTP/2-only cleartext listener and a client that does not speak it.
         worker.buffers.give(initial);
@@ -130,6 +187,7 @@ pub(crate) async fn serve_tls(
     peer: SocketAddr,
     tls: Arc<ServerTls>,
     settings: TlsSettings,
+    edge: Edge,
 ) {
     let Some(stream) = Box::pin(handshake(worker, &listener, tcp, peer, &tls, settings.handshake_timeout)).await else {
         return;
@@ -144,7 +202,7 @@ pub(crate) async fn serve_tls(
         worker.stats.tls_resumptions.inc();
     }
     let facts = TlsFacts { identity_header: settings.identity_header, identity };
-    let client = Rc::new(Client::new(peer, listener, Some(facts)));
+    let client = Rc::new(Client::new(peer, listener, Some(facts)).with_edge(&edge));
     if alpn_h2 {
         Box::pin(super::h2::serve(worker, stream, client)).await;
     } else {

@@ -5,6 +5,8 @@
 pub mod accept;
 pub mod h1;
 pub mod h2;
+mod proxied;
+pub mod proxy_protocol;
 
 #[cfg(test)]
 mod future_sizes;

@@ -5,8 +5,17 @@
 //! and adds none, and a route with `hsts` owns the field: over plain HTTP the upstream's is
 //! removed and none is added. A WebSocket `101` is decorated like a final response; interim (1xx) heads
 //! are not (they are forwarded as the upstream sent them, hop-by-hop fields removed).
+//!
+//! A route's `response_headers` edits apply to the final responses relayed from its upstreams,
+//! whatever their status (as HAProxy's `http-response set-header`; unlike nginx's `add_header`
+//! without `always`, upstream errors are edited too), never to the answers the gateway makes
+//! itself (its 4xx/5xx refusals, `direct_response`, `redirect`) nor to a WebSocket 101.
 
-use gateway_config::Config;
+use gateway_config::{Config, HeaderEdits};
+
+use super::edits::{self, Vars};
+use super::exchange::Exchange;
+use super::forward::Try;
 
 /// The fields for one response: borrowed from the snapshot the request runs on.
 #[derive(Clone, Copy, Default)]
@@ -15,6 +24,8 @@ pub struct Decor<'a> {
     server: Option<&'a str>,
     /// `Some(None)`: an HSTS route over plain HTTP: remove the upstream's, add none.
     hsts: Option<Option<&'a str>>,
+    /// The route's `response_headers` and their variables (relayed responses only).
+    edits: Option<(&'a HeaderEdits, Vars<'a>)>,
 }
 
 impl<'a> Decor<'a> {
@@ -24,13 +35,34 @@ impl<'a> Decor<'a> {
             .and_then(|i| config.routes.get(i))
             .and_then(|r| r.hsts.as_ref())
             .map(|h| tls.then_some(h.value.as_str()));
-        Self { server: config.server.server_header.as_deref(), hsts }
+        Self { server: config.server.server_header.as_deref(), hsts, edits: None }
     }
 
-    /// Whether an upstream field named `name` is replaced (and so not forwarded).
+    /// The fields for a response relayed from an upstream: [`Self::new`] and the route's
+    /// `response_headers`.
+    pub fn for_relay(config: &'a Config, t: &Try<'a>, ex: &'a Exchange) -> Self {
+        let mut decor = Self::new(config, ex.route, ex.tls);
+        let route = ex.route.and_then(|i| config.routes.get(i));
+        if let Some((route, e)) = route.and_then(|r| Some((r, r.response_headers.as_ref()?))) {
+            let cluster = ex.cluster.and_then(|c| config.clusters.get(c)).map_or("", |c| c.name.as_str());
+            let vars = Vars {
+                client_ip: t.req.addr,
+                request_id: &ex.request_id,
+                route: &route.name,
+                cluster,
+                identity: t.req.client.identity(),
+                scheme: t.req.scheme(),
+            };
+            decor.edits = Some((e, vars));
+        }
+        decor
+    }
+
+    /// Whether an upstream field named `name` is replaced or removed (and so not forwarded).
     pub fn replaces(&self, name: &[u8]) -> bool {
         (self.server.is_some() && name.eq_ignore_ascii_case(b"server"))
             || (self.hsts.is_some() && name.eq_ignore_ascii_case(b"strict-transport-security"))
+            || self.edits.is_some_and(|(e, _)| e.drops(name))
     }
 
     /// Appends the fields as HTTP/1.1 lines.
@@ -44,6 +76,9 @@ impl<'a> Decor<'a> {
             out.extend_from_slice(b"strict-transport-security: ");
             out.extend_from_slice(hsts.as_bytes());
             out.extend_from_slice(b"\r\n");
+        }
+        if let Some((e, vars)) = &self.edits {
+            edits::push_h1(out, e, vars);
         }
     }
 
@@ -76,6 +111,9 @@ impl<'a> Decor<'a> {
                 headers.insert(http::header::STRICT_TRANSPORT_SECURITY, v);
             }
         }
+        if let Some((e, vars)) = &self.edits {
+            edits::apply_h2(headers, e, vars);
+        }
     }
 }
 
@@ -86,14 +124,14 @@ mod tests {
 
     #[test]
     fn inserted_after_the_status_line() {
-        let d = Decor { server: Some("edge"), hsts: Some(Some("max-age=60")) };
+        let d = Decor { server: Some("edge"), hsts: Some(Some("max-age=60")), edits: None };
         let mut out = b"xxHTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n".to_vec();
         d.insert_h1(&mut out, 2);
         assert_eq!(
             out,
             b"xxHTTP/1.1 404 Not Found\r\nserver: edge\r\nstrict-transport-security: max-age=60\r\ncontent-length: 0\r\n\r\n"
         );
-        let hidden = Decor { server: Some(""), hsts: None };
+        let hidden = Decor { server: Some(""), hsts: None, edits: None };
         let mut out = b"HTTP/1.1 200 OK\r\n\r\n".to_vec();
         hidden.insert_h1(&mut out, 0);
         assert_eq!(out, b"HTTP/1.1 200 OK\r\n\r\n");
@@ -106,14 +144,14 @@ mod tests {
         let mut h = http::HeaderMap::new();
         h.insert("server", http::HeaderValue::from_static("nginx"));
         h.insert("strict-transport-security", http::HeaderValue::from_static("max-age=1"));
-        Decor { server: Some("edge"), hsts: Some(Some("max-age=60")) }.apply_h2(&mut h);
+        Decor { server: Some("edge"), hsts: Some(Some("max-age=60")), edits: None }.apply_h2(&mut h);
         assert_eq!(
             (h["server"].to_str().unwrap(), h["strict-transport-security"].to_str().unwrap()),
             ("edge", "max-age=60")
         );
-        Decor { server: Some(""), hsts: None }.apply_h2(&mut h);
+        Decor { server: Some(""), hsts: None, edits: None }.apply_h2(&mut h);
         assert!(h.get("server").is_none());
-        Decor { server: None, hsts: Some(None) }.apply_h2(&mut h);
+        Decor { server: None, hsts: Some(None), edits: None }.apply_h2(&mut h);
         assert!(h.get("strict-transport-security").is_none(), "an HSTS route over plain HTTP sends none");
     }
 }

@@ -28,6 +28,8 @@ pub struct Exchange {
     /// Index into that cluster's endpoints, of the last try.
     pub endpoint: Option<usize>,
     pub upstream: Option<SocketAddr>,
+    /// The request's address when it is not the connection's (behind a trusted proxy).
+    client_ip: Option<std::net::IpAddr>,
     /// From sending the request upstream to the response head.
     pub upstream_elapsed: Option<Duration>,
     pub bytes_in: u64,
@@ -66,6 +68,7 @@ impl Exchange {
         self.bytes_in = head_len as u64;
         self.tls = req.client.tls.is_some();
         self.version = req.version.as_str();
+        self.client_ip = (req.addr != req.client.peer.ip()).then_some(req.addr);
         let mut client_id = None;
         let mut ua = None;
         let mut referer = None;
@@ -102,6 +105,7 @@ impl Exchange {
         self.cluster = None;
         self.endpoint = None;
         self.upstream = None;
+        self.client_ip = None;
         self.upstream_elapsed = None;
         self.bytes_in = 0;
         self.bytes_out = 0;
@@ -159,7 +163,7 @@ impl Exchange {
         let field = |r: &Range<usize>| self.fields.get(r.clone()).unwrap_or_default();
         let entry = Entry {
             start: SystemTime::now().checked_sub(elapsed).unwrap_or_else(SystemTime::now),
-            client,
+            client: self.client_ip.unwrap_or(client),
             method: field(&self.method),
             path: field(&self.path),
             query: self.query.as_ref().map(field),

@@ -198,6 +198,7 @@ async fn choose<D: Downstream>(
     cluster.note_request();
     let hash = crate::upstream::hashkey::hints(req, &cluster).hash;
     let request_id = std::mem::take(&mut down.ex().request_id);
+    let route = down.ex().route.and_then(|i| local.snap.config.routes.get(i));
     let add = Additions {
         via: &server.via,
         request_id: &request_id,
@@ -205,6 +206,15 @@ async fn choose<D: Downstream>(
         deadline_header: server.deadline_header.as_deref(),
         default_host: local.snap.config.clusters.get(action.cluster).map_or("", |c| c.name.as_str()),
         websocket: t.websocket,
+        route: route.map_or("", |r| r.name.as_str()),
+        edits: route.and_then(|r| r.request_headers.as_ref()),
+        rewrite: route.and_then(|r| {
+            let matched = match &r.matcher.path {
+                Some(gateway_config::PathMatch::Prefix(p)) => p.len(),
+                _ => 0,
+            };
+            r.rewrite.as_ref().map(|w| (w, matched))
+        }),
     };
     // The HTTP/1.1 head without its end: each try adds its deadline fields.
     let mut wbuf = worker.buffers.take();

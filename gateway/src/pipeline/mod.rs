@@ -9,6 +9,7 @@ pub mod connect;
 pub mod deadline;
 pub mod decor;
 pub mod dispatch;
+pub mod edits;
 pub mod exchange;
 #[cfg(feature = "fault-injection")]
 pub mod fault;

@@ -6,7 +6,7 @@
 mod client;
 mod fields;
 
-pub use client::{Client, TlsFacts};
+pub use client::{Client, Edge, TlsFacts};
 pub use fields::Fields;
 
 pub use crate::codec::h1::Method;
@@ -72,6 +72,9 @@ pub struct Request<'a> {
     pub websocket: bool,
     /// Who sent it, over what.
     pub client: &'a Client,
+    /// The address the request comes from: `client.peer`, or behind a trusted proxy the one
+    /// its X-Forwarded-For names (see [`Client::real_ip`]).
+    pub addr: std::net::IpAddr,
 }
 
 impl<'a> Request<'a> {
@@ -100,7 +103,9 @@ impl<'a> Request<'a> {
             version: if head.version_minor == 0 { Version::Http10 } else { Version::Http11 },
             websocket: head.websocket,
             client,
+            addr: client.peer.ip(),
         }
+        .with_real_ip()
     }
 
     /// The view of an HTTP/2 request. `authority`: `:authority`, else Host (checked to agree
@@ -131,7 +136,32 @@ impl<'a> Request<'a> {
             version: Version::Http2,
             websocket: false,
             client,
+            addr: client.peer.ip(),
         }
+        .with_real_ip()
+    }
+
+    /// Calls `f` with [`Self::addr`] as text (the connection's own text when it is the
+    /// connection's address; else formatted on the stack).
+    pub fn with_addr_text<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        if self.addr == self.client.peer.ip() {
+            return f(&self.client.peer_ip);
+        }
+        let mut buf = [0u8; 64];
+        let mut cursor = std::io::Cursor::new(&mut buf[..]);
+        let _ = std::io::Write::write_fmt(&mut cursor, format_args!("{}", self.addr));
+        let n = usize::try_from(cursor.position()).unwrap_or(0);
+        f(buf.get(..n).unwrap_or_default())
+    }
+
+    /// Behind a trusted proxy, the address its X-Forwarded-For names (no work otherwise).
+    fn with_real_ip(mut self) -> Self {
+        if self.client.trusted.is_some() {
+            let fields = self.fields;
+            let xff = fields.iter().filter(|(n, _)| n.eq_ignore_ascii_case(b"x-forwarded-for")).map(|(_, v)| v);
+            self.addr = self.client.real_ip(xff);
+        }
+        self
     }
 
     /// HEAD: an answer carries no body.

@@ -236,6 +236,26 @@ pub const WORKER_FAMILIES: &[WorkerFamily] = &[
             ("tls_failed_other", Some("other")),
         ],
     },
+    WorkerFamily {
+        family: Family {
+            name: "gateway_proxy_protocol_errors_total",
+            kind: Kind::Counter,
+            labels: &["reason", "worker"],
+            help: "Connections closed because their PROXY protocol header was refused, by reason: missing, too_long, bad_v1, bad_version, bad_command, bad_family, bad_length, timeout, closed, untrusted_peer.",
+        },
+        fields: &[
+            ("pp_failed_missing", Some("missing")),
+            ("pp_failed_too_long", Some("too_long")),
+            ("pp_failed_bad_v1", Some("bad_v1")),
+            ("pp_failed_bad_version", Some("bad_version")),
+            ("pp_failed_bad_command", Some("bad_command")),
+            ("pp_failed_bad_family", Some("bad_family")),
+            ("pp_failed_bad_length", Some("bad_length")),
+            ("pp_failed_timeout", Some("timeout")),
+            ("pp_failed_closed", Some("closed")),
+            ("pp_failed_untrusted_peer", Some("untrusted_peer")),
+        ],
+    },
     per_worker!(h2_connections, Counter, "gateway_h2_connections_total", "HTTP/2 connections served."),
     per_worker!(h2_streams, Counter, "gateway_h2_streams_total", "HTTP/2 streams (requests) accepted."),
     WorkerFamily {

@@ -153,6 +153,26 @@ worker_stats! {
     tls_failed_timeout,
     /// TLS handshakes failed for another reason (I/O error, internal).
     tls_failed_other,
+    /// Connections refused for their PROXY protocol header: the bytes start no PROXY header the listener accepts.
+    pp_failed_missing,
+    /// Connections refused for their PROXY protocol header: a v1 line over 107 bytes or a v2 header over 2064 bytes.
+    pp_failed_too_long,
+    /// Connections refused for their PROXY protocol header: a malformed v1 line (protocol, addresses or ports).
+    pp_failed_bad_v1,
+    /// Connections refused for their PROXY protocol header: a v2 version other than 2.
+    pp_failed_bad_version,
+    /// Connections refused for their PROXY protocol header: a v2 command other than LOCAL or PROXY.
+    pp_failed_bad_command,
+    /// Connections refused for their PROXY protocol header: an unknown v2 address family or transport, or a datagram one.
+    pp_failed_bad_family,
+    /// Connections refused for their PROXY protocol header: a v2 length too short for its addresses.
+    pp_failed_bad_length,
+    /// Connections refused for their PROXY protocol header: not complete within proxy_protocol_timeout.
+    pp_failed_timeout,
+    /// Connections refused for their PROXY protocol header: the peer closed (or reset) before the header was complete.
+    pp_failed_closed,
+    /// Connections refused for their PROXY protocol header: a peer outside the listener's trusted_proxies.
+    pp_failed_untrusted_peer,
     /// HTTP/2 connections served (TLS with ALPN h2, or cleartext with prior knowledge).
     h2_connections,
     /// HTTP/2 streams (requests) accepted.
@@ -201,6 +221,25 @@ impl WorkerStats {
             "eof" => &self.tls_failed_eof,
             "timeout" => &self.tls_failed_timeout,
             _ => &self.tls_failed_other,
+        };
+        c.inc();
+    }
+}
+
+impl WorkerStats {
+    /// Counts a connection refused for its PROXY protocol header, by reason label.
+    pub fn count_proxy_protocol_error(&self, reason: &str) {
+        let c = match reason {
+            "missing" => &self.pp_failed_missing,
+            "too_long" => &self.pp_failed_too_long,
+            "bad_v1" => &self.pp_failed_bad_v1,
+            "bad_version" => &self.pp_failed_bad_version,
+            "bad_command" => &self.pp_failed_bad_command,
+            "bad_family" => &self.pp_failed_bad_family,
+            "bad_length" => &self.pp_failed_bad_length,
+            "timeout" => &self.pp_failed_timeout,
+            "closed" => &self.pp_failed_closed,
+            _ => &self.pp_failed_untrusted_peer,
         };
         c.inc();
     }

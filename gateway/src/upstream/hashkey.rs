@@ -40,7 +40,7 @@ pub fn hints(req: &Request<'_>, cluster: &ClusterState) -> PickHints {
 /// The hash of `key` in a request, `None` when the request lacks it.
 fn hash_of(key: &HashKey, req: &Request<'_>) -> Option<u64> {
     match key {
-        HashKey::ClientIp => Some(hash_bytes(&req.client.peer_ip)),
+        HashKey::ClientIp => Some(req.with_addr_text(hash_bytes)),
         HashKey::Header(name) => header(req.fields.iter(), name.as_bytes()),
         HashKey::Cookie(name) => cookie(req.fields.iter(), name.as_bytes()),
     }

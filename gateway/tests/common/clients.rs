@@ -51,9 +51,22 @@ pub type TlsConn = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
 
 /// Connects and completes the handshake (errors are returned, not panicked on).
 pub fn tls_connect(addr: SocketAddr, sni: &str, config: Arc<rustls::ClientConfig>) -> std::io::Result<TlsConn> {
-    let tcp = TcpStream::connect(addr)?;
+    tls_connect_after(addr, b"", sni, config)
+}
+
+/// Connects, sends `prefix` (a PROXY protocol header), then completes the handshake.
+pub fn tls_connect_after(
+    addr: SocketAddr,
+    prefix: &[u8],
+    sni: &str,
+    config: Arc<rustls::ClientConfig>,
+) -> std::io::Result<TlsConn> {
+    let mut tcp = TcpStream::connect(addr)?;
     tcp.set_read_timeout(Some(Duration::from_secs(10)))?;
     tcp.set_nodelay(true)?;
+    if !prefix.is_empty() {
+        tcp.write_all(prefix)?;
+    }
     let name = ServerName::try_from(sni.to_owned()).map_err(std::io::Error::other)?;
     let conn = rustls::ClientConnection::new(config, name).map_err(std::io::Error::other)?;
     let mut s = rustls::StreamOwned::new(conn, tcp);
@@ -97,8 +110,20 @@ pub async fn h2_connect(
     addr: SocketAddr,
     tls: Option<(&str, Arc<rustls::ClientConfig>)>,
 ) -> h2::client::SendRequest<Bytes> {
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    h2_connect_after(addr, b"", tls).await
+}
+
+/// [`h2_connect`] after sending `prefix` (a PROXY protocol header) on the new connection.
+pub async fn h2_connect_after(
+    addr: SocketAddr,
+    prefix: &[u8],
+    tls: Option<(&str, Arc<rustls::ClientConfig>)>,
+) -> h2::client::SendRequest<Bytes> {
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     tcp.set_nodelay(true).unwrap();
+    if !prefix.is_empty() {
+        tokio::io::AsyncWriteExt::write_all(&mut tcp, prefix).await.unwrap();
+    }
     match tls {
         Some((sni, config)) => {
             let connector = tokio_rustls::TlsConnector::from(config);

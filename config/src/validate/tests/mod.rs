@@ -5,6 +5,7 @@
 
 mod clusters;
 mod concurrency;
+mod edge;
 mod headers;
 mod health;
 mod overload;

@@ -49,7 +49,7 @@ pub(super) async fn from_h1(
     let close = !head.keep_alive || must_close || conn.closing();
     {
         let buf = ubuf.get(upos..).unwrap_or_default();
-        let decor = Decor::new(&local.snap.config, conn.ex.route, conn.ex.tls);
+        let decor = Decor::for_relay(&local.snap.config, t, &conn.ex);
         build_response_head(&mut wbuf, buf, &resp, &scratch, &decor, chunk_out, close, client_11);
     }
     worker.give_scratch(scratch);
@@ -209,7 +209,7 @@ pub(super) async fn from_h2(
     out.push(b' ');
     out.extend_from_slice(reason(status).as_bytes());
     out.extend_from_slice(b"\r\n");
-    let decor = Decor::new(&local.snap.config, conn.ex.route, conn.ex.tls);
+    let decor = Decor::for_relay(&local.snap.config, t, &conn.ex);
     for (name, value) in &parts.headers {
         if h2up::connection_specific(name.as_str())
             || name == "te"

@@ -203,7 +203,7 @@ async fn from_h2(
     ex.status = parts.status.as_u16();
     let end = body.is_end_stream();
     let mut head = h2up::client_head(&parts);
-    crate::pipeline::decor::Decor::new(&t.local.snap.config, ex.route, ex.tls).apply_h2(head.headers_mut());
+    crate::pipeline::decor::Decor::for_relay(&t.local.snap.config, t, ex).apply_h2(head.headers_mut());
     match respond.send_response(head, end) {
         Ok(mut tx) if !end => match h2up::relay(body, &mut tx, t.action.timeout, flow).await {
             Ok(n) | Err(n) => {
@@ -321,7 +321,7 @@ async fn from_h1(
     let server = &local.snap.config.server;
     let mut response = response_head(ubuf.get(upos..).unwrap_or_default(), &resp, &scratch);
     worker.give_scratch(scratch);
-    crate::pipeline::decor::Decor::new(&local.snap.config, ex.route, ex.tls).apply_h2(response.headers_mut());
+    crate::pipeline::decor::Decor::for_relay(&local.snap.config, t, ex).apply_h2(response.headers_mut());
     upos += resp.head_len;
     let source = match resp.framing {
         ResponseFraming::None => None,

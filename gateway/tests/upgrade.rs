@@ -468,6 +468,19 @@ fn a_request_on_an_idle_connection_as_the_drain_starts_gets_connection_close() {
 /// (for the drain's idle grace); the request that then comes on it is answered, with
 /// `Connection: close`, and the connection ends with a FIN, not a reset.
 fn request_as_the_drain_starts(driver: &str) {
+    for attempt in 1..=3 {
+        if drain_start_attempt(driver) {
+            return;
+        }
+        // The drain started while a request of the keep-alive loop was on the connection: it
+        // was answered with `Connection: close` (right, but not the idle case tested here).
+        eprintln!("{driver} attempt {attempt}: the drain started under a request, not while idle; again");
+    }
+    panic!("three attempts in a row had the drain start under a request");
+}
+
+/// One try of [`request_as_the_drain_starts`]; false when the drain started under a request.
+fn drain_start_attempt(driver: &str) -> bool {
     let o = origin();
     let dir = TempDir::new("drain-start");
     let config = write_config(&dir, o.addr(), driver);
@@ -477,11 +490,24 @@ fn request_as_the_drain_starts(driver: &str) {
     strict_get(old.listener, &mut conn, "/bytes/64", 64, &tally);
     old.signal("USR2");
     // Keep the connection recently used until the old process hands over.
+    let mut closed = false;
     let handed_over = wait_until(Duration::from_secs(15), || {
+        if old.log_contains("the new process serves") {
+            return true;
+        }
         strict_get(old.listener, &mut conn, "/bytes/64", 64, &tally);
-        old.log_contains("the new process serves")
+        closed = conn.is_none();
+        closed
     });
     assert!(handed_over, "handover:\n{}", old.log_text());
+    if closed {
+        assert_eq!(tally.failed(), 0);
+        old.wait_exit(Duration::from_secs(10)).expect("the old process exits");
+        if let Some(pid) = new_pid(&old, &[old.child.id()]) {
+            kill(pid, "TERM");
+        }
+        return false;
+    }
     // Past the worker's tick: the old process's listeners have stopped.
     std::thread::sleep(Duration::from_millis(300));
     let mut r = conn.take().expect("the connection stayed open");
@@ -496,6 +522,7 @@ fn request_as_the_drain_starts(driver: &str) {
     if let Some(pid) = new_pid(&old, &[old.child.id()]) {
         kill(pid, "TERM");
     }
+    true
 }
 
 #[test]

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use gateway_config::{Config, RateLimit, RateLimitKey, RateLimitMode, RateLimitScope};
 
 use crate::request::Request;
+use crate::stats::metrics::RouteMetrics;
 use crate::stats::WorkerStats;
 use bucket::{Decision, KeyedBuckets, LocalBucket, Rate, SharedBucket};
 use limiter::Policy;
@@ -91,11 +92,17 @@ impl RouteLimit {
         }
     }
 
-    fn acquire(&self, key: &KeyValue, now: u64, max_wait: Duration) -> Decision {
+    /// Takes a token for `key`; also says how many keys were evicted to make room for it.
+    fn acquire(&self, key: &KeyValue, now: u64, max_wait: Duration) -> (Decision, u64) {
         match self {
-            RouteLimit::Route(b) => b.borrow_mut().acquire(now, max_wait),
-            RouteLimit::Keyed(b) => b.borrow_mut().acquire(key, now, max_wait),
-            RouteLimit::Shared(b) => b.acquire(now, max_wait),
+            RouteLimit::Route(b) => (b.borrow_mut().acquire(now, max_wait), 0),
+            RouteLimit::Keyed(b) => {
+                let mut b = b.borrow_mut();
+                let before = b.evictions();
+                let decision = b.acquire(key, now, max_wait);
+                (decision, b.evictions() - before)
+            }
+            RouteLimit::Shared(b) => (b.acquire(now, max_wait), 0),
         }
     }
 
@@ -127,7 +134,7 @@ impl RouteLimit {
 
 /// Applies a route's rate limit (`limit`, this worker's limiter for `settings`; `workers`:
 /// how many share a per-worker split of it). `Err(fields)`: refuse with 429 and these field
-/// lines. A delay is counted in `stats`.
+/// lines. A delay is counted in `stats`, evicted keys in `route_metrics`.
 pub async fn rate_limit(
     limit: &RouteLimit,
     settings: &RateLimit,
@@ -135,6 +142,7 @@ pub async fn rate_limit(
     req: &Request<'_>,
     workers: usize,
     stats: &WorkerStats,
+    route_metrics: &RouteMetrics,
 ) -> Result<(), Vec<u8>> {
     let key = match &settings.key {
         RateLimitKey::Route => KeyValue::Missing,
@@ -148,7 +156,9 @@ pub async fn rate_limit(
         RateLimitMode::Delay { max_delay } => max_delay,
     };
     let now = now_nanos();
-    match limit.acquire(&key, now, max_wait) {
+    let (decision, evicted) = limit.acquire(&key, now, max_wait);
+    route_metrics.rate_limit_evicted(evicted);
+    match decision {
         Decision::Admit => Ok(()),
         Decision::Wait(d) => {
             stats.requests_delayed.inc();
@@ -187,4 +197,28 @@ pub fn shared_buckets(
             }))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_per_key_table_counts_the_keys_it_evicts() {
+        let settings = RateLimit {
+            rate: 1.0,
+            burst: 1,
+            key: RateLimitKey::ClientIp,
+            mode: RateLimitMode::Reject,
+            scope: RateLimitScope::Worker,
+            max_keys: 2,
+        };
+        let limit = RouteLimit::new(&settings, 1, None);
+        let ip = |n: u8| KeyValue::Ip(IpAddr::from([10, 0, 0, n]));
+        let now = now_nanos();
+        let evicted: u64 = (1..=5).map(|n| limit.acquire(&ip(n), now, Duration::ZERO).1).sum();
+        assert_eq!(evicted, 3, "two keys fit; each of the three others evicts one");
+        let route = RouteLimit::new(&RateLimit { key: RateLimitKey::Route, ..settings }, 1, None);
+        assert_eq!(route.acquire(&KeyValue::Missing, now, Duration::ZERO).1, 0);
+    }
 }

@@ -55,10 +55,11 @@ pub async fn dispatch<'l>(worker: &Worker, local: &'l Local, req: &Request<'_>, 
         }
     };
     // The rate limit first (it applies to every kind of route), then the cluster's admission.
-    let limit = local.route(index).and_then(|r| r.limit.as_ref()).zip(route.rate_limit.as_ref());
-    if let Some((limit, settings)) = limit {
+    let limit = local.route(index).and_then(|r| Some((r.limit.as_ref()?, &r.metrics))).zip(route.rate_limit.as_ref());
+    if let Some(((limit, metrics), settings)) = limit {
+        let workers = worker.workers();
         let fields =
-            crate::admission::rate_limit(limit, settings, &route.name, req, worker.workers(), &worker.stats).await;
+            crate::admission::rate_limit(limit, settings, &route.name, req, workers, &worker.stats, metrics).await;
         if let Err(fields) = fields {
             worker.stats.requests_rate_limited.inc();
             count(ClassOutcome::RateLimited);

@@ -312,6 +312,12 @@ pub const ROUTE_MIRRORS: Family = Family {
     labels: &["route", "result", "worker"],
     help: "Mirror copies of a route's requests to its shadow cluster, by result: mirrored (the shadow answered), failed (connect, send, read or route timeout), dropped (not sent: max_in_flight copies already in flight on the worker).",
 };
+pub const ROUTE_RATE_LIMIT_EVICTIONS: Family = Family {
+    name: "gateway_route_rate_limit_evictions_total",
+    kind: Kind::Counter,
+    labels: &["route", "worker"],
+    help: "Keys (client addresses or header values) evicted from a route's per-key rate-limit table because it was full (`max_keys` per worker): an evicted key in debt comes back with a full bucket, so a steady rate here means the table is too small for the clients seen.",
+};
 pub const CLUSTER_REQUESTS: Family = Family {
     name: "gateway_cluster_requests_total",
     kind: Kind::Counter,
@@ -513,6 +519,7 @@ pub const FAMILIES: &[Family] = &[
     ROUTE_DURATION,
     ROUTE_SPLITS,
     ROUTE_MIRRORS,
+    ROUTE_RATE_LIMIT_EVICTIONS,
     CLUSTER_REQUESTS,
     CLUSTER_DURATION,
     CLUSTER_CONNECTS,

@@ -15,8 +15,8 @@ use super::metrics::{
     Family, ACCESS_LOG_LINES, ACCESS_LOG_WRITE_ERRORS, CLUSTER_CONNECTS, CLUSTER_DURATION, CLUSTER_EJECTED,
     CLUSTER_EJECTIONS, CLUSTER_FAILURES, CLUSTER_LIMIT, CLUSTER_PANIC_PICKS, CLUSTER_REQUESTS, CLUSTER_REUSES,
     CONFIG_RELOADS, CONFIG_VERSION, DRAINING, ENDPOINT_HEALTHY, HEALTH_CHECKS, HEALTH_TRANSITIONS, PRIORITY_REQUESTS,
-    ROUTE_DECISIONS, ROUTE_DURATION, ROUTE_MIRRORS, ROUTE_REQUESTS, ROUTE_SPLITS, UPTIME, WORKERS_UNHEALTHY,
-    WORKER_FAMILIES,
+    ROUTE_DECISIONS, ROUTE_DURATION, ROUTE_MIRRORS, ROUTE_RATE_LIMIT_EVICTIONS, ROUTE_REQUESTS, ROUTE_SPLITS, UPTIME,
+    WORKERS_UNHEALTHY, WORKER_FAMILIES,
 };
 use super::metrics::{
     ADMIN_REQUESTS, BUILD_INFO, CONFIG_LAST_RELOAD_SUCCESS, CONFIG_LAST_RELOAD_SUCCESS_TIME, ENDPOINT_DURATION,
@@ -291,6 +291,14 @@ impl Writer<'_> {
                     let labels = [("route", &**route), ("result", result), ("worker", &view.id)];
                     self.sample(ROUTE_MIRRORS.name, "", &labels, value);
                 }
+            }
+        }
+        self.header(&ROUTE_RATE_LIMIT_EVICTIONS);
+        for view in views {
+            // Only routes that evicted keys (every route has the counter).
+            for (route, metrics) in view.routes.iter().filter(|(_, m)| m.rate_limit_evictions() > 0) {
+                let labels = [("route", &**route), ("worker", &view.id)];
+                self.sample(ROUTE_RATE_LIMIT_EVICTIONS.name, "", &labels, metrics.rate_limit_evictions());
             }
         }
     }

@@ -41,6 +41,8 @@ pub struct RouteMetrics {
     latency: Histogram,
     /// Mirror copies by [`MirrorResult`].
     mirror: [Counter; MIRROR_RESULTS.len()],
+    /// Keys of a per-key rate limit evicted from this worker's table (it was full).
+    rate_limit_evictions: Counter,
 }
 
 /// Split decisions of one route for one of its clusters on one worker, by [`SplitReason`].
@@ -172,6 +174,19 @@ impl RouteMetrics {
     /// Admission decisions, indexed like [`CLASS_OUTCOMES`].
     pub fn decisions(&self) -> [u64; CLASS_OUTCOMES.len()] {
         self.decisions.each_ref().map(Counter::value)
+    }
+
+    /// Counts keys evicted from the route's per-key rate-limit table. Owning worker only.
+    #[inline]
+    pub fn rate_limit_evicted(&self, n: u64) {
+        if n > 0 {
+            self.rate_limit_evictions.add(n);
+        }
+    }
+
+    /// Keys evicted from the route's per-key rate-limit table.
+    pub fn rate_limit_evictions(&self) -> u64 {
+        self.rate_limit_evictions.value()
     }
 
     /// Counts a mirror copy. Owning worker only.

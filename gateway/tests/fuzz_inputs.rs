@@ -18,6 +18,8 @@ mod h1_request;
 mod h1_response;
 #[path = "../fuzz/checks/h2_guard.rs"]
 mod h2_guard;
+#[path = "../fuzz/checks/proxy_protocol.rs"]
+mod proxy_protocol;
 #[path = "../fuzz/checks/route.rs"]
 mod route;
 
@@ -25,13 +27,14 @@ mod route;
 type Target = (&'static str, fn(&[u8]));
 
 /// Every target with its check: must list every file of `gateway/fuzz/fuzz_targets/`.
-const TARGETS: [Target; 7] = [
+const TARGETS: [Target; 8] = [
     ("admin_request", admin_request::check),
     ("chunked", chunked::check),
     ("config", config::check),
     ("h1_request", h1_request::check),
     ("h1_response", h1_response::check),
     ("h2_guard", h2_guard::check),
+    ("proxy_protocol", proxy_protocol::check),
     ("route", route::check),
 ];
 

@@ -44,6 +44,7 @@ fn two_workers_render_valid_and_complete() {
     m1.split("api", "backend").count(super::super::series::SplitReason::Sticky);
     route.mirror(super::super::series::MirrorResult::Dropped);
     route.mirror(super::super::series::MirrorResult::Mirrored);
+    route.rate_limit_evicted(2);
 
     let process = ProcessInfo {
         config_version: 7,

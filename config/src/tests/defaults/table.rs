@@ -50,6 +50,9 @@ pub fn entries() -> Vec<Entry> {
             Some(a) if a.token.is_none() => format!("{{ address = {} }}", q(&a.address.to_string())),
             Some(a) => format!("{{ address = {}, token = (set) }}", q(&a.address.to_string())),
         }),
+        e("server.admin.per_worker_metrics", Given { top: "[server]\nadmin = { address = \"127.0.0.1:9901\" }", ..G }, |c| {
+            c.server.admin.as_ref().map_or("admin off".to_owned(), |a| a.per_worker_metrics.to_string())
+        }),
         e("server.drain_timeout", SERVER, |c| dur(c.server.drain_timeout)),
         e("server.drain_delay", SERVER, |c| {
             if c.server.drain_delay.is_zero() {
@@ -115,6 +118,18 @@ pub fn entries() -> Vec<Entry> {
         e("overload.queue_delay_target", OVERLOAD, |c| dur(c.overload.queue_delay_target)),
         e("overload.queue_delay_interval", OVERLOAD, |c| dur(c.overload.queue_delay_interval)),
         e("listeners[].backlog", G, |c| c.listeners[0].backlog.to_string()),
+        e("listeners[].proxy_protocol", G, |c| {
+            q(match c.listeners[0].proxy_protocol {
+                ProxyProtocol::Off => "off",
+                ProxyProtocol::V1 => "v1",
+                ProxyProtocol::V2 => "v2",
+                ProxyProtocol::Any => "any",
+                ProxyProtocol::Optional => "optional",
+            })
+        }),
+        e("listeners[].proxy_protocol_timeout", G, |c| dur(c.listeners[0].proxy_protocol_timeout)),
+        e("listeners[].trusted_proxies", G, |c| list(c.listeners[0].trusted_proxies.iter().map(|n| q(&format!("{n:?}"))))),
+        e("listeners[].forwarded", G, |c| c.listeners[0].forwarded.to_string()),
         e("listeners[].protocols (without tls)", G, |c| protocols(&c.listeners[0])),
         e("listeners[].protocols (with tls)", TLS, |c| protocols(&c.listeners[0])),
         e("listeners[].tls.unknown_sni", TLS, |c| q(json_name(&tls(c).unknown_sni))),

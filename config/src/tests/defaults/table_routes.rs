@@ -23,6 +23,11 @@ const HEALTH: Given = Given { cluster: "health_check = { path = \"/h\" }", ..G }
 pub fn entries() -> Vec<Entry> {
     vec![
         e("routes[].timeout", G, |c| dur(proxy(c).timeout)),
+        e("routes[].request_headers", G, |c| {
+            let r = &c.routes[0];
+            if r.request_headers.is_none() && r.response_headers.is_none() { "no edits" } else { "edits" }.to_owned()
+        }),
+        e("routes[].rewrite", G, |c| or_none(c.routes[0].rewrite.as_ref().map(|r| format!("{r:?}")))),
         e("routes[].rate_limit.burst", RATE, |c| {
             // The given rate is 250 requests per second.
             let burst = rate(c).burst;

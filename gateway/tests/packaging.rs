@@ -254,6 +254,9 @@ fn deb_has_the_files_conffile_and_sound_maintainer_scripts() {
         "./etc/gateway/gateway.toml",
         "./etc/logrotate.d/gateway",
         "./usr/share/doc/gateway/README.md",
+        "./usr/share/doc/gateway/docs/configuration.md",
+        "./usr/share/doc/gateway/docs/operations.md",
+        "./usr/share/doc/gateway/docs/performance.md",
         "./usr/share/doc/gateway/README.systemd.md",
         "./usr/share/doc/gateway/copyright",
         "./usr/share/doc/gateway/examples/full.toml",
@@ -297,7 +300,7 @@ fn deb_has_the_files_conffile_and_sound_maintainer_scripts() {
     let packaged = read_abs(&tree.0.join("etc/gateway/gateway.toml"));
     let expected = read("packaging/examples/quickstart.toml").replacen(
         "[server]\n",
-        "[server]\n# Binary upgrade handover socket (SIGUSR2; see README \"Binary upgrade without downtime\").\nupgrade_socket = \"/run/gateway/upgrade.sock\"\n",
+        "[server]\n# Binary upgrade handover socket (SIGUSR2; see docs/operations.md \"Binary upgrade without downtime\").\nupgrade_socket = \"/run/gateway/upgrade.sock\"\n",
         1,
     );
     assert_eq!(packaged, expected);

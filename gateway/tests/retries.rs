@@ -338,7 +338,7 @@ balancer = "round_robin"
 }
 
 /// Attempts per client request during an outage, under the default policy and with retries
-/// widened to 5xx, for the note and the README (printed with `--nocapture`). 16 clients on
+/// widened to 5xx, for the note and docs/configuration.md (printed with `--nocapture`). 16 clients on
 /// keep-alive connections send 40 requests each.
 #[test]
 fn attempts_per_request_during_outages() {

@@ -15,7 +15,7 @@
 #   /lib/systemd/system/gateway.service
 #   /etc/gateway/gateway.toml                 conffile, from packaging/examples/quickstart.toml
 #   /etc/logrotate.d/gateway                  conffile, from packaging/deb/logrotate
-#   /usr/share/doc/gateway/                   README.md, README.systemd.md, copyright,
+#   /usr/share/doc/gateway/                   README.md, docs/*.md, README.systemd.md, copyright,
 #                                             tuning.conf.example, examples/full.toml + tls/
 #   DEBIAN/{control,conffiles,postinst,prerm,postrm}
 set -euo pipefail
@@ -90,10 +90,13 @@ install -m 0644 "$root/systemd/gateway.service" "$pkg/lib/systemd/system/gateway
 install -m 0644 "$root/packaging/examples/quickstart.toml" "$pkg/etc/gateway/gateway.toml"
 install -m 0644 "$here/logrotate" "$pkg/etc/logrotate.d/gateway"
 # Binary upgrades without downtime under systemd: the unit's RuntimeDirectory holds the socket.
-sed -i 's|^\[server\]$|[server]\n# Binary upgrade handover socket (SIGUSR2; see README "Binary upgrade without downtime").\nupgrade_socket = "/run/gateway/upgrade.sock"|' "$pkg/etc/gateway/gateway.toml"
+sed -i 's|^\[server\]$|[server]\n# Binary upgrade handover socket (SIGUSR2; see docs/operations.md "Binary upgrade without downtime").\nupgrade_socket = "/run/gateway/upgrade.sock"|' "$pkg/etc/gateway/gateway.toml"
 grep -q '^upgrade_socket = ' "$pkg/etc/gateway/gateway.toml"
 doc="$pkg/usr/share/doc/gateway"
 install -m 0644 "$root/README.md" "$doc/README.md"
+# The README is a front page: the reference it links to is docs/*.md.
+install -d -m 0755 "$doc/docs"
+install -m 0644 "$root/docs/"*.md "$doc/docs/"
 install -m 0644 "$root/systemd/README.md" "$doc/README.systemd.md"
 install -m 0644 "$root/systemd/gateway.service.d/tuning.conf.example" "$doc/tuning.conf.example"
 install -m 0644 "$here/copyright" "$doc/copyright"

@@ -202,7 +202,7 @@ fn summed_over_workers(workers: &[(Arc<WorkerStats>, Arc<WorkerMetrics>)], proce
 }
 
 /// The scrape cost at 64 workers x 100 routes (and 20 clusters), both views. A measurement,
-/// not a test: run it in release, as the README says:
+/// not a test: run it in release, as docs/observability.md says:
 /// `cargo test -p gateway --release --lib scrape_cost -- --ignored --nocapture`.
 #[test]
 #[ignore = "a measurement that prints time and size; run with --release --ignored --nocapture"]

@@ -213,6 +213,10 @@ pub const OVERLOAD_DEFAULT_CLASS: &str = "normal";
 /// class may wait for an upstream slot. Below 1 so that waiting plus being served stays under
 /// twice the no-load latency with room for the proxy's and the network's own time.
 pub const QUEUE_WAIT_FACTOR: f64 = 0.9;
+/// `overload.first_class_reserve`: on, since a first-class request otherwise waits for the next
+/// completion whenever the upstream is full (critical p99 about 1.5x the no-load latency at
+/// three times the capacity, against about 1.35x with it, for about 5% of goodput).
+pub const FIRST_CLASS_RESERVE: bool = true;
 
 /// `routes[].rate_limit.max_delay` (with `mode = "delay"`; the default mode, `"reject"`,
 /// answers 429 at once): longest wait for a token before 429.

@@ -55,6 +55,12 @@ pub struct Overload {
     /// much, later middle classes proportionally less; the last class never waits).
     /// From 0.0 to 10.0.
     pub queue_wait_factor: f64,
+    /// With the adaptive limit, the last free slot under a cluster's limit is kept for the first
+    /// class for a moment after it frees (the cluster's no-load latency times the first class's
+    /// observed share of arrivals, at most one limit's share of it), so that a first-class
+    /// request arriving at a full upstream rarely waits; other classes take the slot when the
+    /// moment has passed. Costs some goodput at overload (measured about 5% at a 10% share).
+    pub first_class_reserve: bool,
     /// The queue-delay signal (CoDel's): when the shortest wait for an upstream slot over a whole
     /// `queue_delay_interval` stayed above `queue_delay_target`, the queue is standing rather than
     /// absorbing a burst, and middle classes are shed on arrival instead of joining it (the class

@@ -390,6 +390,7 @@ pub(crate) struct RawOverload {
     #[serde(default)]
     pub trusted_identities: Vec<String>,
     pub queue_wait_factor: Option<f64>,
+    pub first_class_reserve: Option<bool>,
     pub queue_delay_target: Option<IntOrStr>,
     pub queue_delay_interval: Option<IntOrStr>,
 }

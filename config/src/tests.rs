@@ -79,6 +79,7 @@ fn defaults_of_a_minimal_file() {
             trusted_sources: Vec::new(),
             trusted_identities: Vec::new(),
             queue_wait_factor: 0.9,
+            first_class_reserve: true,
             queue_delay_target: Duration::from_millis(5),
             queue_delay_interval: Duration::from_millis(100),
         }

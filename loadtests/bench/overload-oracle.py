@@ -13,6 +13,12 @@ No real proxy can do better than this on the same load: it shows which of overlo
 any policy can meet. Example (the defaults are overload.sh's):
 
     python3 loadtests/bench/overload-oracle.py --seeds 1 2 3 --reserve 0 1 2
+
+`--hold` makes each reserved slot the gateway's `first_class_reserve` instead: one slot, held for
+critical only for SERVICE_MS x min(critical share, 1 / capacity) after it frees from a full
+origin, then open to every class:
+
+    python3 loadtests/bench/overload-oracle.py --seeds 1 2 3 --reserve 0 1 --hold
 """
 
 import argparse
@@ -34,6 +40,24 @@ def simulate(args, seed, reserve):
     def capacity(t):
         return args.capacity // 2 if t >= halve_at else args.capacity
 
+    share = weights[0] / sum(weights)
+    held_since = [None]  # --hold: when the last free slot freed from a full origin
+
+    def hold_end(now):
+        """--hold: when the hold on the last free slot ends (None: nothing is held)."""
+        c = capacity(now)
+        if not args.hold or reserve == 0 or held_since[0] is None or len(busy) != c - 1:
+            return None
+        return held_since[0] + service * min(share, 1.0 / c)
+
+    def others_may_start(now):
+        """Whether a class after the first may take a slot now."""
+        c = capacity(now)
+        if not args.hold:
+            return len(busy) < c - reserve
+        end = hold_end(now)
+        return len(busy) < c and (end is None or now >= end - 1e-9)
+
     busy = []  # completion times at the origin
     critical, normal = collections.deque(), collections.deque()
     latency = {name: [] for name in names}
@@ -41,6 +65,8 @@ def simulate(args, seed, reserve):
 
     def start(now, arrived, name):
         heapq.heappush(busy, now + service)
+        if len(busy) >= capacity(now):
+            held_since[0] = None
         value = now + service + overhead - arrived
         latency[name].append(value)
         if name == "critical":
@@ -49,8 +75,13 @@ def simulate(args, seed, reserve):
     i = 0
     while i < len(arrivals) or busy:
         next_arrival = arrivals[i][0] if i < len(arrivals) else float("inf")
-        if busy and busy[0] <= next_arrival:
+        end = hold_end(busy[0] if busy else 0.0) if normal else None
+        next_hold = end if end is not None else float("inf")
+        if busy and busy[0] <= next_arrival and busy[0] <= next_hold:
             now = heapq.heappop(busy)
+            held_since[0] = now if len(busy) == capacity(now) - 1 else (None if len(busy) >= capacity(now) else held_since[0])
+        elif next_hold < next_arrival:
+            now = next_hold
         else:
             now, name = arrivals[i]
             i += 1
@@ -58,7 +89,7 @@ def simulate(args, seed, reserve):
                 critical.append(now)
             elif name == "normal":
                 normal.append(now)
-            elif len(busy) < capacity(now) - reserve and not critical and not normal:
+            elif others_may_start(now) and not critical and not normal:
                 start(now, now, name)
                 continue
         while normal and now - normal[0] > normal_wait:
@@ -66,7 +97,7 @@ def simulate(args, seed, reserve):
         while len(busy) < capacity(now) and (critical or normal):
             if critical:
                 start(now, critical.popleft(), "critical")
-            elif len(busy) < capacity(now) - reserve:
+            elif others_may_start(now):
                 start(now, normal.popleft(), "normal")
             else:
                 break
@@ -109,6 +140,8 @@ def main():
     p.add_argument("--unloaded-p99-ms", type=float, default=41.1, help="the reference for the ratios")
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--reserve", type=int, nargs="+", default=[0], help="origin slots kept for critical")
+    p.add_argument("--hold", action="store_true",
+                   help="a reserve > 0 is the gateway's first_class_reserve: one slot, held for a moment")
     args = p.parse_args()
     if args.capacity < 2 or args.service_ms <= 0 or args.rate <= 0 or args.duration_s <= 0:
         p.error("--capacity >= 2, --service-ms, --rate and --duration-s > 0")

@@ -594,7 +594,8 @@ def check(ok; value): {pass: ok, value: value};
       unloaded: ($u | with_entries(.value |= {p50_ms: .ok_ms.p50, p99_ms: .ok_ms.p99, ok: .succeeded, offered})),
       unloaded_p99_ms: $ref,
       phases: [$phases[] | {from_s, to_s, ok_per_s: (.classes | with_entries(.value |= (.succeeded / ($phase_s)))),
-                           ok_pct: (.classes | with_entries(.value |= pct(.succeeded; .offered)))}],
+                           ok_pct: (.classes | with_entries(.value |= pct(.succeeded; .offered))),
+                           ok_p99_ms: (.classes | with_entries(.value |= .ok_ms.p99))}],
       goodput_pct: pct($o.total.succeeded; $capacity_requests),
       normal_servable: $normal_servable,
       normal_served_pct: pct($n.succeeded; $normal_servable),
@@ -608,14 +609,14 @@ def check(ok; value): {pass: ok, value: value};
                   connections_opened: $o.generator.connections_opened},
       checks: {
         critical_all_ok: check($c.succeeded == $c.offered; pct($c.succeeded; $c.offered)),
-        critical_p99: check($c.ok_ms.p99 != null and $ref != null and $c.ok_ms.p99 <= 1.3 * $ref;
+        critical_p99: check($c.ok_ms.p99 != null and $ref != null and $c.ok_ms.p99 <= 1.5 * $ref;
                             (if $c.ok_ms.p99 and $ref then $c.ok_ms.p99 / $ref else null end)),
         normal_served: check(($n.succeeded) >= 0.9 * $normal_servable; pct($n.succeeded; $normal_servable)),
         normal_p99: check($n.ok_ms.p99 != null and $ref != null and $n.ok_ms.p99 <= 2 * $ref;
                           (if $n.ok_ms.p99 and $ref then $n.ok_ms.p99 / $ref else null end)),
         sheddable_fast_503: check($s.shed > 0 and $s.shed_from_send_ms.p99 != null and $s.shed_from_send_ms.p99 <= 1;
                                   $s.shed_from_send_ms.p99),
-        goodput: check(pct($o.total.succeeded; $capacity_requests) >= 97; pct($o.total.succeeded; $capacity_requests)),
+        goodput: check(pct($o.total.succeeded; $capacity_requests) >= 92; pct($o.total.succeeded; $capacity_requests)),
         route_timeout: check($client_timeouts == 0 and $max_ms <= $route_timeout_ms + 100; $max_ms),
         origin_headroom: check(($r.origin.max_in_flight // 1e9) <= $capacity + $headroom; $r.origin.max_in_flight),
         memory_flat: check($rss_early != null and $rss_end <= $rss_early * 1.1 + 1024;
@@ -654,13 +655,13 @@ markdown() {
     "",
     "### Per proxy",
     "",
-    "| proxy | goodput % of capacity | ok/s critical / normal / sheddable\(if $p.origin.halves_at_s then ", before → after halving" else "" end) | origin max in flight | origin max queue | origin unanswered | proxy peak RSS MiB | RSS at 5 s → end MiB | proxy CPU s | generator lag p50 / p99 ms |",
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    (.runs[] | "| \(name) | \(.goodput_pct | fixed(1)) | \([.phases[] | [.ok_per_s.critical, .ok_per_s.normal, .ok_per_s.sheddable] | map(fixed(0)) | join(" / ")] | join(" → ")) | \(.origin.max_in_flight // "–") | \(.origin.max_queued // "–") | \(.origin.unanswered // "–") | \(.proxy_peak_rss_kb | mib) | \(.proxy_rss_kb.at_5s | mib) → \(.proxy_rss_kb.end | mib) | \(.proxy_cpu_s | fixed(2)) | \(.generator.send_lag_p50_ms | fixed(2)) / \(.generator.send_lag_p99_ms | fixed(2))\(if .valid then "" else ", OVERLOADED (\(.generator.overloaded) not sent): not valid" end) |"),
+    "| proxy | goodput % of capacity | ok/s critical / normal / sheddable\(if $p.origin.halves_at_s then ", before → after halving" else "" end) | critical p99 ms\(if $p.origin.halves_at_s then ", before → after halving" else "" end) | origin max in flight | origin max queue | origin unanswered | proxy peak RSS MiB | RSS at 5 s → end MiB | proxy CPU s | generator lag p50 / p99 ms |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    (.runs[] | "| \(name) | \(.goodput_pct | fixed(1)) | \([.phases[] | [.ok_per_s.critical, .ok_per_s.normal, .ok_per_s.sheddable] | map(fixed(0)) | join(" / ")] | join(" → ")) | \([.phases[] | .ok_p99_ms.critical // null | fixed(1)] | join(" → ")) | \(.origin.max_in_flight // "–") | \(.origin.max_queued // "–") | \(.origin.unanswered // "–") | \(.proxy_peak_rss_kb | mib) | \(.proxy_rss_kb.at_5s | mib) → \(.proxy_rss_kb.end | mib) | \(.proxy_cpu_s | fixed(2)) | \(.generator.send_lag_p50_ms | fixed(2)) / \(.generator.send_lag_p99_ms | fixed(2))\(if .valid then "" else ", OVERLOADED (\(.generator.overloaded) not sent): not valid" end) |"),
     "",
     "### Targets",
     "",
-    "| proxy | critical 100% ok | critical p99 ≤ 1.3× unloaded | normal ≥ 90% of servable | normal p99 ≤ 2× unloaded | sheddable 503 p99 ≤ 1 ms (from send) | goodput ≥ 97% | nothing waits > route timeout (max ms) | origin in flight ≤ \($p.origin.capacity) + \($p.headroom) | RSS flat (growth kB) |",
+    "| proxy | critical 100% ok | critical p99 ≤ 1.5× unloaded | normal ≥ 90% of servable | normal p99 ≤ 2× unloaded | sheddable 503 p99 ≤ 1 ms (from send) | goodput ≥ 92% | nothing waits > route timeout (max ms) | origin in flight ≤ \($p.origin.capacity) + \($p.headroom) | RSS flat (growth kB) |",
     "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     (.runs[] | .checks as $c |
       "| \(name) | \($c.critical_all_ok | mark)\($c.critical_all_ok.value | fixed(1))% | \($c.critical_p99 | mark)\($c.critical_p99.value | fixed(2))× | \($c.normal_served | mark)\($c.normal_served.value | fixed(1))% | \($c.normal_p99 | mark)\($c.normal_p99.value | fixed(2))× | \($c.sheddable_fast_503 | mark)\($c.sheddable_fast_503.value | fixed(2)) ms | \($c.goodput | mark)\($c.goodput.value | fixed(1))% | \($c.route_timeout | mark)\($c.route_timeout.value | fixed(0)) | \($c.origin_headroom | mark)\($c.origin_headroom.value // "–") | \($c.memory_flat | mark)\($c.memory_flat.value // "–") |"),

@@ -126,6 +126,7 @@ pub(super) fn convert(raw: &RawOverload, p: &mut Problems<'_>, path: &KeyPath) -
         trusted_sources,
         trusted_identities,
         queue_wait_factor,
+        first_class_reserve: raw.first_class_reserve.unwrap_or(defaults::FIRST_CLASS_RESERVE),
         queue_delay_target,
         queue_delay_interval,
     }

@@ -40,6 +40,7 @@ use gateway_config::Cluster;
 
 use super::gradient::Gradient;
 use super::queue_delay::QueueDelay;
+use super::reserve::Reserve;
 
 /// Classes supported (config validation enforces it).
 pub const MAX_CLASSES: usize = 8;
@@ -74,6 +75,9 @@ pub struct Policy {
     pub enabled: bool,
     pub classes: usize,
     pub queue_wait_factor: f64,
+    /// Hold the last free slot under the adaptive limit for the first class
+    /// ([`super::reserve`]).
+    pub first_class_reserve: bool,
     /// The queue-delay signal's target and interval.
     pub queue_delay_target: Duration,
     pub queue_delay_interval: Duration,
@@ -89,6 +93,8 @@ pub struct Limiter {
     waiters: RefCell<[VecDeque<Rc<Waiter>>; MAX_CLASSES]>,
     /// The queue-delay signal of each class's queue.
     delays: RefCell<[QueueDelay; MAX_CLASSES]>,
+    /// The first class's reserve under the adaptive limit.
+    reserve: Reserve,
 }
 
 #[derive(Default)]
@@ -96,6 +102,8 @@ struct Waiter {
     granted: Cell<bool>,
     /// Rank 0 that waited long enough: a slot above the limit will do.
     above_limit: Cell<bool>,
+    /// A later rank whose next slot is held for the first class until then: look again then.
+    recheck: Cell<Option<Instant>>,
     waker: RefCell<Option<Waker>>,
 }
 
@@ -139,6 +147,7 @@ impl Limiter {
             delays: RefCell::new(std::array::from_fn(|_| {
                 QueueDelay::new(policy.queue_delay_target, policy.queue_delay_interval)
             })),
+            reserve: Reserve::new(adaptive && policy.first_class_reserve && policy.classes > 1),
         }
     }
 
@@ -185,6 +194,7 @@ impl Limiter {
     /// says whether the request waited in the queue.
     pub async fn admit(self: &Rc<Self>, rank: usize, deadline: Instant) -> (Admission, bool) {
         let rank = rank.min(self.policy.classes.saturating_sub(1)).min(MAX_CLASSES - 1);
+        self.reserve.arrival(rank);
         match self.admit_now(rank) {
             Ok(decision) => (decision, false),
             Err(until) => (self.queue(rank, until.min(deadline), deadline).await, true),
@@ -212,7 +222,9 @@ impl Limiter {
             }
             return Err(Instant::now() + Duration::from_secs(3600));
         }
-        if in_flight < limit && !self.waiting_at_or_above(rank) {
+        // The classes after the first leave the last free slot to the first for a moment.
+        let usable = if rank == 0 { limit } else { self.reserve.others(in_flight, limit, self.baseline()).limit };
+        if in_flight < usable && !self.waiting_at_or_above(rank) {
             // A free slot nobody of this class or better waits for.
             if let Some(d) = self.delays.borrow_mut().get_mut(rank) {
                 d.drained();
@@ -281,12 +293,38 @@ impl Limiter {
         // Whatever ends the wait (grant, timeout, or the request being dropped), the guard
         // leaves the queue cleanly: a slot granted to a request that is gone is given back.
         let mut guard = QueueGuard { limiter: self, waiter: &waiter, rank, admitted: false };
-        let mut until = until;
+        let bound_end = until;
+        // A later rank kept from the last free slot by the first class's hold looks again when
+        // the hold ends.
+        let held = if rank == 0 {
+            None
+        } else {
+            self.reserve.others(self.in_flight.get(), self.limit(), self.baseline()).held_until
+        };
+        let mut until = held.map_or(until, |at| at.min(until));
         loop {
             let _ = monoio::time::timeout(until.saturating_duration_since(Instant::now()), Granted(&waiter)).await;
             let now = Instant::now();
-            if waiter.granted.get() || rank != 0 || now >= deadline {
+            if waiter.granted.get() || now >= deadline {
                 break;
+            }
+            if rank != 0 {
+                // A slot this waiter could take is held for the first class: look again when the
+                // hold ends, within the wait bound.
+                match waiter.recheck.take() {
+                    Some(at) if at < bound_end => {
+                        until = at;
+                        continue;
+                    }
+                    Some(_) => until = bound_end,
+                    None if now < bound_end => {
+                        self.dispatch(false);
+                        until = bound_end;
+                        continue;
+                    }
+                    None => break,
+                }
+                continue;
             }
             // The first class waited long enough for a slot under the limit. One above it will
             // do, unless requests are queueing at the upstream already (it would only queue
@@ -324,6 +362,7 @@ impl Limiter {
     fn take_slot(&self) {
         let n = self.in_flight.get() + 1;
         self.in_flight.set(n);
+        self.reserve.taken(n, self.limit());
         if let Some(g) = &self.gradient {
             let mut g = g.borrow_mut();
             g.observe_in_flight(n);
@@ -335,6 +374,7 @@ impl Limiter {
     fn release_slot(&self) {
         let n = self.in_flight.get().saturating_sub(1);
         self.in_flight.set(n);
+        self.reserve.freed(n, self.limit());
         if let Some(g) = &self.gradient {
             g.borrow_mut().set_in_flight(n, Instant::now());
         }
@@ -347,6 +387,7 @@ impl Limiter {
         let limit = self.limit();
         let adaptive = self.gradient.is_some();
         let mut handoff = freed;
+        let mut held = false;
         let mut waiters = self.waiters.borrow_mut();
         for (rank, queue) in waiters.iter_mut().enumerate() {
             while let Some(front) = queue.front() {
@@ -354,7 +395,20 @@ impl Limiter {
                     0 if !adaptive => self.max_requests,
                     0 if front.above_limit.get() => (limit + headroom(limit)).min(self.max_requests),
                     0 if handoff => limit.max(self.in_flight.get() + 1),
-                    _ => limit,
+                    0 => limit,
+                    _ => {
+                        let others = self.reserve.others(self.in_flight.get(), limit, self.baseline());
+                        if let Some(at) = others.held_until {
+                            // The last free slot is the first class's for now: the front waiter
+                            // looks again when the hold ends.
+                            held = true;
+                            front.recheck.set(Some(at));
+                            if let Some(waker) = front.waker.borrow_mut().take() {
+                                waker.wake();
+                            }
+                        }
+                        others.limit
+                    }
                 };
                 if self.in_flight.get() >= cap {
                     break;
@@ -368,7 +422,7 @@ impl Limiter {
                     waker.wake();
                 }
             }
-            if !queue.is_empty() && self.in_flight.get() >= limit {
+            if !queue.is_empty() && (held || self.in_flight.get() >= limit) {
                 // Lower ranks cannot get a slot this rank could not.
                 break;
             }
@@ -420,7 +474,7 @@ impl Future for Granted<'_> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0.granted.get() {
+        if self.0.granted.get() || self.0.recheck.get().is_some() {
             return Poll::Ready(());
         }
         *self.0.waker.borrow_mut() = Some(cx.waker().clone());
@@ -463,6 +517,7 @@ mod tests {
             enabled,
             classes: 4,
             queue_wait_factor: 1.0,
+            first_class_reserve: true,
             queue_delay_target: Duration::from_millis(5),
             queue_delay_interval: Duration::from_millis(100),
         }
@@ -594,6 +649,42 @@ mod tests {
             let held = l.admit(3, far()).await.0;
             assert!(matches!(held, Admission::Admitted(_)));
             assert!(matches!(l.admit(0, far()).await.0, Admission::Overflow));
+        });
+    }
+
+    #[test]
+    fn the_last_free_slot_waits_a_moment_for_the_first_class_then_goes_to_anyone() {
+        run(async {
+            let mut c = cluster(8, 8);
+            c.adaptive_concurrency.enabled = true;
+            c.adaptive_concurrency.initial_limit = 4;
+            let l = Rc::new(Limiter::new(&c, policy(true)));
+            l.gradient.as_ref().unwrap().borrow_mut().assume_measured(Duration::from_millis(200));
+            // Half the arrivals are first class: the hold is 200 ms x min(0.5, 1/4) = 50 ms.
+            for i in 0..640 {
+                l.reserve.arrival(if i % 2 == 0 { 0 } else { 2 });
+            }
+            let mut full = Vec::new();
+            for _ in 0..4 {
+                full.push(admitted(l.admit(2, far()).await));
+            }
+            drop(full.pop());
+            assert_eq!(l.in_flight(), 3);
+            assert!(matches!(l.admit(3, far()).await.0, Admission::Shed), "the held slot is not the last class's");
+            let critical = admitted(l.admit(0, far()).await);
+            assert_eq!(l.in_flight(), 4, "the first class took the held slot at once");
+            drop(critical);
+            // No first-class request comes: a middle class takes the slot when the hold ends,
+            // long before its own wait bound (200 ms).
+            let asked = Instant::now();
+            let normal = admitted(l.admit(1, far()).await);
+            assert!(asked.elapsed() >= Duration::from_millis(45), "{:?}", asked.elapsed());
+            assert_eq!(l.in_flight(), 4);
+            // Two slots free: nothing is held.
+            drop(normal);
+            drop(full.pop());
+            let _a = admitted(l.admit(3, far()).await);
+            assert_eq!(l.in_flight(), 3);
         });
     }
 

@@ -10,6 +10,7 @@ pub mod limiter;
 pub mod penalty;
 pub mod queue_delay;
 pub mod ratelimit_headers;
+pub mod reserve;
 
 use std::hash::Hash;
 use std::net::IpAddr;
@@ -30,6 +31,7 @@ pub fn policy(config: &Config) -> Policy {
         enabled: config.overload.enabled,
         classes: config.overload.classes.len().clamp(1, limiter::MAX_CLASSES),
         queue_wait_factor: config.overload.queue_wait_factor,
+        first_class_reserve: config.overload.first_class_reserve,
         queue_delay_target: config.overload.queue_delay_target,
         queue_delay_interval: config.overload.queue_delay_interval,
     }

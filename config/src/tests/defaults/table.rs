@@ -115,6 +115,7 @@ pub fn entries() -> Vec<Entry> {
             }
         }),
         e("overload.queue_wait_factor", OVERLOAD, |c| c.overload.queue_wait_factor.to_string()),
+        e("overload.first_class_reserve", OVERLOAD, |c| c.overload.first_class_reserve.to_string()),
         e("overload.queue_delay_target", OVERLOAD, |c| dur(c.overload.queue_delay_target)),
         e("overload.queue_delay_interval", OVERLOAD, |c| dur(c.overload.queue_delay_interval)),
         e("listeners[].backlog", G, |c| c.listeners[0].backlog.to_string()),

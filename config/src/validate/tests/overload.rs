@@ -23,6 +23,7 @@ fn default_overload() -> Overload {
         trusted_sources: Vec::new(),
         trusted_identities: Vec::new(),
         queue_wait_factor: 0.9,
+        first_class_reserve: true,
         queue_delay_target: Duration::from_millis(5),
         queue_delay_interval: Duration::from_millis(100),
     }
@@ -39,7 +40,7 @@ fn every_key() {
     let text = with_overload(
         "enabled = false\nclasses = [\"gold\", \"silver\", \"bronze\"]\ndefault_class = \"silver\"\n\
          priority_header = \"X-Gateway-Priority\"\n\
-         trusted_sources = [\"127.0.0.1\", \"10.0.0.0/8\", \"::1/128\", \"2001:db8::\"]\nqueue_wait_factor = 2\n\
+         trusted_sources = [\"127.0.0.1\", \"10.0.0.0/8\", \"::1/128\", \"2001:db8::\"]\nqueue_wait_factor = 2\nfirst_class_reserve = false\n\
          queue_delay_target = \"2ms\"\nqueue_delay_interval = \"50ms\"\n\
          trusted_identities = [\"spiffe://example.org/ns/ops/*\", \"batch.internal\"]\n",
     );
@@ -63,6 +64,7 @@ fn every_key() {
                 crate::model::IdentityMatch::Exact("batch.internal".to_owned()),
             ],
             queue_wait_factor: 2.0,
+            first_class_reserve: false,
             queue_delay_target: Duration::from_millis(2),
             queue_delay_interval: Duration::from_millis(50),
         }

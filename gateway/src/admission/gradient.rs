@@ -660,6 +660,27 @@ mod tests {
     /// slot under the limit is refused (what the last class sees: the bound on false shedding
     /// for every class). Returns each phase's counts.
     fn simulate(upstream: &mut Upstream, phases: &[(f64, f64, bool)], seed: u64) -> Vec<Phase> {
+        simulate_workers(upstream, phases, &[1.0], seed).into_iter().map(|mut p| p.workers.remove(0)).collect()
+    }
+
+    /// What one phase of a simulation with several workers saw.
+    #[derive(Debug, Default)]
+    struct WorkersPhase {
+        /// Each worker's counts.
+        workers: Vec<Phase>,
+        /// The sum of the workers' limits, sampled every 10 ms of the phase's second half.
+        limit_sums: Vec<usize>,
+    }
+
+    /// [`simulate`] with one controller per worker, all in front of the same upstream: each
+    /// arrival goes to worker `i` with probability `shares[i]` (connections spread unevenly over
+    /// the workers), and each worker sees only its own requests, as in the gateway.
+    fn simulate_workers(
+        upstream: &mut Upstream,
+        phases: &[(f64, f64, bool)],
+        shares: &[f64],
+        seed: u64,
+    ) -> Vec<WorkersPhase> {
         use std::cmp::Reverse;
         use std::collections::BinaryHeap;
         let start = Instant::now();
@@ -671,10 +692,18 @@ mod tests {
             tolerance: gateway_config::defaults::ADAPTIVE_TOLERANCE,
             probe_interval: gateway_config::defaults::ADAPTIVE_PROBE_INTERVAL,
         };
-        let mut g = Gradient::new(&defaults, 1024, start);
+        let mut gs: Vec<Gradient> = shares.iter().map(|_| Gradient::new(&defaults, 1024, start)).collect();
+        let mut in_flight = vec![0usize; shares.len()];
+        let limit = |g: &Gradient| {
+            if g.measured() {
+                g.limit()
+            } else {
+                g.limit() * crate::admission::limiter::UNVALIDATED_ROOM
+            }
+        };
         let mut rng = Rng(seed);
-        // Completions: (time in ns, sent at in ns).
-        let mut flying: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
+        // Completions: (time in ns, sent at in ns, worker).
+        let mut flying: BinaryHeap<Reverse<(u64, u64, usize)>> = BinaryHeap::new();
         let ns = |t: f64| (t * 1e9) as u64;
         let mut t = 0.0;
         let mut out = Vec::new();
@@ -683,37 +712,53 @@ mod tests {
                 upstream.halve();
             }
             let end = t + secs;
-            let mut phase = Phase::default();
+            let (mut phase, mut next_sample) = (WorkersPhase::default(), t + secs / 2.0);
+            phase.workers.resize_with(shares.len(), Phase::default);
             loop {
                 t += rng.exponential(1.0 / rate);
                 if t >= end {
                     t = end;
                     break;
                 }
-                while let Some(&Reverse((done, sent))) = flying.peek() {
+                while let Some(&Reverse((done, sent, w))) = flying.peek() {
                     if done > ns(t) {
                         break;
                     }
                     flying.pop();
                     let done_t = done as f64 / 1e9;
-                    g.set_in_flight(flying.len(), at(done_t));
-                    g.sample(Duration::from_nanos(done - sent), at(done_t));
+                    in_flight[w] -= 1;
+                    gs[w].set_in_flight(in_flight[w], at(done_t));
+                    gs[w].sample(Duration::from_nanos(done - sent), at(done_t));
                 }
-                phase.arrived += 1;
-                let limit =
-                    if g.measured() { g.limit() } else { g.limit() * crate::admission::limiter::UNVALIDATED_ROOM };
-                if flying.len() >= limit {
+                while next_sample <= t {
+                    phase.limit_sums.push(gs.iter().map(limit).sum());
+                    next_sample += 0.010;
+                }
+                let pick = rng.unit();
+                let mut w = 0;
+                let mut acc = 0.0;
+                for (i, share) in shares.iter().enumerate() {
+                    acc += share;
+                    w = i;
+                    if pick <= acc {
+                        break;
+                    }
+                }
+                let (g, p) = (&mut gs[w], &mut phase.workers[w]);
+                p.arrived += 1;
+                if in_flight[w] >= limit(g) {
                     g.note_bound();
-                    phase.refused += 1;
+                    p.refused += 1;
                     continue;
                 }
-                let n = flying.len() + 1;
+                in_flight[w] += 1;
+                let n = in_flight[w];
                 g.observe_in_flight(n);
                 g.set_in_flight(n, at(t));
-                let done = upstream.serve(t, n, &mut rng);
-                phase.latencies.push(done - t);
-                phase.peak = phase.peak.max(n);
-                flying.push(Reverse((ns(done), ns(t))));
+                let done = upstream.serve(t, flying.len() + 1, &mut rng);
+                p.latencies.push(done - t);
+                p.peak = p.peak.max(n);
+                flying.push(Reverse((ns(done), ns(t), w)));
             }
             out.push(phase);
         }
@@ -775,6 +820,53 @@ mod tests {
             let p99 = phases[2].p99();
             // The halving's transient: up to 3x (the controller before the elasticity: 2x).
             assert!(p99 < 0.040 * 3.2, "seed {seed}: p99 {p99} s at capacity 4 (the halving included)");
+        }
+    }
+
+    #[test]
+    fn workers_with_uneven_shares_each_get_served_but_their_limits_sum_above_the_capacity() {
+        // The pool scenario split over 2 and 4 workers, connections spread unevenly (issue 18):
+        // each worker's controller sees only its own requests and its own latency. What it does
+        // today, guarded here (`--nocapture` prints it): goodput stays at capacity and no worker
+        // starves, but the limits do not share the upstream: with 4 workers they sum to about
+        // 2-3x its capacity (one worker: about 1x), so its queue, and p99, grow (130-350 ms
+        // against 50-120 ms with one worker). A rise in latency that another worker's requests
+        // caused looks to each controller like latency that does not follow its own requests in
+        // flight. Feeding the others' requests in flight into the elasticity did not change
+        // that (tried); the limit needs a per-cluster total shared across workers (issue 18,
+        // item 4, open).
+        for shares in [&[0.7, 0.3][..], &[0.4, 0.3, 0.2, 0.1][..]] {
+            for seed in 1..=3 {
+                let mut up = Upstream::Pool { capacity: 8, service: 0.040, free_at: vec![0.0; 8] };
+                let mut phases = simulate_workers(
+                    &mut up,
+                    &[(20.0, 5.0, false), (600.0, 15.0, false), (600.0, 15.0, true)],
+                    shares,
+                    seed,
+                );
+                for (phase, capacity) in phases.iter_mut().skip(1).zip([8.0, 4.0]) {
+                    let served: usize = phase.workers.iter().map(|p| p.arrived - p.refused).sum();
+                    let goodput = served as f64 / 15.0;
+                    let rps = capacity / 0.040;
+                    phase.limit_sums.sort_unstable();
+                    let sum = phase.limit_sums.get(phase.limit_sums.len() / 2).copied().unwrap_or(0);
+                    let mut all: Vec<f64> = phase.workers.iter_mut().flat_map(|p| p.latencies.drain(..)).collect();
+                    all.sort_by(f64::total_cmp);
+                    let p99 = all.get(all.len() * 99 / 100).copied().unwrap_or(0.0);
+                    let per: Vec<f64> = phase.workers.iter().map(|p| (p.arrived - p.refused) as f64 / 15.0).collect();
+                    eprintln!(
+                        "{shares:?} seed {seed} capacity {capacity}: goodput {goodput:.0}/s, limits sum {sum}, p99 {:.0} ms, per worker {per:.0?}/s",
+                        p99 * 1000.0
+                    );
+                    assert!(goodput > 0.85 * rps, "{shares:?} seed {seed}: goodput {goodput}/s of {rps}");
+                    for (i, (got, share)) in per.iter().zip(shares).enumerate() {
+                        assert!(
+                            *got > 0.4 * share * rps,
+                            "{shares:?} seed {seed}: worker {i} (share {share}) served {got}/s of {rps}"
+                        );
+                    }
+                }
+            }
         }
     }
 }

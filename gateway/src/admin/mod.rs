@@ -8,7 +8,7 @@
 //! | `GET /stats` | per-worker counters and totals (JSON) |
 //! | `GET /server_info` | version, workers, pinned cores, I/O drivers, cgroup quota, uptime |
 //! | `GET /config` | the effective config (secrets redacted), version, hash, loaded_at, source, reload status |
-//! | `GET /clusters` | clusters and their endpoints: load, active health, ejections per worker |
+//! | `GET /clusters` | clusters and their endpoints: load, active health, ejections per worker; each host name's lookups |
 //! | `GET /metrics` | Prometheus text: per-worker, per-route and per-cluster series |
 //! | `POST /reload` | re-read the config file; 200 with the applied version, 400 with every error |
 //! | `POST /drain` | stop accepting and drain, as on SIGTERM |

@@ -90,10 +90,12 @@ impl DnsStatus {
         out
     }
 
-    fn record(&self, cluster: &str, name: &str, answer: &Result<Vec<SocketAddr>, String>) {
+    /// Records one lookup; returns whether the name's previous lookup had failed.
+    fn record(&self, cluster: &str, name: &str, answer: &Result<Vec<SocketAddr>, String>) -> bool {
         let mut map = lock(&self.0);
         let c = map.entry(cluster.to_owned()).or_default();
         let n = c.names.entry(name.to_owned()).or_default();
+        let was_failing = n.last_error.is_some();
         let now = unix_now();
         c.resolutions += 1;
         n.resolutions += 1;
@@ -110,6 +112,7 @@ impl DnsStatus {
                 n.last_failure = Some(now);
             }
         }
+        was_failing
     }
 
     fn changed(&self, cluster: &str) {
@@ -161,11 +164,18 @@ fn run(shared: &Shared, control: &Control, status: &DnsStatus) {
                 .map(|spec| {
                     spec.is_name.then(|| {
                         let answer = gateway_config::resolve::resolve(&spec.name, hosts_file);
-                        if let Err(message) = &answer {
-                            tracing::warn!(cluster = %cluster.name, endpoint = %spec.name, error = %message,
-                                "endpoint name did not resolve; its last good addresses stay in use");
+                        let was_failing = status.record(&cluster.name, &spec.name, &answer);
+                        match &answer {
+                            // Once per outage, not every round.
+                            Err(message) if !was_failing => {
+                                tracing::warn!(cluster = %cluster.name, endpoint = %spec.name, error = %message,
+                                    "endpoint name did not resolve; its last good addresses stay in use")
+                            }
+                            Ok(_) if was_failing => {
+                                tracing::info!(cluster = %cluster.name, endpoint = %spec.name, "endpoint name resolves again")
+                            }
+                            _ => {}
                         }
-                        status.record(&cluster.name, &spec.name, &answer);
                         answer
                     })
                 })

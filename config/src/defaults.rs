@@ -115,6 +115,9 @@ pub const DIRECT_RESPONSE_STATUS: u16 = 200;
 pub const BALANCER: Balancer = Balancer::P2c;
 /// `clusters[].connect_timeout`.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// `clusters[].dns_refresh`: how often host-name endpoints are resolved again (when any
+/// endpoint of the cluster is a host name).
+pub const DNS_REFRESH: Duration = Duration::from_secs(5);
 /// `clusters[].pool.max_idle_per_endpoint`.
 pub const POOL_MAX_IDLE_PER_ENDPOINT: usize = 1024;
 /// `clusters[].pool.idle_timeout`.
@@ -279,6 +282,9 @@ pub const H2_WINDOW_RANGE: std::ops::RangeInclusive<i64> = 65_535..=2_147_483_64
 pub const H2_FRAME_RANGE: std::ops::RangeInclusive<i64> = 16_384..=16_777_215;
 /// Accepted `server.http2.max_resets`, `max_control_frames` and `max_empty_frames`.
 pub const H2_FLOOD_LIMIT_RANGE: std::ops::RangeInclusive<i64> = 1..=1_000_000;
+/// Accepted `clusters[].dns_refresh`.
+pub const DNS_REFRESH_RANGE: std::ops::RangeInclusive<Duration> =
+    Duration::from_millis(100)..=Duration::from_secs(60 * 60);
 /// Accepted `clusters[].health_check.interval`.
 pub const HEALTH_INTERVAL_RANGE: std::ops::RangeInclusive<Duration> =
     Duration::from_millis(100)..=Duration::from_secs(60 * 60);

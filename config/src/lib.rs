@@ -20,6 +20,7 @@ mod locate;
 pub mod model;
 mod problems;
 mod raw;
+pub mod resolve;
 mod sections;
 pub mod timeouts;
 mod units;
@@ -28,6 +29,7 @@ pub mod watch;
 
 pub use error::{ConfigError, ConfigErrors};
 pub use model::*;
+pub use units::show_duration;
 
 use std::path::Path;
 

@@ -120,6 +120,9 @@ pub struct Server {
     /// Unix socket on which a new gateway process takes over the listening sockets (binary
     /// upgrade, `gateway run --takeover`); `None`: no takeover.
     pub upgrade_socket: Option<std::path::PathBuf>,
+    /// An /etc/hosts-style file consulted before the system resolver for endpoint host names
+    /// (read again at every resolution); `None`: the system resolver alone.
+    pub hosts_file: Option<std::path::PathBuf>,
     /// Started as root: the user to switch to once the listeners and the admin port are bound,
     /// before any worker starts (its primary group unless `group` is set). Started as another
     /// user: must name that user or be absent. `None`: stay as started (root needs
@@ -604,8 +607,16 @@ pub struct Redirect {
 pub struct Cluster {
     /// Unique name.
     pub name: String,
-    /// At least one endpoint.
+    /// The endpoints in use: every address of every configured endpoint (a host name yields
+    /// all its addresses, each with the configured weight), each address once. Resolved at
+    /// load; the gateway replaces this list as names re-resolve (see `dns_refresh`).
     pub endpoints: Vec<Endpoint>,
+    /// The endpoints as written, in file order: what `endpoints` is resolved from.
+    pub configured: Vec<ConfiguredEndpoint>,
+    /// How often host-name endpoints are resolved again; `None` when every endpoint is an IP
+    /// literal (never re-resolved).
+    #[serde(serialize_with = "ser::opt_duration")]
+    pub dns_refresh: Option<Duration>,
     pub balancer: Balancer,
     pub pool: PoolSettings,
     #[serde(serialize_with = "ser::duration")]
@@ -671,12 +682,37 @@ pub struct RetryBudget {
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Endpoint {
-    /// As written in the file (`host:port`), for logs and stats.
+    /// As written in the file (`host:port`), for logs and stats; the addresses of one host
+    /// name share it.
     pub name: String,
-    /// Resolved once at load time.
+    /// One address of `name`.
     pub address: SocketAddr,
+    /// At least 1 (the configured endpoint's).
+    pub weight: u32,
+}
+
+impl Endpoint {
+    /// The key consistent hashing places this endpoint by: the name as written for an IP
+    /// literal, the address for one of a host name's addresses (so that every gateway
+    /// resolving the same addresses builds the same table).
+    pub fn hash_key(&self) -> std::borrow::Cow<'_, str> {
+        if self.name.parse::<SocketAddr>().is_ok() {
+            std::borrow::Cow::Borrowed(&self.name)
+        } else {
+            std::borrow::Cow::Owned(self.address.to_string())
+        }
+    }
+}
+
+/// One endpoint as written in the file.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ConfiguredEndpoint {
+    /// `host:port` as written.
+    pub name: String,
     /// At least 1.
     pub weight: u32,
+    /// A host name (re-resolved every `dns_refresh`), not an IP literal.
+    pub is_name: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

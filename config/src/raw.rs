@@ -29,6 +29,7 @@ pub(crate) struct RawServer {
     pub via: Option<String>,
     pub watch: Option<bool>,
     pub upgrade_socket: Option<String>,
+    pub hosts_file: Option<String>,
     pub user: Option<String>,
     pub group: Option<String>,
     pub deadline_header: Option<String>,
@@ -287,6 +288,7 @@ pub(crate) struct RawCluster {
     pub name: String,
     #[serde(default)]
     pub endpoints: Vec<RawEndpoint>,
+    pub dns_refresh: Option<IntOrStr>,
     pub balancer: Option<String>,
     pub connect_timeout: Option<IntOrStr>,
     #[serde(default)]

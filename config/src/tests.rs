@@ -24,6 +24,7 @@ fn defaults_of_a_minimal_file() {
         watch: true,
         deadline_header: None,
         upgrade_socket: None,
+        hosts_file: None,
         user: None,
         group: None,
         access_log: None,
@@ -151,7 +152,7 @@ conect_timeout = "3s"
         errors.to_string(),
         "gateway.toml:3: server.drain_timeout: invalid duration \"30\": expected an integer followed by ms, s, m or h (e.g. \"250ms\", \"10s\", \"2m\", \"1h\")\n\
          gateway.toml:12: routes[0].cluster: unknown cluster \"apii\" (known: api)\n\
-         gateway.toml:18: clusters[0].conect_timeout: unknown field `conect_timeout`, expected one of `name`, `endpoints`, `balancer`, `connect_timeout`, `pool`, `caps`, `adaptive_concurrency`, `retry_budget`, `protocol`, `tls`, `health_check`, `outlier_detection`, `all_unhealthy`, `hash_key`"
+         gateway.toml:18: clusters[0].conect_timeout: unknown field `conect_timeout`, expected one of `name`, `endpoints`, `dns_refresh`, `balancer`, `connect_timeout`, `pool`, `caps`, `adaptive_concurrency`, `retry_budget`, `protocol`, `tls`, `health_check`, `outlier_detection`, `all_unhealthy`, `hash_key`"
     );
     let lines: Vec<Option<usize>> = errors.errors.iter().map(|e| e.line).collect();
     assert_eq!(lines, [Some(3), Some(12), Some(18)]);
@@ -274,6 +275,8 @@ fn full_example_sets_every_key() {
         "weight",
         "balancer",
         "connect_timeout",
+        "dns_refresh",
+        "hosts_file",
         "max_idle_per_endpoint",
         "idle_timeout",
         "enabled",

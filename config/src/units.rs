@@ -39,7 +39,7 @@ pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
 }
 
 /// A duration as the config writes it: `"250ms"`, `"15s"` (whole milliseconds).
-pub(crate) fn show_duration(d: Duration) -> String {
+pub fn show_duration(d: Duration) -> String {
     let ms = d.as_millis();
     if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)

@@ -183,6 +183,29 @@ impl Control {
         Ok(Applied { version, hash: hex(hash), warnings, changed: true })
     }
 
+    /// Publishes new endpoint sets found by re-resolving host names, without a reload: each
+    /// update names a cluster, the endpoints as configured that it was resolved from, and the
+    /// resolved set. An update whose cluster a reload changed meanwhile (other configured
+    /// endpoints, or gone) is dropped. Returns the clusters changed.
+    pub fn publish_endpoints(&self, updates: Vec<crate::dns::Update>) -> Vec<String> {
+        let _serialized_with_reloads = self.lock();
+        let current = self.shared.snapshot.load_full();
+        let mut config = (*current.config).clone();
+        let mut changed = Vec::new();
+        for update in updates {
+            let found =
+                config.clusters.iter_mut().find(|c| c.name == update.cluster && c.configured == update.configured);
+            if let Some(cluster) = found.filter(|c| c.endpoints != update.endpoints) {
+                cluster.endpoints = update.endpoints;
+                changed.push(update.cluster);
+            }
+        }
+        if !changed.is_empty() {
+            self.shared.snapshot.store(Arc::new(current.with_endpoints(config)));
+        }
+        changed
+    }
+
     pub fn status(&self) -> ReloadStatus {
         let s = self.lock();
         ReloadStatus {

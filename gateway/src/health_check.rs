@@ -64,15 +64,17 @@ struct Task {
 
 async fn run(shared: Arc<Shared>) {
     let mut tasks: HashMap<HealthKey, Task> = HashMap::new();
-    let mut version = None;
+    // The config the tasks follow: a new snapshot with the same version can carry new
+    // endpoints (host names re-resolved), so the config itself is compared.
+    let mut following: Option<Arc<Config>> = None;
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(7, |d| d.as_nanos() as u64);
     let rng = XorShift::new(seed);
     let mut keep = HashSet::new();
     let mut ticks: u64 = 0;
     while !shared.draining.load(Ordering::Acquire) {
         let snap = shared.snapshot.load_full();
-        if version != Some(snap.version) {
-            version = Some(snap.version);
+        if !following.as_ref().is_some_and(|f| Arc::ptr_eq(f, &snap.config)) {
+            following = Some(Arc::clone(&snap.config));
             keep = reconcile(&shared.health, &snap.config, &mut tasks, &rng);
         }
         ticks += 1;

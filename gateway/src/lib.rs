@@ -22,6 +22,7 @@ pub mod worker;
 
 // The process around the workers.
 pub mod control;
+pub mod dns;
 pub mod health_check;
 pub mod logging;
 pub mod privileges;
@@ -79,6 +80,9 @@ pub struct Gateway {
     cert_poller: Option<std::thread::JoinHandle<()>>,
     /// The process's one active health checker (`health_check`); ends on drain.
     health_checker: Option<std::thread::JoinHandle<()>>,
+    /// The process's one resolver of host-name endpoints (`dns`); ends on drain.
+    resolver: Option<std::thread::JoinHandle<()>>,
+    dns: Arc<dns::DnsStatus>,
     /// Hands the listening sockets to a successor process (`server.upgrade_socket`).
     upgrade_thread: Option<std::thread::JoinHandle<()>>,
     upgrade_stop: Arc<AtomicBool>,
@@ -246,6 +250,8 @@ impl Gateway {
             watcher: None,
             cert_poller: None,
             health_checker: None,
+            resolver: None,
+            dns: Arc::default(),
             upgrade_thread: None,
             upgrade_stop: Arc::new(AtomicBool::new(false)),
             handed_over: Arc::new(AtomicBool::new(false)),
@@ -253,6 +259,12 @@ impl Gateway {
         match health_check::start(Arc::clone(&gateway.shared)) {
             Ok(t) => gateway.health_checker = Some(t),
             Err(e) => tracing::error!(error = %e, "cannot start the health checker; endpoints stay healthy"),
+        }
+        match dns::start(Arc::clone(&gateway.shared), Arc::clone(&gateway.control), Arc::clone(&gateway.dns)) {
+            Ok(t) => gateway.resolver = Some(t),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start the resolver; host-name endpoints keep their addresses")
+            }
         }
         if let (true, Some(path)) = (watch, gateway.control.source().map(std::path::Path::to_path_buf)) {
             let control = Arc::clone(&gateway.control);
@@ -299,6 +311,7 @@ impl Gateway {
                 info,
                 started,
                 token: admin.token.clone(),
+                dns: Arc::clone(&gateway.dns),
             };
             let server = match admin_listener {
                 Some(listener) => gateway_admin::AdminServer::from_listener(listener, admin::handler(ctx)),
@@ -436,6 +449,9 @@ impl Gateway {
             let _ = t.join();
         }
         if let Some(t) = self.health_checker.take() {
+            let _ = t.join();
+        }
+        if let Some(t) = self.resolver.take() {
             let _ = t.join();
         }
         if let Some(log) = self.access_log.take() {

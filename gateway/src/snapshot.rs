@@ -68,6 +68,23 @@ impl Snapshot {
             tls,
         }
     }
+
+    /// This snapshot with `config`, which differs from its config only in clusters' resolved
+    /// endpoints (see `crate::dns`): the version, hash, load time, listeners and TLS stay, so
+    /// `/config` shows no reload; workers see a new snapshot and carry their state over.
+    pub fn with_endpoints(&self, config: Config) -> Self {
+        let mut next = Self::new(
+            self.version,
+            self.hash,
+            self.source.clone(),
+            config,
+            self.bindings.clone(),
+            self.tls.clone(),
+            Some(self),
+        );
+        next.loaded_at = self.loaded_at;
+        next
+    }
 }
 
 #[cfg(test)]

@@ -17,17 +17,22 @@ fn every_document_parses_and_has_an_expected_kind() {
         docs.iter().map(|(file, doc)| (file.clone(), str_at(doc, &["kind"]).to_owned())).collect();
     for (file, kind) in &kinds {
         assert!(
-            ["Namespace", "ConfigMap", "Secret", "DaemonSet", "PodDisruptionBudget", "Kustomization"]
+            ["Namespace", "ConfigMap", "Secret", "DaemonSet", "PodDisruptionBudget", "Kustomization", "Service"]
                 .contains(&kind.as_str()),
             "{file}: unexpected kind {kind}"
         );
     }
-    for expected in ["Namespace", "ConfigMap", "Secret", "DaemonSet", "PodDisruptionBudget", "Kustomization"] {
+    for expected in ["Namespace", "ConfigMap", "Secret", "DaemonSet", "PodDisruptionBudget", "Kustomization", "Service"]
+    {
         assert_eq!(kinds.iter().filter(|(_, k)| k == expected).count(), 1, "one {expected} in {kinds:?}");
     }
     for (file, doc) in &docs {
         if str_at(doc, &["kind"]) != "Kustomization" {
             assert_eq!(str_at(doc, &["metadata", "namespace"]).is_empty(), file == "namespace.yaml", "{file}");
+        }
+        if str_at(doc, &["kind"]) == "Service" {
+            // The example is the application's, in its own namespace.
+            assert_eq!(str_at(doc, &["metadata", "namespace"]), "web", "{file}");
         }
     }
 }
@@ -38,7 +43,7 @@ fn kustomization_lists_every_resource_but_the_example_secret() {
     let listed: Vec<&str> = seq_at(&kustomization, &["resources"]).iter().map(|v| v.as_str().unwrap()).collect();
     for file in yaml_files() {
         let name = file.file_name().unwrap().to_str().unwrap();
-        let expected = !matches!(name, "kustomization.yaml" | "secret-example.yaml");
+        let expected = !matches!(name, "kustomization.yaml" | "secret-example.yaml" | "headless-service-example.yaml");
         assert_eq!(listed.contains(&name), expected, "{name} in kustomization resources {listed:?}");
     }
     for name in &listed {
@@ -253,10 +258,41 @@ fn single(kind: &str) -> Value {
     doc
 }
 
+/// The ConfigMap's gateway.toml, loaded with the example headless Service's name answered by a
+/// hosts file (there is no cluster DNS here) with two pod addresses.
 fn gateway_config() -> gateway_config::Config {
     let configmap = single("ConfigMap");
     let text = str_at(&configmap, &["data", "gateway.toml"]);
-    gateway_config::parse(text, "configmap.yaml:gateway.toml").unwrap_or_else(|e| panic!("{e}"))
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let hosts = std::env::temp_dir().join(format!("gw-k8s-hosts-{}-{call}", std::process::id()));
+    std::fs::write(&hosts, format!("10.244.1.7 {HEADLESS}\n10.244.2.9 {HEADLESS}\n")).unwrap();
+    let text = text.replacen("[server]\n", &format!("[server]\nhosts_file = {:?}\n", hosts.display().to_string()), 1);
+    let config = gateway_config::parse(&text, "configmap.yaml:gateway.toml").unwrap_or_else(|e| panic!("{e}"));
+    let _ = std::fs::remove_file(&hosts);
+    config
+}
+
+/// The name of the headless Service in headless-service-example.yaml.
+const HEADLESS: &str = "web-pods.web.svc.cluster.local";
+
+#[test]
+fn the_web_cluster_follows_the_pods_of_a_headless_service() {
+    let service = single("Service");
+    assert_eq!(str_at(&service, &["spec", "clusterIP"]), "None", "headless");
+    let name = format!(
+        "{}.{}.svc.cluster.local",
+        str_at(&service, &["metadata", "name"]),
+        str_at(&service, &["metadata", "namespace"])
+    );
+    assert_eq!(name, HEADLESS);
+    let port = at(&seq_at(&service, &["spec", "ports"])[0], &["port"]).as_u64().unwrap();
+    let config = gateway_config();
+    let web = config.clusters.iter().find(|c| c.name == "web").expect("cluster web");
+    assert_eq!(web.configured[0].name, format!("{HEADLESS}:{port}"));
+    assert_eq!(web.dns_refresh, Some(Duration::from_secs(5)));
+    let pods: Vec<String> = web.endpoints.iter().map(|e| e.address.to_string()).collect();
+    assert_eq!(pods, ["10.244.1.7:8080", "10.244.2.9:8080"], "every pod is an endpoint");
 }
 
 fn gateway_container(ds: &Value) -> &Value {

@@ -30,8 +30,19 @@ const LAYERS: &[&str] = &[
 ];
 
 /// The process around the workers (boot, control, admin): may use anything.
-const PROCESS: &[&str] =
-    &["lib", "main", "control", "drain", "admin", "health_check", "logging", "upgrade", "privileges", "sdnotify"];
+const PROCESS: &[&str] = &[
+    "lib",
+    "main",
+    "control",
+    "dns",
+    "drain",
+    "admin",
+    "health_check",
+    "logging",
+    "upgrade",
+    "privileges",
+    "sdnotify",
+];
 
 #[test]
 fn modules_use_only_the_layers_below_them() {

@@ -1,25 +1,28 @@
-//! `[[clusters]]`: endpoints (resolved once, here), balancer, pool, connect timeout, caps,
+//! `[[clusters]]`: endpoints (resolved here to every address; re-resolved by the gateway), balancer, pool, connect timeout, caps,
 //! adaptive concurrency, protocol and TLS; health checks and outlier detection in `health`.
 
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 
 use crate::defaults;
 use crate::locate::KeyPath;
-use crate::model::{Balancer, Cluster, Endpoint, PoolSettings, UpstreamProtocol, UpstreamTls};
+use crate::model::{Balancer, Cluster, ConfiguredEndpoint, Endpoint, PoolSettings, UpstreamProtocol, UpstreamTls};
 use crate::problems::Problems;
 use crate::raw::{RawCluster, RawEndpoint, RawUpstreamTls};
+use crate::resolve::{resolve, Target};
 use crate::sections::Parsed;
 
 use super::fields::{check_name, choice, duration, int_in};
-use super::{check_unique_names, names, PLACEHOLDER_ADDRESS};
+use super::{check_unique_names, names};
 use super::{concurrency, health, tls};
 
-/// Converts every cluster, resolving each endpoint with the system resolver; relative file
-/// paths are resolved against `base`.
+/// Converts every cluster, resolving each host-name endpoint to all its addresses
+/// (`hosts_file` first, then the system resolver); relative file paths are resolved against
+/// `base`.
 pub(super) fn convert(
     raw: &[Parsed<RawCluster>],
     base: Option<&Path>,
+    hosts_file: Option<&Path>,
     classes_named: bool,
     p: &mut Problems<'_>,
 ) -> Vec<Cluster> {
@@ -34,21 +37,39 @@ pub(super) fn convert(
             p.at(&path.key("endpoints"), "cluster has no endpoints: add at least one \"host:port\" to `endpoints`");
         }
         let mut endpoints: Vec<Endpoint> = Vec::with_capacity(c.endpoints.len());
+        let mut configured = Vec::with_capacity(c.endpoints.len());
         for (j, raw_endpoint) in c.endpoints.iter().enumerate() {
             let at = path.key("endpoints").index(j);
-            let endpoint = endpoint(raw_endpoint, p, &at);
-            let duplicate = endpoints.iter().position(|e| e.address == endpoint.address);
-            if let (Some(k), false) = (duplicate, endpoint.address == PLACEHOLDER_ADDRESS) {
+            let (spec, addresses) = endpoint(raw_endpoint, hosts_file, p, &at);
+            for address in addresses {
+                if let Some(k) = endpoints.iter().position(|e| e.address == address) {
+                    p.at(
+                        &at,
+                        format!(
+                            "endpoint {:?} resolves to {address}, like endpoints[{k}] ({:?}): list each endpoint once and use `weight`",
+                            spec.name, endpoints.get(k).map_or("", |e| e.name.as_str())
+                        ),
+                    );
+                }
+                endpoints.push(Endpoint { name: spec.name.clone(), address, weight: spec.weight });
+            }
+            configured.push(spec);
+        }
+        let dns_refresh = if configured.iter().any(|e| e.is_name) {
+            let refresh = duration(p, &path.key("dns_refresh"), c.dns_refresh.as_ref(), defaults::DNS_REFRESH);
+            if !defaults::DNS_REFRESH_RANGE.contains(&refresh) {
+                p.at(&path.key("dns_refresh"), format!("dns_refresh must be between 100ms and 1h, got {refresh:?}"));
+            }
+            Some(refresh)
+        } else {
+            if c.dns_refresh.is_some() && !c.endpoints.is_empty() {
                 p.at(
-                    &at,
-                    format!(
-                        "endpoint {:?} resolves to {}, like endpoints[{k}] ({:?}): list each endpoint once and use `weight`",
-                        endpoint.name, endpoint.address, endpoints.get(k).map_or("", |e| e.name.as_str())
-                    ),
+                    &path.key("dns_refresh"),
+                    "dns_refresh applies to endpoints given as host names, and every endpoint here is an IP address: remove it",
                 );
             }
-            endpoints.push(endpoint);
-        }
+            None
+        };
         let pool_path = path.key("pool");
         let caps_path = path.key("caps");
         let caps = concurrency::caps(&c.caps, p, &caps_path);
@@ -92,6 +113,8 @@ pub(super) fn convert(
         out.push(Cluster {
             name: c.name.clone(),
             endpoints,
+            configured,
+            dns_refresh,
             balancer,
             pool: PoolSettings {
                 max_idle_per_endpoint: int_in(
@@ -185,42 +208,22 @@ fn default_sni(endpoints: &[RawEndpoint]) -> Result<String, String> {
     }
 }
 
-fn endpoint(raw: &RawEndpoint, p: &mut Problems<'_>, path: &KeyPath) -> Endpoint {
+/// One configured endpoint and every address it resolves to now (none when it is invalid or
+/// does not resolve, which is reported).
+fn endpoint(
+    raw: &RawEndpoint,
+    hosts_file: Option<&Path>,
+    p: &mut Problems<'_>,
+    path: &KeyPath,
+) -> (ConfiguredEndpoint, Vec<SocketAddr>) {
     let weight =
         int_in(p, &path.key("weight"), raw.weight, 1..=defaults::MAX_ENDPOINT_WEIGHT, defaults::ENDPOINT_WEIGHT);
-    let address = resolve(&raw.address).unwrap_or_else(|message| {
-        // Point at `address` in the table form, at the string itself otherwise.
-        let at = if raw.is_table { path.key("address") } else { path.clone() };
+    // Point at `address` in the table form, at the string itself otherwise.
+    let at = if raw.is_table { path.key("address") } else { path.clone() };
+    let is_name = Target::parse(&raw.address).is_ok_and(|t| t.is_name());
+    let addresses = resolve(&raw.address, hosts_file).unwrap_or_else(|message| {
         p.at(&at, message);
-        PLACEHOLDER_ADDRESS
+        Vec::new()
     });
-    Endpoint { name: raw.address.clone(), address, weight }
-}
-
-/// Resolves `host:port` once and keeps the first address.
-fn resolve(text: &str) -> Result<SocketAddr, String> {
-    if let Ok(address) = text.parse::<SocketAddr>() {
-        return usable(text, address);
-    }
-    let Some((host, port)) = text.rsplit_once(':') else {
-        return Err(format!(
-            "invalid endpoint {text:?}: expected host:port, e.g. \"10.0.0.7:8080\" or \"origin.internal:80\""
-        ));
-    };
-    if host.is_empty() || port.parse::<u16>().is_err() {
-        return Err(format!("invalid endpoint {text:?}: expected host:port with a port from 1 to 65535"));
-    }
-    let mut addresses = text.to_socket_addrs().map_err(|e| format!("cannot resolve endpoint {text:?}: {e}"))?;
-    let address = addresses.next().ok_or_else(|| format!("endpoint {text:?} resolved to no address"))?;
-    usable(text, address)
-}
-
-fn usable(text: &str, address: SocketAddr) -> Result<SocketAddr, String> {
-    if address.port() == 0 {
-        return Err(format!("endpoint {text:?}: port 0 cannot be connected to"));
-    }
-    if address.ip().is_unspecified() || address.ip().is_multicast() {
-        return Err(format!("endpoint {text:?}: {} cannot be connected to", address.ip()));
-    }
-    Ok(address)
+    (ConfiguredEndpoint { name: raw.address.clone(), weight, is_name }, addresses)
 }

@@ -42,8 +42,8 @@ const PLACEHOLDER_ADDRESS: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNS
 pub(crate) fn convert(raw: &RawConfig, base: Option<&Path>, p: &mut Problems<'_>) -> Config {
     let server_path = KeyPath::root().key("server");
     let server = match raw.server.ok() {
-        Some(raw_server) => convert_server(raw_server, p, &server_path),
-        None => convert_server(&RawServer::default(), p, &server_path),
+        Some(raw_server) => convert_server(raw_server, base, p, &server_path),
+        None => convert_server(&RawServer::default(), base, p, &server_path),
     };
     let listeners = match &raw.listeners {
         Some(listeners) => listeners::convert(listeners, base, p),
@@ -58,7 +58,7 @@ pub(crate) fn convert(raw: &RawConfig, base: Option<&Path>, p: &mut Problems<'_>
     let classes_named =
         raw.routes.as_deref().unwrap_or_default().iter().any(|r| r.ok().is_some_and(|r| r.priority.is_some()))
             || raw.overload.ok().is_some_and(|o| o.priority_header.is_some());
-    let clusters = clusters::convert(raw_clusters, base, classes_named, p);
+    let clusters = clusters::convert(raw_clusters, base, server.hosts_file.as_deref(), classes_named, p);
     let overload_path = KeyPath::root().key("overload");
     let overload = match raw.overload.ok() {
         Some(raw_overload) => overload::convert(raw_overload, p, &overload_path),
@@ -104,7 +104,7 @@ fn check_unique_names(names: &[Option<String>], section: &str, p: &mut Problems<
     }
 }
 
-fn convert_server(raw: &RawServer, p: &mut Problems<'_>, path: &KeyPath) -> Server {
+fn convert_server(raw: &RawServer, base: Option<&Path>, p: &mut Problems<'_>, path: &KeyPath) -> Server {
     let workers = match &raw.workers {
         None => defaults::WORKERS,
         Some(IntOrStr::Str(s)) if s == "auto" => Workers::Auto,
@@ -175,6 +175,13 @@ fn convert_server(raw: &RawServer, p: &mut Problems<'_>, path: &KeyPath) -> Serv
                 p.at(&path.key("upgrade_socket"), message);
                 None
             }
+        }),
+        hosts_file: raw.hosts_file.as_ref().map(|text| {
+            let file = tls::file(text, base, p, &path.key("hosts_file"));
+            if let Err(e) = std::fs::read_to_string(&file) {
+                p.at(&path.key("hosts_file"), format!("cannot read {}: {e}", file.display()));
+            }
+            file
         }),
         user: account_name(p, &path.key("user"), raw.user.as_ref()),
         group: match (&raw.group, &raw.user) {

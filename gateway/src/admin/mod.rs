@@ -8,7 +8,7 @@
 //! | `GET /stats` | per-worker counters and totals (JSON) |
 //! | `GET /server_info` | version, workers, pinned cores, I/O drivers, cgroup quota, uptime |
 //! | `GET /config` | the effective config (secrets redacted), version, hash, loaded_at, source, reload status |
-//! | `GET /clusters` | clusters and their endpoints: load, active health, ejections per worker |
+//! | `GET /clusters` | clusters and their endpoints: load, active health, ejections per worker; each host name's lookups |
 //! | `GET /metrics` | Prometheus text: per-worker, per-route and per-cluster series |
 //! | `POST /reload` | re-read the config file; 200 with the applied version, 400 with every error |
 //! | `POST /drain` | stop accepting and drain, as on SIGTERM |
@@ -69,6 +69,8 @@ pub struct AdminContext {
     pub info: ServerInfo,
     pub started: Instant,
     pub token: Option<String>,
+    /// What the resolver of host-name endpoints has done.
+    pub dns: Arc<crate::dns::DnsStatus>,
 }
 
 /// Admin requests by path: one counter per entry of [`ENDPOINTS`], then one for any other
@@ -196,6 +198,7 @@ fn prometheus(ctx: &AdminContext, req: &Request) -> Response {
         classes: snap.config.overload.classes.clone(),
         health: ctx.shared.health.samples(),
         endpoints: endpoint_samples(ctx),
+        dns: ctx.dns.samples(),
     };
     let workers: Vec<_> = ctx.stats.iter().cloned().zip(ctx.metrics.iter().cloned()).collect();
     let mut out = String::with_capacity(16 * 1024);
@@ -255,6 +258,35 @@ fn config(ctx: &AdminContext) -> Response {
     )
 }
 
+/// A cluster's host names and their last lookups (`null` when every endpoint is an IP).
+fn dns_json(ctx: &AdminContext, c: &gateway_config::Cluster) -> serde_json::Value {
+    let Some(refresh) = c.dns_refresh else { return serde_json::Value::Null };
+    let status = ctx.dns.cluster(&c.name);
+    let names: Vec<serde_json::Value> = c
+        .configured
+        .iter()
+        .filter(|e| e.is_name)
+        .map(|e| {
+            let in_use: Vec<String> =
+                c.endpoints.iter().filter(|x| x.name == e.name).map(|x| x.address.to_string()).collect();
+            let mut v =
+                serde_json::to_value(status.names.get(&e.name).cloned().unwrap_or_default()).unwrap_or_default();
+            if let Some(obj) = v.as_object_mut() {
+                obj.insert("name".into(), e.name.clone().into());
+                obj.insert("in_use".into(), in_use.into());
+            }
+            v
+        })
+        .collect();
+    serde_json::json!({
+        "refresh": gateway_config::show_duration(refresh),
+        "resolutions": status.resolutions,
+        "failures": status.failures,
+        "changes": status.changes,
+        "names": names,
+    })
+}
+
 fn clusters(ctx: &AdminContext) -> Response {
     let snap = ctx.shared.snapshot.load();
     use std::sync::atomic::Ordering::Relaxed;
@@ -286,6 +318,7 @@ fn clusters(ctx: &AdminContext) -> Response {
                 "name": c.name,
                 "balancer": c.balancer,
                 "all_unhealthy": c.all_unhealthy,
+                "dns": dns_json(ctx, c),
                 "endpoints": c.endpoints.iter().map(|e| {
                     let ((in_flight, idle), workers) = live.get(&(c.name.clone(), e.address)).cloned().unwrap_or_default();
                     let health = ctx.shared.health.get(&c.name, e.address).map_or_else(

@@ -491,6 +491,8 @@ mod tests {
         Cluster {
             name: "c".into(),
             endpoints: Vec::new(),
+            configured: Vec::new(),
+            dns_refresh: None,
             balancer: gateway_config::Balancer::P2c,
             pool: PoolSettings { max_idle_per_endpoint: 1, idle_timeout: Duration::from_secs(1) },
             connect_timeout: Duration::from_secs(1),

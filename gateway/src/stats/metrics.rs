@@ -398,6 +398,24 @@ pub const ENDPOINT_HEALTHY: Family = Family {
     labels: &["cluster", "endpoint"],
     help: "1 while active health checks consider the endpoint healthy (or it is not checked), else 0.",
 };
+pub const DNS_RESOLUTIONS: Family = Family {
+    name: "gateway_dns_resolutions_total",
+    kind: Kind::Counter,
+    labels: &["cluster"],
+    help: "Host-name endpoints of a cluster resolved again (every dns_refresh), failed or not; process-wide.",
+};
+pub const DNS_FAILURES: Family = Family {
+    name: "gateway_dns_resolution_failures_total",
+    kind: Kind::Counter,
+    labels: &["cluster"],
+    help: "Re-resolutions that failed or found no usable address; the name's last good addresses stay in use.",
+};
+pub const DNS_CHANGES: Family = Family {
+    name: "gateway_dns_endpoint_changes_total",
+    kind: Kind::Counter,
+    labels: &["cluster"],
+    help: "Times a cluster's endpoint set changed because its host names resolved differently (published without a reload).",
+};
 pub const ENDPOINT_REQUESTS: Family = Family {
     name: "gateway_endpoint_requests_total",
     kind: Kind::Counter,
@@ -532,6 +550,9 @@ pub const FAMILIES: &[Family] = &[
     HEALTH_CHECKS,
     HEALTH_TRANSITIONS,
     ENDPOINT_HEALTHY,
+    DNS_RESOLUTIONS,
+    DNS_FAILURES,
+    DNS_CHANGES,
     ENDPOINT_REQUESTS,
     ENDPOINT_DURATION,
     CONFIG_VERSION,

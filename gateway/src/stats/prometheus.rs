@@ -14,9 +14,9 @@ use super::histogram::{HistogramSnapshot, LE_LABELS};
 use super::metrics::{
     Family, ACCESS_LOG_LINES, ACCESS_LOG_WRITE_ERRORS, CLUSTER_CONNECTS, CLUSTER_DURATION, CLUSTER_EJECTED,
     CLUSTER_EJECTIONS, CLUSTER_FAILURES, CLUSTER_LIMIT, CLUSTER_PANIC_PICKS, CLUSTER_REQUESTS, CLUSTER_REUSES,
-    CONFIG_RELOADS, CONFIG_VERSION, DRAINING, ENDPOINT_HEALTHY, HEALTH_CHECKS, HEALTH_TRANSITIONS, PRIORITY_REQUESTS,
-    ROUTE_DECISIONS, ROUTE_DURATION, ROUTE_MIRRORS, ROUTE_RATE_LIMIT_EVICTIONS, ROUTE_REQUESTS, ROUTE_SPLITS, UPTIME,
-    WORKERS_UNHEALTHY, WORKER_FAMILIES,
+    CONFIG_RELOADS, CONFIG_VERSION, DNS_CHANGES, DNS_FAILURES, DNS_RESOLUTIONS, DRAINING, ENDPOINT_HEALTHY,
+    HEALTH_CHECKS, HEALTH_TRANSITIONS, PRIORITY_REQUESTS, ROUTE_DECISIONS, ROUTE_DURATION, ROUTE_MIRRORS,
+    ROUTE_RATE_LIMIT_EVICTIONS, ROUTE_REQUESTS, ROUTE_SPLITS, UPTIME, WORKERS_UNHEALTHY, WORKER_FAMILIES,
 };
 use super::metrics::{
     ADMIN_REQUESTS, BUILD_INFO, CONFIG_LAST_RELOAD_SUCCESS, CONFIG_LAST_RELOAD_SUCCESS_TIME, ENDPOINT_DURATION,
@@ -62,6 +62,17 @@ pub struct ProcessInfo {
     pub endpoints: Vec<EndpointSample>,
     /// Every endpoint's active health (the process's health registry).
     pub health: Vec<EndpointHealthSample>,
+    /// Re-resolution counters of every cluster with host-name endpoints.
+    pub dns: Vec<DnsSample>,
+}
+
+/// One cluster's re-resolution counters (see `crate::dns`).
+#[derive(Debug, Clone, Default)]
+pub struct DnsSample {
+    pub cluster: String,
+    pub resolutions: u64,
+    pub failures: u64,
+    pub changes: u64,
 }
 
 /// One served certificate, as `gateway_tls_certificate_expiry_seconds` shows it.
@@ -114,6 +125,7 @@ pub fn render_prometheus(
     w.route_families(&views);
     w.cluster_families(&views);
     w.health_families(&process.health);
+    w.dns_families(&process.dns);
     w.endpoint_families(&process.endpoints);
     w.process_families(process);
     w.flush();
@@ -364,6 +376,19 @@ impl Writer<'_> {
         for h in health {
             let labels = [("cluster", h.cluster.as_str()), ("endpoint", h.endpoint.as_str())];
             self.sample(ENDPOINT_HEALTHY.name, "", &labels, u8::from(h.healthy));
+        }
+    }
+
+    fn dns_families(&mut self, dns: &[DnsSample]) {
+        for (family, value) in [
+            (&DNS_RESOLUTIONS, (|d: &DnsSample| d.resolutions) as fn(&DnsSample) -> u64),
+            (&DNS_FAILURES, |d| d.failures),
+            (&DNS_CHANGES, |d| d.changes),
+        ] {
+            self.header(family);
+            for d in dns {
+                self.sample(family.name, "", &[("cluster", d.cluster.as_str())], value(d));
+            }
         }
     }
 

@@ -13,6 +13,23 @@ pub trait Candidate {
     fn eligible(&self) -> bool;
 }
 
+/// A cluster's endpoints are shared (`Rc`) between the states of one cluster while its
+/// endpoint set changes (DNS), so a shared endpoint is a candidate too.
+impl<T: Candidate> Candidate for std::rc::Rc<T> {
+    #[inline]
+    fn weight(&self) -> u32 {
+        (**self).weight()
+    }
+    #[inline]
+    fn outstanding(&self) -> u32 {
+        (**self).outstanding()
+    }
+    #[inline]
+    fn eligible(&self) -> bool {
+        (**self).eligible()
+    }
+}
+
 /// A small, fast, worker-local PRNG (xorshift64*). Not for cryptography.
 #[derive(Debug)]
 pub struct XorShift(Cell<u64>);

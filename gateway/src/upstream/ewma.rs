@@ -29,6 +29,12 @@ pub trait Measured: Candidate {
     fn ewma(&self) -> &PeakEwma;
 }
 
+impl<T: Measured> Measured for std::rc::Rc<T> {
+    fn ewma(&self) -> &PeakEwma {
+        (**self).ewma()
+    }
+}
+
 impl Default for PeakEwma {
     fn default() -> Self {
         Self { estimate: Cell::new(f64::NAN), stamp: Cell::new(Instant::now()) }

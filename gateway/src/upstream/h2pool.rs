@@ -165,6 +165,12 @@ impl H2Endpoint {
         // Dropping the last `SendRequest` makes h2 send GOAWAY and close the socket.
     }
 
+    /// Closes every connection without streams (the endpoint left its cluster); connections
+    /// with streams finish them and are closed when the endpoint is dropped.
+    pub fn close_idle(&self) {
+        self.conns.borrow_mut().retain(|c| c.in_use.get() > 0);
+    }
+
     /// Live connections (including one still waiting for its SETTINGS).
     pub fn connections(&self) -> usize {
         self.conns.borrow().len()

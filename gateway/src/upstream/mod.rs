@@ -20,6 +20,7 @@ pub mod maglev;
 pub mod outlier;
 mod pick;
 pub mod pool;
+mod reresolve;
 
 use std::cell::Cell;
 use std::net::SocketAddr;
@@ -31,20 +32,24 @@ use crate::admission::limiter::{Limiter, Policy};
 use crate::stats::metrics::{ClusterMetrics, Histogram};
 use crate::stats::Counter;
 
-use gateway_config::{Balancer, Cluster};
+use gateway_config::Cluster;
 
 use balancer::{Candidate, RoundRobin, XorShift};
 pub use error::UpstreamError;
 use health::{EndpointHealth, HealthRegistry};
 use outlier::{Ejectable, OutlierState};
 pub use pool::IdlePool;
+use reresolve::maglev_table;
+pub use reresolve::same_but_endpoints;
 
 /// One cluster, per worker.
 pub struct ClusterState {
     pub settings: Cluster,
     /// The admission policy this state was built for (part of its identity across reloads).
     pub policy: Policy,
-    pub endpoints: Vec<EndpointState>,
+    /// Shared by address with the state this one replaced when only the endpoint set changed
+    /// (DNS): pool, in-flight count, health, ejection and latency carry over with it.
+    pub endpoints: Vec<Rc<EndpointState>>,
     /// Priority-class admission and the adaptive in-flight limit.
     pub limiter: Rc<Limiter>,
     /// Upstream connections open to this cluster (idle and busy), for `caps.max_connections`.
@@ -61,12 +66,15 @@ pub struct ClusterState {
     rr: RoundRobin,
     /// `balancer = "maglev"`: the lookup table (the same in every worker and process).
     maglev: Option<maglev::Maglev>,
-    /// Endpoints this worker has ejected now.
-    ejected: Cell<usize>,
+    /// Endpoints this worker has ejected now (shared with the state this one replaced when only
+    /// the endpoint set changed).
+    ejected: Rc<Cell<usize>>,
     /// Set during an `all_unhealthy = "panic"` pick: every endpoint counts as eligible.
     panic: Rc<Cell<bool>>,
     /// This worker's metric set of the cluster.
     metrics: Arc<ClusterMetrics>,
+    /// The HTTP/2 transport of new endpoints (`None`: HTTP/1.1 only).
+    h2_transport: Option<h2pool::Transport>,
 }
 
 /// A client TLS config and the name to send as SNI and to verify.
@@ -97,6 +105,8 @@ pub struct EndpointState {
     /// Latency estimate (`balancer = "peak_ewma"`).
     pub ewma: ewma::PeakEwma,
     panic: Rc<Cell<bool>>,
+    /// The endpoint left its cluster (DNS): its pool is closed, outcomes no longer count.
+    retired: Cell<bool>,
 }
 
 impl EndpointState {
@@ -203,41 +213,28 @@ impl ClusterState {
             .endpoints
             .iter()
             .map(|e| {
-                let gauge = Arc::new(EndpointGauge::default());
-                let h2 = h2_transport.clone().map(|t| h2pool::H2Endpoint::new(e.address, t, h2_settings(settings)));
-                EndpointState {
-                    h2,
-                    speaks_http1: Cell::new(false),
-                    address: e.address,
-                    connections: Rc::clone(&connections),
-                    max_connections: settings.caps.max_connections,
-                    weight: e.weight,
-                    outstanding: Cell::new(0),
-                    pool: IdlePool::new(
-                        settings.pool.max_idle_per_endpoint,
-                        settings.pool.idle_timeout,
-                        Arc::clone(&gauge),
-                    ),
-                    gauge,
-                    health: health.endpoint(&settings.name, e.address),
-                    outlier: OutlierState::default(),
-                    ewma: ewma::PeakEwma::default(),
-                    panic: Rc::clone(&panic),
-                }
+                Rc::new(EndpointState::new(
+                    settings,
+                    e,
+                    h2_transport.clone(),
+                    health,
+                    Rc::clone(&connections),
+                    Rc::clone(&panic),
+                ))
             })
             .collect::<Vec<_>>();
-        let maglev = (settings.balancer == Balancer::Maglev)
-            .then(|| maglev::Maglev::new(settings.endpoints.iter().map(|e| (e.name.as_str(), e.weight))));
+        let maglev = maglev_table(settings);
         Self {
             rr: RoundRobin::new(endpoints.len()),
             maglev,
-            ejected: Cell::new(0),
+            ejected: Rc::new(Cell::new(0)),
             panic,
             metrics,
             endpoints,
             limiter: Rc::new(Limiter::new(settings, policy)),
             connections,
             tls,
+            h2_transport,
             retries: Rc::new(Cell::new(0)),
             retry_tokens: Cell::new(0),
             retry_earn: (settings.retry_budget.percent * 10.0).round() as u32,
@@ -413,7 +410,7 @@ impl InFlight {
     }
 
     pub fn endpoint(&self) -> Option<&EndpointState> {
-        self.cluster.endpoints.get(self.index)
+        self.cluster.endpoints.get(self.index).map(|e| &**e)
     }
 
     pub fn cluster(&self) -> &ClusterState {

@@ -44,6 +44,12 @@ pub trait Ejectable {
     fn outlier(&self) -> &OutlierState;
 }
 
+impl<T: Ejectable> Ejectable for std::rc::Rc<T> {
+    fn outlier(&self) -> &OutlierState {
+        (**self).outlier()
+    }
+}
+
 /// A finished ejection decision, for metrics and the admin port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ejection {
@@ -58,6 +64,11 @@ impl OutlierState {
     #[inline]
     pub fn is_ejected(&self) -> bool {
         self.ejected_until.get().is_some()
+    }
+
+    /// Ends an ejection without a return (the endpoint left its cluster).
+    pub fn forget_ejection(&self) {
+        self.ejected_until.set(None);
     }
 
     pub fn ejected_until(&self) -> Option<Instant> {

@@ -90,8 +90,12 @@ impl ClusterState {
 }
 
 impl Drop for ClusterState {
-    /// A state replaced by a reload takes its ejections out of the (name-keyed) gauge.
+    /// A state replaced by a reload takes its ejections out of the (name-keyed) gauge; one
+    /// that shared its count with a successor (DNS) leaves it to the successor.
     fn drop(&mut self) {
+        if Rc::strong_count(&self.ejected) > 1 {
+            return;
+        }
         for _ in 0..self.ejected.get() {
             self.metrics.returned();
         }
@@ -114,6 +118,9 @@ impl InFlight {
             ep.ewma.observe(rtt, now, gateway_config::defaults::PEAK_EWMA_DECAY);
         }
         let settings = &c.settings.outlier_detection;
+        if ep.retired.get() {
+            return;
+        }
         if let Some(ejection) = outlier::record(&c.endpoints, self.index, outcome, settings, &c.ejected) {
             let unix_ms = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)

@@ -17,11 +17,13 @@ pub struct IdlePool {
     max_idle: usize,
     idle_timeout: Duration,
     gauge: Arc<EndpointGauge>,
+    /// Set by [`IdlePool::close_all`]: connections returned later are closed, not kept.
+    closed: std::cell::Cell<bool>,
 }
 
 impl IdlePool {
     pub fn new(max_idle: usize, idle_timeout: Duration, gauge: Arc<EndpointGauge>) -> Self {
-        Self { idle: RefCell::new(VecDeque::new()), max_idle, idle_timeout, gauge }
+        Self { idle: RefCell::new(VecDeque::new()), max_idle, idle_timeout, gauge, closed: Default::default() }
     }
 
     fn publish(&self, idle: &VecDeque<(UpConn, Instant)>) {
@@ -55,7 +57,7 @@ impl IdlePool {
     /// Returns a connection whose last exchange completed cleanly. The oldest one is closed when
     /// the pool is full.
     pub fn put(&self, conn: UpConn) {
-        if self.max_idle == 0 {
+        if self.max_idle == 0 || self.closed.get() {
             return;
         }
         let mut idle = self.idle.borrow_mut();
@@ -73,6 +75,15 @@ impl IdlePool {
         while idle.front().is_some_and(|(_, since)| now.duration_since(*since) >= self.idle_timeout) {
             idle.pop_front();
         }
+        self.publish(&idle);
+    }
+
+    /// Closes every idle connection, and every connection returned from now on (the endpoint
+    /// left its cluster).
+    pub fn close_all(&self) {
+        self.closed.set(true);
+        let mut idle = self.idle.borrow_mut();
+        idle.clear();
         self.publish(&idle);
     }
 

@@ -25,7 +25,7 @@ use crate::snapshot::Snapshot;
 use crate::stats::metrics::WorkerMetrics;
 use crate::stats::WorkerStats;
 use crate::upstream::balancer::XorShift;
-use crate::upstream::{ClusterState, EndpointViews};
+use crate::upstream::{same_but_endpoints, ClusterState, EndpointViews};
 
 /// Everything one worker owns. Shared by its tasks through `Rc`; never leaves its thread.
 pub struct Worker {
@@ -121,8 +121,10 @@ impl Worker {
         }
     }
 
-    /// The current snapshot. A newer one published by a reload is picked up here, keeping
-    /// per-cluster state (pools, in-flight counts) of clusters whose settings did not change.
+    /// The current snapshot. A newer one published by a reload (or by the resolver, with a new
+    /// endpoint set) is picked up here, keeping per-cluster state (pools, in-flight counts) of
+    /// clusters whose settings did not change, and per-endpoint state by address of clusters
+    /// whose endpoint set alone changed.
     pub fn local(&self) -> Rc<Local> {
         let mut cache = self.cache.borrow_mut();
         let latest = cache.load();
@@ -137,15 +139,21 @@ impl Worker {
             .clusters
             .iter()
             .map(|c| {
-                current.clusters.iter().find(|old| old.settings == *c && old.policy == policy).cloned().unwrap_or_else(
-                    || {
+                let same_name = current.clusters.iter().find(|old| old.settings.name == c.name && old.policy == policy);
+                match same_name {
+                    Some(old) if old.settings == *c => Rc::clone(old),
+                    // Only the endpoint set changed (DNS): shared by address.
+                    Some(old) if same_but_endpoints(&old.settings, c) => {
+                        Rc::new(ClusterState::with_endpoints(old, c, &self.shared.health))
+                    }
+                    _ => {
                         let state = ClusterState::new(c, policy, &self.shared.health, self.metrics.cluster(&c.name));
                         if let Some(old) = current.clusters.iter().find(|old| old.settings.name == c.name) {
                             state.take_over(old);
                         }
                         Rc::new(state)
-                    },
-                )
+                    }
+                }
             })
             .collect::<Vec<_>>();
         publish_endpoints(&self.endpoints, &clusters);

@@ -66,6 +66,7 @@ pub fn entries() -> Vec<Entry> {
         e("server.server_header", SERVER, |c| c.server.server_header.as_deref().map_or("unset".to_owned(), q)),
         e("server.watch", SERVER, |c| c.server.watch.to_string()),
         e("server.upgrade_socket", SERVER, |c| or_none(c.server.upgrade_socket.as_ref().map(|p| q(&p.display().to_string())))),
+        e("server.hosts_file", SERVER, |c| or_none(c.server.hosts_file.as_ref().map(|p| q(&p.display().to_string())))),
         e("server.user", SERVER, |c| or_none(c.server.user.as_deref().map(q))),
         e("server.deadline_header", SERVER, |c| or_none(c.server.deadline_header.as_deref().map(q))),
         e("server.access_log", SERVER, |c| or_none(c.server.access_log.as_ref().map(|_| "(on)".to_owned()))),

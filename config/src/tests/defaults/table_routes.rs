@@ -99,6 +99,9 @@ pub fn entries() -> Vec<Entry> {
         e("routes[].mirror.methods", MIRROR, |c| list(mirror(c).methods.iter().map(|m| q(m)))),
         e("clusters[].balancer", G, |c| q(json_name(&c.clusters[0].balancer))),
         e("clusters[].connect_timeout", G, |c| dur(c.clusters[0].connect_timeout)),
+        e("clusters[].dns_refresh", Given { endpoints: "[\"localhost:1\"]", ..G }, |c| {
+            c.clusters[0].dns_refresh.map_or("none".to_owned(), dur)
+        }),
         e("clusters[].pool.max_idle_per_endpoint", POOL, |c| c.clusters[0].pool.max_idle_per_endpoint.to_string()),
         e("clusters[].pool.idle_timeout", POOL, |c| dur(c.clusters[0].pool.idle_timeout)),
         e("clusters[].caps.max_connections", CAPS, |c| c.clusters[0].caps.max_connections.to_string()),

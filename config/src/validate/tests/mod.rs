@@ -5,6 +5,7 @@
 
 mod clusters;
 mod concurrency;
+mod dns;
 mod edge;
 mod headers;
 mod health;

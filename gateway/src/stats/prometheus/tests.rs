@@ -90,6 +90,7 @@ fn two_workers_render_valid_and_complete() {
             healthy: true,
             ..Default::default()
         }],
+        dns: vec![super::DnsSample { cluster: "backend".into(), resolutions: 3, failures: 1, changes: 2 }],
     };
     m1.count_class(1, super::super::series::ClassOutcome::Shed);
     let workers = [(s0, m0), (s1, m1)];

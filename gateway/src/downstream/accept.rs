@@ -230,9 +230,11 @@ async fn handshake(
     match accepted {
         Ok(Ok(s)) => {
             let (tcp, session) = s.get_ref();
-            if client_spoke_last(session, tls) {
-                // The client's last flight waits for its ACK, which nothing the server sends
-                // would carry now; a Nagle client holds its request until it comes (issue 17).
+            // The client's last flight waits for its ACK, which nothing the server sends would
+            // carry now; a Nagle client holds its request until it comes (issue 17). When the
+            // request came with that flight (rustls holds its plaintext: `wants_read` is false)
+            // the response carries the ACK, and no extra packet is sent.
+            if client_spoke_last(session, tls) && session.wants_read() {
                 if let Err(e) = crate::runtime::quickack::ack_now(tcp) {
                     tracing::debug!(%peer, error = %e, "TCP_QUICKACK after the TLS handshake failed");
                 }

@@ -228,7 +228,19 @@ async fn handshake(
     let _ = listener;
     let accepted = monoio::time::timeout(limit, acceptor.accept(io)).await;
     match accepted {
-        Ok(Ok(s)) => Some(Box::new(s)),
+        Ok(Ok(s)) => {
+            let (tcp, session) = s.get_ref();
+            // The client's last flight waits for its ACK, which nothing the server sends would
+            // carry now; a Nagle client holds its request until it comes (issue 17). When the
+            // request came with that flight (rustls holds its plaintext: `wants_read` is false)
+            // the response carries the ACK, and no extra packet is sent.
+            if client_spoke_last(session, tls) && session.wants_read() {
+                if let Err(e) = crate::runtime::quickack::ack_now(tcp) {
+                    tracing::debug!(%peer, error = %e, "TCP_QUICKACK after the TLS handshake failed");
+                }
+            }
+            Some(Box::new(s))
+        }
         Ok(Err(e)) => {
             worker.stats.count_tls_failure(crate::tls::handshake_failure_reason(&e));
             tracing::debug!(%peer, error = %e, "TLS handshake failed");
@@ -238,6 +250,19 @@ async fn handshake(
             worker.stats.count_tls_failure("timeout");
             None
         }
+    }
+}
+
+/// Whether the handshake ended with the client's flight and the server wrote nothing after
+/// reading it: TLS 1.3 on a listener that issues no session tickets (with tickets, the
+/// NewSessionTicket flight written right after the client's Finished carries the ACK), or an
+/// abbreviated (resumed) TLS 1.2 handshake, where the client's Finished comes last. Then the
+/// kernel holds the ACK of that flight for the delayed-ACK timer.
+fn client_spoke_last(session: &rustls::ServerConnection, tls: &ServerTls) -> bool {
+    match session.protocol_version() {
+        Some(rustls::ProtocolVersion::TLSv1_3) => !tls.tickets_after_tls13(),
+        Some(_) => session_resumed(session),
+        None => false,
     }
 }
 

@@ -8,6 +8,7 @@ pub mod idle_timer;
 pub mod io;
 pub mod listeners;
 pub mod peek;
+pub mod quickack;
 pub mod signal;
 pub mod stream;
 

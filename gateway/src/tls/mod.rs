@@ -176,6 +176,13 @@ impl ServerTls {
         Arc::clone(&self.config)
     }
 
+    /// Whether the server writes session tickets right after every TLS 1.3 handshake (then
+    /// they carry the ACK of the client's Finished). False when neither tickets nor the session
+    /// cache are on: nothing could resume, so none are sent.
+    pub fn tickets_after_tls13(&self) -> bool {
+        self.config.send_tls13_tickets > 0
+    }
+
     /// Each configured certificate's leaf, in config order.
     pub fn certificates(&self) -> &[CertInfo] {
         &self.certificates

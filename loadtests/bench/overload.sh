@@ -5,16 +5,49 @@
 #
 #   loadtests/bench/overload.sh
 #
+# Issue 18's runs (the gateway on its defaults; the operator runs each for 1, 2 and 4 workers):
+#
+#   GATEWAY_WORKERS=1 loadtests/bench/overload.sh                       # both phases, all proxies
+#   GATEWAY_WORKERS=2 PROXIES=gateway-on loadtests/bench/overload.sh
+#   GATEWAY_WORKERS=4 PROXIES=gateway-on loadtests/bench/overload.sh
+#   SCENARIO=load-dependent GATEWAY_WORKERS=N loadtests/bench/overload.sh   # no false shedding
+#   SCENARIO=noisy GATEWAY_WORKERS=N loadtests/bench/overload.sh            # no false shedding
+#
+# Scenarios (SCENARIO):
+#   pool            the origin has CAPACITY workers of SERVICE_MS each and a FIFO queue; the load
+#                   is LOAD_FACTOR x its capacity, two phases (capacity halves at the midpoint)
+#   load-dependent  the origin has no concurrency limit; each request takes SERVICE_MS plus
+#                   PER_INFLIGHT_MS for every other request in service at its start. The
+#                   reference phase runs at USUAL_RPS, then LOAD_FACTOR (2) x USUAL_RPS: the
+#                   gateway must shed < 0.5% of the requests
+#   noisy           no concurrency limit; service times log-normal, median SERVICE_MS, p99/p50
+#                   P99_RATIO, independent of load; same phases: the gateway must shed none
+# In the last two, nginx and HAProxy (tuned for the pool's capacity) mean nothing: PROXIES
+# defaults to gateway-on.
+#
 # Environment (defaults in brackets):
+#   SCENARIO [pool]        pool | load-dependent | noisy (above)
+#   GATEWAY_WORKERS [1]    the gateway's `workers`; all of them run on PROXY_CPU (the gateway
+#                          pins its workers round-robin over the CPUs of its affinity mask)
+#   ADMIN_SAMPLING [1]     1: the gateway's admin port on a free port, `/metrics?per_worker=1`
+#                          sampled once a second in the loaded phase (per-worker concurrency
+#                          limits, served and shed counts)
+#   USUAL_RPS [500]        load-dependent, noisy: the usual rate (the reference phase's)
+#   PER_INFLIGHT_MS [0.2]  load-dependent: ms added per other request in service
+#   P99_RATIO [3]          noisy: p99/p50 of the service time
+#   ORIGIN_SEED [1]        noisy: seed of the service-time draws
 #   DURATION [30]          seconds of the overloaded phase of each run
 #   UNLOADED_DURATION [10] seconds of the unloaded phase before it (its latency is the reference)
 #   ROUNDS [1]             interleaved rounds: every proxy once per round, in PROXIES order
-#   PROXIES ["gateway-off gateway-on nginx haproxy"]
-#   CAPACITY [8]           requests the origin serves at once
-#   SERVICE_MS [40]        service time of each request at the origin (8 / 40 ms = 200 req/s)
-#   LOAD_FACTOR [3]        overloaded rate = LOAD_FACTOR x the origin's capacity in req/s
-#   UNLOADED_PERCENT [10]  unloaded rate = this % of the origin's capacity in req/s
-#   HALVE [1]              1: the origin's capacity halves at the midpoint of the overloaded phase
+#   PROXIES ["gateway-off gateway-on nginx haproxy"; other scenarios: "gateway-on"]
+#   CAPACITY [8]           requests the origin serves at once (pool)
+#   SERVICE_MS [40; other scenarios: 20]  service time of each request at the origin
+#                          (pool: 8 / 40 ms = 200 req/s; the time without load, the median)
+#   LOAD_FACTOR [3; other scenarios: 2]  overloaded rate = LOAD_FACTOR x the origin's capacity
+#                          in req/s (pool) or x USUAL_RPS
+#   UNLOADED_PERCENT [10]  pool: unloaded rate = this % of the origin's capacity in req/s
+#   HALVE [1; other scenarios: 0]  1: the origin's capacity halves at the midpoint of the
+#                          overloaded phase (pool only)
 #   MIX ["critical=10,normal=30,sheddable=60"]  weights of the three classes (names are fixed)
 #   ROUTE_TIMEOUT_MS [2000]   every proxy's upstream timeout per request
 #   CLIENT_TIMEOUT_MS [ROUTE_TIMEOUT_MS + 1000]  the load generator's timeout (so that a
@@ -40,19 +73,34 @@
 # capacity (they cannot learn it); the gateway is not. See loadtests/README.md.
 #
 # Runs of this script on one machine take turns (a lock file in TMPDIR). Writes
-# loadtests/results/overload-<UTC timestamp>.{json,md} and prints the tables.
+# loadtests/results/overload-<UTC timestamp>.{json,md} (other scenarios:
+# overload-<scenario>-<UTC timestamp>.{json,md}) and prints the tables.
 
 set -euo pipefail
 
+SCENARIO=${SCENARIO:-pool}
+GATEWAY_WORKERS=${GATEWAY_WORKERS:-1}
+ADMIN_SAMPLING=${ADMIN_SAMPLING:-1}
+USUAL_RPS=${USUAL_RPS:-500}
+PER_INFLIGHT_MS=${PER_INFLIGHT_MS:-0.2}
+P99_RATIO=${P99_RATIO:-3}
+ORIGIN_SEED=${ORIGIN_SEED:-1}
 DURATION=${DURATION:-30}
 UNLOADED_DURATION=${UNLOADED_DURATION:-10}
 ROUNDS=${ROUNDS:-1}
-PROXIES=${PROXIES:-"gateway-off gateway-on nginx haproxy"}
+if [[ $SCENARIO == pool ]]; then
+    PROXIES=${PROXIES:-"gateway-off gateway-on nginx haproxy"}
+    SERVICE_MS=${SERVICE_MS:-40}
+    LOAD_FACTOR=${LOAD_FACTOR:-3}
+    HALVE=${HALVE:-1}
+else
+    PROXIES=${PROXIES:-"gateway-on"}
+    SERVICE_MS=${SERVICE_MS:-20}
+    LOAD_FACTOR=${LOAD_FACTOR:-2}
+    HALVE=${HALVE:-0}
+fi
 CAPACITY=${CAPACITY:-8}
-SERVICE_MS=${SERVICE_MS:-40}
-LOAD_FACTOR=${LOAD_FACTOR:-3}
 UNLOADED_PERCENT=${UNLOADED_PERCENT:-10}
-HALVE=${HALVE:-1}
 MIX=${MIX:-"critical=10,normal=30,sheddable=60"}
 ROUTE_TIMEOUT_MS=${ROUTE_TIMEOUT_MS:-2000}
 CLIENT_TIMEOUT_MS=${CLIENT_TIMEOUT_MS:-$((ROUTE_TIMEOUT_MS + 1000))}
@@ -73,6 +121,10 @@ KEEP_WORK=${KEEP_WORK:-0}
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_init overload
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+[[ $SCENARIO == pool ]] || RESULT_NAME=${RESULT_NAME:-overload-$SCENARIO-$STAMP}
+# The per-worker sampling and the reports of the other scenarios.
+# shellcheck source=SCRIPTDIR/overload-parts.sh
+source "$SCRIPT_DIR/overload-parts.sh"
 
 SKIPPED_JSON=()       # {"proxy":..,"round":..,"reason":..}
 GATEWAY_BIN=${GATEWAY_BIN:-}
@@ -86,6 +138,7 @@ RATE=""               # overloaded rate
 UNLOADED_RATE=""
 PROXY_PIDS=()         # the current run's proxy processes
 PROXY_PORT=""
+ADMIN_PORT=""          # the current gateway run's admin port (empty: no sampling)
 CONFIG_NOTE=""        # what the current run's config deviates from the documented one
 INTERRUPTED=""        # why the current run was discarded
 
@@ -108,7 +161,17 @@ check_params() {
     local v
     whole_numbers DURATION UNLOADED_DURATION ROUNDS CAPACITY SERVICE_MS LOAD_FACTOR UNLOADED_PERCENT HALVE \
         ROUTE_TIMEOUT_MS CLIENT_TIMEOUT_MS HEADROOM NGINX_POOL NGINX_SHEDDABLE HAPROXY_QUEUE_MS SEED RETRIES \
-        PROXY_CPU LOAD_CPU
+        PROXY_CPU LOAD_CPU GATEWAY_WORKERS ADMIN_SAMPLING USUAL_RPS ORIGIN_SEED
+    case $SCENARIO in
+    pool | load-dependent | noisy) ;;
+    *) die "SCENARIO must be pool, load-dependent or noisy, not '$SCENARIO'" ;;
+    esac
+    [[ $PER_INFLIGHT_MS =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "PER_INFLIGHT_MS must be a number >= 0"
+    [[ $P99_RATIO =~ ^[0-9]+(\.[0-9]+)?$ ]] && awk -v r="$P99_RATIO" 'BEGIN { exit !(r >= 1) }' ||
+        die "P99_RATIO must be a number >= 1"
+    ((GATEWAY_WORKERS > 0 && USUAL_RPS > 0)) || die "GATEWAY_WORKERS and USUAL_RPS must be > 0"
+    [[ $ADMIN_SAMPLING == 0 || $ADMIN_SAMPLING == 1 ]] || die "ADMIN_SAMPLING must be 0 or 1"
+    [[ $SCENARIO == pool || $HALVE == 0 ]] || die "HALVE=1 needs SCENARIO=pool (the $SCENARIO origin has no capacity)"
     ((DURATION >= 2 && UNLOADED_DURATION > 0 && ROUNDS > 0 && CAPACITY > 0 && SERVICE_MS > 0)) ||
         die "DURATION >= 2, UNLOADED_DURATION, ROUNDS, CAPACITY, SERVICE_MS > 0"
     ((LOAD_FACTOR > 0 && UNLOADED_PERCENT > 0 && ROUTE_TIMEOUT_MS > 0 && CLIENT_TIMEOUT_MS > 0)) ||
@@ -124,8 +187,13 @@ check_params() {
         esac
     done
     CAP_RPS=$(awk -v c="$CAPACITY" -v s="$SERVICE_MS" 'BEGIN { printf "%.6g", c * 1000 / s }')
-    RATE=$(awk -v r="$CAP_RPS" -v f="$LOAD_FACTOR" 'BEGIN { printf "%.6g", r * f }')
-    UNLOADED_RATE=$(awk -v r="$CAP_RPS" -v p="$UNLOADED_PERCENT" 'BEGIN { printf "%.6g", r * p / 100 }')
+    if [[ $SCENARIO == pool ]]; then
+        RATE=$(awk -v r="$CAP_RPS" -v f="$LOAD_FACTOR" 'BEGIN { printf "%.6g", r * f }')
+        UNLOADED_RATE=$(awk -v r="$CAP_RPS" -v p="$UNLOADED_PERCENT" 'BEGIN { printf "%.6g", r * p / 100 }')
+    else
+        RATE=$((USUAL_RPS * LOAD_FACTOR))
+        UNLOADED_RATE=$USUAL_RPS
+    fi
 }
 
 # Builds the loadtests binaries and the gateway in release. A gateway that does not build (it is
@@ -182,6 +250,10 @@ start_origin() { # DIR
     pick_port
     ORIGIN_PORT=$PORT
     ((HALVE == 1)) && halve=(--halve-at-s "$(awk -v d="$DURATION" 'BEGIN { print d / 2 }')")
+    case $SCENARIO in
+    load-dependent) halve+=(--mode load-dependent --per-inflight-ms "$PER_INFLIGHT_MS") ;;
+    noisy) halve+=(--mode noisy --p99-ratio "$P99_RATIO" --seed "$ORIGIN_SEED") ;;
+    esac
     start_pinned "$LOAD_CPU" "$dir/origin.log" "$ORIGIN_BIN" --listen "127.0.0.1:$ORIGIN_PORT" \
         --capacity "$CAPACITY" --service-ms "$SERVICE_MS" "${halve[@]}"
     ORIGIN_PID=$PID
@@ -202,8 +274,13 @@ start_proxy() {
     pick_port
     PROXY_PORT=$PORT
     CONFIG_NOTE=""
+    ADMIN_PORT=""
     case $name in
     gateway-off | gateway-on)
+        if ((ADMIN_SAMPLING == 1)); then
+            pick_port
+            ADMIN_PORT=$PORT
+        fi
         [[ -z $GATEWAY_SKIP ]] || {
             SKIP_REASON=$GATEWAY_SKIP
             return 1
@@ -262,8 +339,8 @@ write_gateway_config() { # ENABLED WITH_OVERLOAD_KEYS
     local class
     cat <<EOF
 [server]
-workers = 1
-admin = false
+workers = $GATEWAY_WORKERS
+admin = $(if [[ -n $ADMIN_PORT ]]; then echo "{ address = \"127.0.0.1:$ADMIN_PORT\" }"; else echo false; fi)
 log_level = "warn"
 EOF
     [[ $2 == 1 ]] && printf '\n[overload]\nenabled = %s\n' "$1"
@@ -388,7 +465,11 @@ run_rounds() {
     local round p
     : >"$WORK/runs.jsonl"
     LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
-    log "origin: capacity $CAPACITY x ${SERVICE_MS} ms = $CAP_RPS req/s$( ((HALVE == 1)) && echo ", halving at ${DURATION}/2 s")"
+    if [[ $SCENARIO == pool ]]; then
+        log "origin: capacity $CAPACITY x ${SERVICE_MS} ms = $CAP_RPS req/s$( ((HALVE == 1)) && echo ", halving at ${DURATION}/2 s")"
+    else
+        log "origin: $SCENARIO, no concurrency limit, service ${SERVICE_MS} ms$([[ $SCENARIO == load-dependent ]] && echo " + $PER_INFLIGHT_MS ms per request in service" || echo " median, p99/p50 $P99_RATIO")"
+    fi
     log "load: $UNLOADED_RATE req/s for ${UNLOADED_DURATION} s, then $RATE req/s for ${DURATION} s; mix $MIX"
     log "load average before the rounds: $LOADAVG"
     for ((round = 1; round <= ROUNDS; round++)); do
@@ -435,17 +516,24 @@ run_once() {
     fi
     interrupted "$proxy_pid" && return 1
 
-    local t0 t1 sampler split=() loaded=1
+    local t0 t1 sampler wsampler="" split=() loaded=1
     ((HALVE == 1)) && split=(--split-at-s "$(awk -v d="$DURATION" 'BEGIN { print d / 2 }')")
     origin_get /__reset >/dev/null || true
     : >"$dir/rss.txt"
     sample_rss "$dir/rss.txt" "${PROXY_PIDS[@]}" &
     sampler=$!
     STARTED+=("$sampler")
+    if [[ -n $ADMIN_PORT ]]; then
+        scrape_workers >"$dir/workers-base.json" || true
+        sample_workers "$dir/workers.jsonl" &
+        wsampler=$!
+        STARTED+=("$wsampler")
+    fi
     t0=$(cpu_ticks "${PROXY_PIDS[@]}")
     load "$RATE" "$DURATION" "$dir/overload.json" "${split[@]}" --records "$dir/overload-records.csv" || loaded=0
     t1=$(cpu_ticks "${PROXY_PIDS[@]}")
-    stop "$sampler"
+    stop "$sampler" ${wsampler:+"$wsampler"}
+    [[ -z $ADMIN_PORT ]] || scrape_workers >"$dir/workers-end.json" || true
     local stats hwm
     stats=$(origin_get /__stats) || stats=null
     hwm=$(status_kb VmHWM "${PROXY_PIDS[@]}")
@@ -467,6 +555,7 @@ run_once() {
         --argjson origin "$stats" --argjson hwm "$hwm" --arg proxy_exit "$proxy_exit" \
         --argjson rss "$(jq -s . "$dir/rss.txt")" \
         --argjson ticks "$((t1 - t0))" --argjson tck "$CLK_TCK" \
+        --argjson workers "$(workers_json "$dir")" \
         --arg config "$(cat "$dir/proxy.conf")" '
         {
           proxy: $proxy, round: $round,
@@ -479,6 +568,7 @@ run_once() {
           proxy_peak_rss_kb: $hwm,
           proxy_rss_kb_per_s: $rss,
           proxy_cpu_s: ($ticks / $tck),
+          workers: $workers,
           config: $config
         }' >>"$WORK/runs.jsonl"
     log "$(jq -r '"round \(.round) \(.proxy): " + ([.overload.classes | to_entries[] |
@@ -534,10 +624,18 @@ report() {
         --argjson headroom "$HEADROOM" --argjson rounds "$ROUNDS" \
         --argjson nginx_pool "$NGINX_POOL" --argjson nginx_sheddable "$NGINX_SHEDDABLE" \
         --argjson haproxy_queue_ms "$HAPROXY_QUEUE_MS" \
-        --argjson pcpu "$PROXY_CPU" --argjson lcpu "$LOAD_CPU" --arg order "$PROXIES"
+        --argjson pcpu "$PROXY_CPU" --argjson lcpu "$LOAD_CPU" --arg order "$PROXIES" \
+        --arg scenario "$SCENARIO" --argjson gateway_workers "$GATEWAY_WORKERS" \
+        --argjson usual_rps "$USUAL_RPS" --argjson per_inflight_ms "$PER_INFLIGHT_MS" \
+        --argjson p99_ratio "$P99_RATIO" --argjson origin_seed "$ORIGIN_SEED"
 }
 
 summary_jq() {
+    if [[ $SCENARIO != pool ]]; then
+        scenario_summary_jq
+        return
+    fi
+    workers_summary_jq
     cat <<'EOF'
 def pct(a; b): if b > 0 then a * 100 / b else null end;
 def check(ok; value): {pass: ok, value: value};
@@ -561,7 +659,7 @@ def check(ok; value): {pass: ok, value: value};
     route_timeout_ms: $route_timeout_ms, headroom: $headroom, rounds: $rounds,
     nginx: {pool: $nginx_pool, sheddable: $nginx_sheddable},
     haproxy: {queue_timeout_ms: $haproxy_queue_ms},
-    proxy_cpu: $pcpu, load_cpu: $lcpu, order: $order
+    proxy_cpu: $pcpu, load_cpu: $lcpu, order: $order, scenario: $scenario, gateway_workers: $gateway_workers
   },
   skipped: $skipped,
   runs: [$runs[] | . as $r | .overload as $o
@@ -603,6 +701,7 @@ def check(ok; value): {pass: ok, value: value};
       proxy_peak_rss_kb: $r.proxy_peak_rss_kb,
       proxy_rss_kb: {at_5s: $rss_early, end: $rss_end, max: ($rss | max)},
       proxy_cpu_s: $r.proxy_cpu_s,
+      workers: ($r.workers | worker_summary($duration; $halved)),
       generator: {overloaded: ($o.generator.overloaded + $r.unloaded.generator.overloaded),
                   scheduler_max_lag_ms: ([$o.generator.scheduler_max_lag_ms, $r.unloaded.generator.scheduler_max_lag_ms] | max),
                   send_lag_p50_ms: $o.generator.send_lag_ms.p50, send_lag_p99_ms: $o.generator.send_lag_ms.p99,
@@ -630,6 +729,10 @@ EOF
 }
 
 markdown() {
+    if [[ $SCENARIO != pool ]]; then
+        scenario_markdown "$1"
+        return
+    fi
     jq -r '
     def fixed(n): if . == null then "–" elif . < 0 then "-" + (-. | fixed(n)) elif n == 0 then round | tostring
       else pow(10; n) as $m | (. * $m | round) as $c | ($c % $m | tostring) as $f
@@ -640,7 +743,7 @@ markdown() {
     .params as $p |
     "## overload \(.timestamp)",
     "",
-    "Origin: `capacity-origin`, \($p.origin.capacity) requests at once × \($p.origin.service_ms) ms = \($p.origin.capacity_rps) req/s, FIFO queue without bound\(if $p.origin.halves_at_s then ", capacity halved at \($p.origin.halves_at_s) s" else "" end) (\($p.origin.capacity_requests) requests of capacity in the overloaded phase). Load: `overload-load`, open loop, mix \($p.load.mix), \($p.load.unloaded_rate) req/s for \($p.load.unloaded_duration_s) s (unloaded reference), then \($p.load.rate) req/s for \($p.load.duration_s) s; client timeout \($p.load.client_timeout_ms) ms, route timeout \($p.route_timeout_ms) ms. A fresh origin and proxy per run; proxy pinned to CPU \($p.proxy_cpu), origin and load to CPU \($p.load_cpu); \($p.rounds) round(s). nginx: limit_conn pool \($p.nginx.pool), sheddable \($p.nginx.sheddable); HAProxy: maxconn \($p.origin.capacity), timeout queue \($p.haproxy.queue_timeout_ms) ms.",
+    "Origin: `capacity-origin`, \($p.origin.capacity) requests at once × \($p.origin.service_ms) ms = \($p.origin.capacity_rps) req/s, FIFO queue without bound\(if $p.origin.halves_at_s then ", capacity halved at \($p.origin.halves_at_s) s" else "" end) (\($p.origin.capacity_requests) requests of capacity in the overloaded phase). Load: `overload-load`, open loop, mix \($p.load.mix), \($p.load.unloaded_rate) req/s for \($p.load.unloaded_duration_s) s (unloaded reference), then \($p.load.rate) req/s for \($p.load.duration_s) s; client timeout \($p.load.client_timeout_ms) ms, route timeout \($p.route_timeout_ms) ms. A fresh origin and proxy per run; proxy pinned to CPU \($p.proxy_cpu) (gateway: \($p.gateway_workers // 1) worker(s)), origin and load to CPU \($p.load_cpu); \($p.rounds) round(s). nginx: limit_conn pool \($p.nginx.pool), sheddable \($p.nginx.sheddable); HAProxy: maxconn \($p.origin.capacity), timeout queue \($p.haproxy.queue_timeout_ms) ms.",
     "",
     "Machine: Linux \(.machine.kernel), \(.machine.nproc) CPUs (\(.machine.cpu_model)), load average \(.machine.loadavg_before) before the rounds; nginx \(.machine.nginx); HAProxy \(.machine.haproxy); commit \(.git.commit)\(if .git.dirty then " (dirty tree)" else "" end).",
     "",
@@ -659,6 +762,7 @@ markdown() {
     "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     (.runs[] | "| \(name) | \(.goodput_pct | fixed(1)) | \([.phases[] | [.ok_per_s.critical, .ok_per_s.normal, .ok_per_s.sheddable] | map(fixed(0)) | join(" / ")] | join(" → ")) | \([.phases[] | .ok_p99_ms.critical // null | fixed(1)] | join(" → ")) | \(.origin.max_in_flight // "–") | \(.origin.max_queued // "–") | \(.origin.unanswered // "–") | \(.proxy_peak_rss_kb | mib) | \(.proxy_rss_kb.at_5s | mib) → \(.proxy_rss_kb.end | mib) | \(.proxy_cpu_s | fixed(2)) | \(.generator.send_lag_p50_ms | fixed(2)) / \(.generator.send_lag_p99_ms | fixed(2))\(if .valid then "" else ", OVERLOADED (\(.generator.overloaded) not sent): not valid" end) |"),
     "",
+    '"$(workers_markdown_jq)"',
     "### Targets",
     "",
     "| proxy | critical 100% ok | critical p99 ≤ 1.5× unloaded | normal ≥ 90% of servable | normal p99 ≤ 2× unloaded | sheddable 503 p99 ≤ 1 ms (from send) | goodput ≥ 92% | nothing waits > route timeout (max ms) | origin in flight ≤ \($p.origin.capacity) + \($p.headroom) | RSS flat (growth kB) |",

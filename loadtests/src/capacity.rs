@@ -1,7 +1,9 @@
 //! A capacity-limited origin for the overload benchmark: an HTTP/1.1 server that behaves like an
-//! application server with a fixed worker pool.
+//! application server with a fixed worker pool (or, in the other [`Mode`]s, like one with no
+//! limit whose latency grows with load or is noisy).
 //!
-//! At most `capacity` requests are in service at once, each for `service` (a sleep); the others
+//! In [`Mode::Pool`], at most `capacity` requests are in service at once, each for `service` (a
+//! sleep); the others
 //! wait in one unbounded FIFO queue, so an overloaded origin answers everything, ever later. A
 //! request whose client gave up while it waited is still served (the answer then cannot be
 //! written and is counted as unanswered), as a real worker pool does. With `halve_after`, the
@@ -9,9 +11,14 @@
 //!
 //! `GET /__stats` answers the [`CapacityStats`] as JSON and `GET /__reset` restarts them and the
 //! halving clock; neither waits for a slot. Every other request gets `200` with the body `ok`.
+//!
+//! In [`Mode::LoadDependent`] and [`Mode::Noisy`] nothing queues: every request is in service
+//! from its arrival, for a time the mode's model gives (see [`Mode`]); `capacity` and
+//! `halve_after` are ignored and the stats report capacity 0.
 
 mod conn;
 mod gate;
+mod model;
 
 use std::collections::HashMap;
 use std::io;
@@ -21,17 +28,22 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 pub use gate::CapacityStats;
+pub use model::Mode;
+
 use gate::Gate;
+use model::ServiceModel;
 
 /// How the origin serves.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CapacityConfig {
     /// Requests in service at once (at least 1).
     pub capacity: usize,
-    /// How long each request is in service.
+    /// How long each request is in service (the median in [`Mode::Noisy`], the time without
+    /// load in [`Mode::LoadDependent`]).
     pub service: Duration,
     /// Halve the capacity this long after the first request.
     pub halve_after: Option<Duration>,
+    pub mode: Mode,
 }
 
 /// A running capacity-limited origin; it stops on [`CapacityOrigin::shutdown`] or when dropped.
@@ -47,8 +59,12 @@ impl CapacityOrigin {
         let listener = TcpListener::bind(addr)?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
-            gate: Gate::new(cfg.capacity, cfg.halve_after),
-            service: cfg.service,
+            gate: if cfg.mode.limits_concurrency() {
+                Gate::new(cfg.capacity, cfg.halve_after)
+            } else {
+                Gate::unlimited()
+            },
+            model: ServiceModel::new(cfg.service, &cfg.mode),
             conns: Mutex::new(Conns { closed: false, next_id: 0, streams: HashMap::new() }),
         });
         let acceptor = thread::Builder::new().name("capacity-accept".into()).spawn({
@@ -108,7 +124,7 @@ impl Drop for CapacityOrigin {
 /// State shared by the accept thread, the connection threads and the handle.
 struct Shared {
     gate: Gate,
-    service: Duration,
+    model: ServiceModel,
     conns: Mutex<Conns>,
 }
 

@@ -78,7 +78,7 @@ fn respond(shared: &Shared, stream: &TcpStream, head: &Head) -> Next {
             let Some(permit) = shared.gate.acquire() else {
                 return Next::Close; // shutting down
             };
-            thread::sleep(shared.service);
+            thread::sleep(shared.model.service_time(permit.others));
             // A client that gave up has closed: the first write to it would still succeed.
             let written = if peer_gone(stream) {
                 Err(std::io::ErrorKind::BrokenPipe.into())

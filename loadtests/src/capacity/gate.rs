@@ -1,5 +1,6 @@
 //! The origin's worker pool as an admission gate: at most `capacity` requests in service at once,
-//! the rest wait in one unbounded FIFO queue and are admitted strictly in arrival order.
+//! the rest wait in one unbounded FIFO queue and are admitted strictly in arrival order. An
+//! unlimited gate ([`Gate::unlimited`]) admits everything at once and only counts.
 //!
 //! The capacity halves `halve_after` after the first request since start (or since the last
 //! [`Gate::reset`]); requests already in service finish, and the queue then drains at the new
@@ -12,10 +13,13 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+/// The initial capacity of an unlimited gate.
+const UNLIMITED: usize = usize::MAX;
+
 /// What the origin has seen since start or since the last reset.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct CapacityStats {
-    /// The capacity now (the initial one, or half of it after the halving).
+    /// The capacity now (the initial one, or half of it after the halving); 0: no limit.
     pub capacity: usize,
     /// The capacity has been halved.
     pub halved: bool,
@@ -48,8 +52,9 @@ struct Inner {
     /// When the first request since start or reset arrived.
     clock: Option<Instant>,
     in_service: usize,
-    /// One sender per waiting request, in arrival order; a unit sent hands it a slot.
-    waiting: VecDeque<SyncSender<()>>,
+    /// One sender per waiting request, in arrival order; a count sent hands it a slot (the
+    /// count: the requests in service when it got it).
+    waiting: VecDeque<SyncSender<usize>>,
     closed: bool,
     stats: CapacityStats,
 }
@@ -57,6 +62,8 @@ struct Inner {
 /// A slot in service; dropping it frees the slot for the next waiting request.
 pub(crate) struct Permit<'a> {
     gate: &'a Gate,
+    /// Other requests in service when this one got its slot.
+    pub(crate) others: usize,
 }
 
 impl Gate {
@@ -69,6 +76,11 @@ impl Gate {
             halve_after,
             inner: Mutex::new(Inner { clock: None, in_service: 0, waiting: VecDeque::new(), closed: false, stats }),
         }
+    }
+
+    /// A gate admitting every request at once (its stats report capacity 0).
+    pub(crate) fn unlimited() -> Gate {
+        Gate::new(UNLIMITED, None)
     }
 
     /// Waits, in arrival order, for a slot. `None` once the gate is closed.
@@ -84,9 +96,10 @@ impl Gate {
             inner.stats.capacity = capacity;
             inner.stats.halved = capacity < self.initial;
             if inner.waiting.is_empty() && inner.in_service < capacity {
+                let others = inner.in_service;
                 inner.in_service += 1;
                 inner.observe();
-                return Some(Permit { gate: self });
+                return Some(Permit { gate: self, others });
             }
             let (sender, receiver) = sync_channel(1);
             inner.waiting.push_back(sender);
@@ -94,7 +107,7 @@ impl Gate {
             receiver
         };
         // The releaser counted us in service before sending; a dropped sender means closed.
-        receiver.recv().ok().map(|()| Permit { gate: self })
+        receiver.recv().ok().map(|others| Permit { gate: self, others })
     }
 
     /// Counts a served request whose answer could not be written.
@@ -111,7 +124,11 @@ impl Gate {
         }
         inner.stats.in_service = inner.in_service;
         inner.stats.queued = inner.waiting.len();
-        inner.stats
+        let mut stats = inner.stats;
+        if self.initial == UNLIMITED {
+            stats.capacity = 0;
+        }
+        stats
     }
 
     /// Restarts the statistics and the halving clock (the capacity is the initial one again
@@ -141,7 +158,7 @@ impl Gate {
                 break;
             };
             // A waiter that is gone (its thread ended) simply loses its place.
-            if next.send(()).is_ok() {
+            if next.send(inner.in_service).is_ok() {
                 inner.in_service += 1;
             }
         }
@@ -278,6 +295,31 @@ mod tests {
         gate.reset();
         let stats = gate.stats();
         assert_eq!((stats.capacity, stats.halved, stats.served, stats.max_in_service), (4, false, 0, 2));
+    }
+
+    #[test]
+    fn permits_count_the_others_in_service_and_unlimited_gates_never_queue() {
+        let gate = Gate::unlimited();
+        let permits: Vec<_> = (0..100).map(|_| gate.acquire().unwrap()).collect();
+        assert_eq!(permits.iter().map(|p| p.others).collect::<Vec<_>>(), (0..100).collect::<Vec<_>>());
+        let stats = gate.stats();
+        assert_eq!((stats.capacity, stats.in_service, stats.queued, stats.max_in_service), (0, 100, 0, 100));
+        drop(permits);
+        assert_eq!(gate.acquire().unwrap().others, 0);
+
+        // A queued request learns how many were in service when it got its slot.
+        let gate = Gate::new(2, None);
+        let a = gate.acquire().unwrap();
+        let b = gate.acquire().unwrap();
+        assert_eq!((a.others, b.others), (0, 1));
+        thread::scope(|s| {
+            let waiter = s.spawn(|| gate.acquire().map(|p| p.others));
+            while gate.stats().queued == 0 {
+                thread::yield_now();
+            }
+            drop(a);
+            assert_eq!(waiter.join().unwrap(), Some(1));
+        });
     }
 
     #[test]

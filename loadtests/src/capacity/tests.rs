@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use super::*;
 
 fn origin(capacity: usize, service_ms: u64, halve_after: Option<Duration>) -> CapacityOrigin {
-    let cfg = CapacityConfig { capacity, service: Duration::from_millis(service_ms), halve_after };
+    let cfg = CapacityConfig { capacity, service: Duration::from_millis(service_ms), halve_after, mode: Mode::Pool };
     CapacityOrigin::spawn("127.0.0.1:0", cfg).unwrap()
 }
 
@@ -160,4 +160,33 @@ fn shutdown_refuses_new_connections() {
     let addr = origin.addr();
     origin.shutdown();
     assert!(TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err());
+}
+
+#[test]
+fn load_dependent_and_noisy_modes_serve_everything_at_once() {
+    let modes =
+        [Mode::LoadDependent { per_inflight: Duration::from_millis(1) }, Mode::Noisy { p99_ratio: 3.0, seed: 1 }];
+    for mode in modes {
+        let cfg = CapacityConfig { capacity: 1, service: Duration::from_millis(300), halve_after: None, mode };
+        let origin = CapacityOrigin::spawn("127.0.0.1:0", cfg).unwrap();
+        let handles: Vec<_> = (0..6)
+            .map(|_| {
+                let mut conn = connect(&origin);
+                thread::spawn(move || get(&mut conn, "/work"))
+            })
+            .collect();
+        // All six are in service together although the capacity says 1: nothing queues.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while origin.stats().max_in_service < 6 && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(1));
+        }
+        for h in handles {
+            assert_eq!(h.join().unwrap(), (200, "ok".to_string()));
+        }
+        let stats = origin.stats();
+        assert_eq!((stats.capacity, stats.max_in_service, stats.max_queued), (0, 6, 0), "{stats:?}");
+        let (status, body) = get(&mut connect(&origin), "/__stats");
+        assert_eq!(status, 200);
+        assert!(body.contains("\"capacity\":0"), "{body}");
+    }
 }

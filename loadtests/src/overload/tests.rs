@@ -1,10 +1,11 @@
 use std::time::Duration;
 
 use super::*;
-use crate::capacity::{CapacityConfig, CapacityOrigin};
+use crate::capacity::{CapacityConfig, CapacityOrigin, Mode};
 
 fn origin(capacity: usize, service_ms: u64) -> CapacityOrigin {
-    let cfg = CapacityConfig { capacity, service: Duration::from_millis(service_ms), halve_after: None };
+    let cfg =
+        CapacityConfig { capacity, service: Duration::from_millis(service_ms), halve_after: None, mode: Mode::Pool };
     CapacityOrigin::spawn("127.0.0.1:0", cfg).unwrap()
 }
 

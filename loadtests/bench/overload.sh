@@ -39,6 +39,8 @@
 #   DURATION [30]          seconds of the overloaded phase of each run
 #   UNLOADED_DURATION [10] seconds of the unloaded phase before it (its latency is the reference)
 #   ROUNDS [1]             interleaved rounds: every proxy once per round, in PROXIES order
+#   GATEWAY_OVERLOAD_EXTRA [""]  TOML lines added to the gateway's [overload] table (an A/B of a
+#                          default: GATEWAY_OVERLOAD_EXTRA='first_class_reserve = false')
 #   PROXIES ["gateway-off gateway-on nginx haproxy"; other scenarios: "gateway-on"]
 #   CAPACITY [8]           requests the origin serves at once (pool)
 #   SERVICE_MS [40; other scenarios: 20]  service time of each request at the origin
@@ -80,6 +82,7 @@ set -euo pipefail
 
 SCENARIO=${SCENARIO:-pool}
 GATEWAY_WORKERS=${GATEWAY_WORKERS:-1}
+GATEWAY_OVERLOAD_EXTRA=${GATEWAY_OVERLOAD_EXTRA:-}
 ADMIN_SAMPLING=${ADMIN_SAMPLING:-1}
 USUAL_RPS=${USUAL_RPS:-500}
 PER_INFLIGHT_MS=${PER_INFLIGHT_MS:-0.2}
@@ -344,6 +347,7 @@ admin = $(if [[ -n $ADMIN_PORT ]]; then echo "{ address = \"127.0.0.1:$ADMIN_POR
 log_level = "warn"
 EOF
     [[ $2 == 1 ]] && printf '\n[overload]\nenabled = %s\n' "$1"
+    [[ $2 == 1 && -n $GATEWAY_OVERLOAD_EXTRA ]] && printf '%s\n' "$GATEWAY_OVERLOAD_EXTRA"
     cat <<EOF
 
 [[listeners]]

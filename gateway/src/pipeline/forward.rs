@@ -25,6 +25,7 @@ use crate::request::{Body, Request};
 use crate::runtime::stream::Stream;
 use crate::stats::metrics::FailureReason;
 use crate::upstream::h2pool::{H2Endpoint, H2Stream};
+use crate::upstream::outlier::Ejectable as _;
 use crate::upstream::{ClusterState, EndpointState, InFlight, Outcome, PickHints, UpConn, UpstreamError};
 use crate::worker::{Local, Worker};
 
@@ -251,6 +252,8 @@ async fn choose<D: Downstream>(
         let sent_at = Instant::now();
         permit.start_at(sent_at.into_std());
         let mut avoid = None;
+        // The length of the last adaptive cut that expired (see `upstream::trytime`).
+        let mut expired_cut = None;
         loop {
             let Some(inflight) = cluster.pick_with(&worker.rng, PickHints { hash, avoid }) else {
                 break 'tries Err(Some((Refusal::NO_HEALTHY_UPSTREAM, false)));
@@ -261,8 +264,10 @@ async fn choose<D: Downstream>(
             };
             down.ex().upstream = Some(endpoint.address);
             down.ex().endpoint = Some(index);
-            let tt = Try { try_deadline: retries.try_deadline(deadline), ..*t };
-            let remaining = deadline.saturating_duration_since(Instant::now());
+            let try_start = if retries.done() == 0 { sent_at } else { Instant::now() };
+            let (try_deadline, cut) = retries.try_deadline(deadline, &cluster.head_latency, action.timeout);
+            let tt = Try { try_deadline, ..*t };
+            let remaining = deadline.saturating_duration_since(try_start);
             let mut result = Err(UpstreamError::Http1Only);
             // WebSocket needs an HTTP/1.1 connection to take over: never on an HTTP/2 pool.
             if let (Some(h2ep), false) = (endpoint.h2().cloned(), t.websocket) {
@@ -287,6 +292,7 @@ async fn choose<D: Downstream>(
             }
             let failure = match &result {
                 Ok(resp) => {
+                    cluster.head_latency.observe(try_start.elapsed());
                     inflight.record(Outcome::Response(resp.status()));
                     (resp.status() >= 500).then(|| Failure::Status { status: resp.status(), shed: resp.is_shed() })
                 }
@@ -294,11 +300,23 @@ async fn choose<D: Downstream>(
                     if let Some(o) = e.outcome() {
                         inflight.record(o);
                     }
+                    match (e, cut) {
+                        // The cut expired: remembered in case the tries after it also run out.
+                        (UpstreamError::Timeout, Some(c)) => expired_cut = Some(c),
+                        // A try that was not cut ran out after a cut one: the cut was too short.
+                        (UpstreamError::Timeout, None) => {
+                            if let Some(c) = expired_cut.take() {
+                                cluster.head_latency.observe(c);
+                            }
+                        }
+                        _ => {}
+                    }
                     retry_failure(e)
                 }
             };
             if let Some(failure) = failure {
-                if retries.allow(worker, &cluster, failure, deadline) {
+                let ejected = endpoint.outlier().is_ejected();
+                if retries.allow(worker, &cluster, failure, deadline, ejected) {
                     avoid = Some(index);
                     drop(inflight);
                     if let Ok(resp) = result {
@@ -308,7 +326,11 @@ async fn choose<D: Downstream>(
                     if retries.backoff(worker, deadline).await {
                         continue;
                     }
-                    // No time left for another try: the deadline has passed.
+                    // No time left for another try: the deadline has passed (after a cut try
+                    // that expired, the cut was too short).
+                    if let Some(c) = expired_cut {
+                        cluster.head_latency.observe(c);
+                    }
                     break 'tries Err(Some((Refusal::status(504), true)));
                 }
             }

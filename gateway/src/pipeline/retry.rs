@@ -8,6 +8,7 @@ use std::time::Duration;
 use gateway_config::RetryPolicy;
 use monoio::time::Instant;
 
+use crate::upstream::trytime::HeadLatency;
 use crate::upstream::{ClusterState, RetrySlot};
 use crate::worker::Worker;
 
@@ -52,22 +53,56 @@ impl<'a> Retries<'a> {
         self.resendable = true;
     }
 
+    /// Retries made so far.
+    pub fn done(&self) -> u32 {
+        self.done
+    }
+
     /// Whether any retry can happen for this request (skips the work of preparing one).
     pub fn possible(&self) -> bool {
         self.idempotent && self.policy.num_retries > 0 && !self.policy.retry_on.is_empty()
     }
 
-    /// The deadline of the next try: the per-try timeout from now, within the request's.
-    pub fn try_deadline(&self, deadline: Instant) -> Instant {
-        match self.policy.per_try_timeout {
-            Some(t) => deadline.min(Instant::now() + t),
-            None => deadline,
+    /// The deadline of the next try, within the request's (`deadline`): the route's
+    /// `per_try_timeout` from now; without one, the adaptive per-try timeout from `latency`
+    /// (the cluster's, on a route with timeout `route_timeout`) when a timeout of this try
+    /// could be retried (see `upstream::trytime`), the cut's length returned with it; otherwise
+    /// the request's deadline. The last try a request may make is never cut adaptively.
+    pub fn try_deadline(
+        &self,
+        deadline: Instant,
+        latency: &HeadLatency,
+        route_timeout: Duration,
+    ) -> (Instant, Option<Duration>) {
+        if let Some(t) = self.policy.per_try_timeout {
+            return (deadline.min(Instant::now() + t), None);
+        }
+        let cut_possible =
+            self.policy.adaptive() && self.idempotent && self.resendable && self.done < self.policy.num_retries;
+        match latency.per_try(route_timeout).filter(|_| cut_possible) {
+            Some(cut) => {
+                let at = Instant::now() + cut;
+                if at < deadline {
+                    (at, Some(cut))
+                } else {
+                    (deadline, None)
+                }
+            }
+            None => (deadline, None),
         }
     }
 
     /// Decides whether a try that failed with `failure` is retried, taking a slot in the
-    /// cluster's retry budget when it is.
-    pub fn allow(&mut self, worker: &Worker, cluster: &ClusterState, failure: Failure, deadline: Instant) -> bool {
+    /// cluster's retry budget when it is (`ejected`: outlier detection has ejected the try's
+    /// endpoint, see [`ClusterState::retry_slot_after_ejection`]).
+    pub fn allow(
+        &mut self,
+        worker: &Worker,
+        cluster: &ClusterState,
+        failure: Failure,
+        deadline: Instant,
+        ejected: bool,
+    ) -> bool {
         let on = self.policy.retry_on;
         let covered = match failure {
             Failure::ConnectFailure => on.covers_connect_failure(),
@@ -87,7 +122,8 @@ impl<'a> Retries<'a> {
         }
         // The previous retry (if any) has ended: its slot goes back before a new one is taken.
         self.slot = None;
-        match cluster.retry_slot() {
+        let slot = if ejected { cluster.retry_slot_after_ejection() } else { cluster.retry_slot() };
+        match slot {
             Some(slot) => {
                 self.slot = Some(slot);
                 self.done += 1;

@@ -511,9 +511,11 @@ impl RetryOn {
     /// An HTTP/2 upstream refused the stream (REFUSED_STREAM, or GOAWAY above its id): not
     /// processed (RFC 9113 §8.7).
     pub const REFUSED_STREAM: Self = Self(2);
-    /// The connection closed or reset, or the per-try timeout expired, before a response head.
+    /// The connection closed or reset, or the per-try timeout expired, before a response head
+    /// (not a malformed response: that is `gateway-error`).
     pub const RESET: Self = Self(4);
-    /// 502, 503 and 504 responses, and everything `connect-failure` and `reset` cover.
+    /// 502, 503 and 504 responses, a malformed response (the gateway's 502), and everything
+    /// `connect-failure` and `reset` cover.
     pub const GATEWAY_ERROR: Self = Self(8);
     /// Any 5xx response, and everything `gateway-error` covers.
     pub const SERVER_ERROR: Self = Self(16);

@@ -265,7 +265,9 @@ async fn choose<D: Downstream>(
             down.ex().upstream = Some(endpoint.address);
             down.ex().endpoint = Some(index);
             let try_start = if retries.done() == 0 { sent_at } else { Instant::now() };
-            let (try_deadline, cut) = retries.try_deadline(deadline, &cluster.head_latency, action.timeout);
+            // An adaptive cut only helps when the retry can go to another endpoint.
+            let latency = cluster.has_other_eligible(index).then_some(&cluster.head_latency);
+            let (try_deadline, cut) = retries.try_deadline(deadline, latency, action.timeout);
             let tt = Try { try_deadline, ..*t };
             let remaining = deadline.saturating_duration_since(try_start);
             let mut result = Err(UpstreamError::Http1Only);
@@ -404,9 +406,10 @@ fn retry_failure(e: &UpstreamError) -> Option<Failure> {
     match e {
         UpstreamError::Connect(_) => Some(Failure::ConnectFailure),
         UpstreamError::RefusedStream => Some(Failure::RefusedStream),
-        UpstreamError::Timeout | UpstreamError::Send(_) | UpstreamError::ClosedEarly | UpstreamError::Protocol(_) => {
-            Some(Failure::Reset)
-        }
+        UpstreamError::Timeout | UpstreamError::Send(_) | UpstreamError::ClosedEarly => Some(Failure::Reset),
+        // A malformed answer is the upstream's 502: retried as one (`gateway-error`, `5xx`),
+        // not as a reset (nothing valid arrived, but something did).
+        UpstreamError::Protocol(_) => Some(Failure::Protocol),
         UpstreamError::Http1Only | UpstreamError::ClientBody(_) | UpstreamError::Overflow => None,
     }
 }

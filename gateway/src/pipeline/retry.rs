@@ -22,6 +22,8 @@ pub(crate) enum Failure {
     RefusedStream,
     /// The connection closed or reset before a response head, or the per-try timeout expired.
     Reset,
+    /// The response was malformed or refused (the gateway answers 502 for it).
+    Protocol,
     /// A response head with this status arrived; `shed`: the upstream marked it as load
     /// shedding (`x-gateway-reason: shed`), which is never retried.
     Status { status: u16, shed: bool },
@@ -65,13 +67,14 @@ impl<'a> Retries<'a> {
 
     /// The deadline of the next try, within the request's (`deadline`): the route's
     /// `per_try_timeout` from now; without one, the adaptive per-try timeout from `latency`
-    /// (the cluster's, on a route with timeout `route_timeout`) when a timeout of this try
-    /// could be retried (see `upstream::trytime`), the cut's length returned with it; otherwise
-    /// the request's deadline. The last try a request may make is never cut adaptively.
+    /// (the cluster's, on a route with timeout `route_timeout`; `None` when no other endpoint
+    /// could take a retry) when a timeout of this try could be retried (see
+    /// `upstream::trytime`), the cut's length returned with it; otherwise the request's
+    /// deadline. The last try a request may make is never cut adaptively.
     pub fn try_deadline(
         &self,
         deadline: Instant,
-        latency: &HeadLatency,
+        latency: Option<&HeadLatency>,
         route_timeout: Duration,
     ) -> (Instant, Option<Duration>) {
         if let Some(t) = self.policy.per_try_timeout {
@@ -79,7 +82,7 @@ impl<'a> Retries<'a> {
         }
         let cut_possible =
             self.policy.adaptive() && self.idempotent && self.resendable && self.done < self.policy.num_retries;
-        match latency.per_try(route_timeout).filter(|_| cut_possible) {
+        match latency.filter(|_| cut_possible).and_then(|l| l.per_try(route_timeout)) {
             Some(cut) => {
                 let at = Instant::now() + cut;
                 if at < deadline {
@@ -109,6 +112,7 @@ impl<'a> Retries<'a> {
             // Not processed, but a body streamed into the refused stream is gone.
             Failure::RefusedStream => on.covers_refused_stream() && self.resendable,
             Failure::Reset => on.covers_reset() && self.resendable,
+            Failure::Protocol => self.resendable && on.covers_status(502, &[]),
             Failure::Status { shed: true, .. } => false,
             Failure::Status { status, shed: false } => {
                 self.resendable && on.covers_status(status, &self.policy.retriable_status_codes)

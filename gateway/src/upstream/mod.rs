@@ -303,6 +303,11 @@ impl ClusterState {
         Some(RetrySlot(Rc::clone(&self.retries)))
     }
 
+    /// Whether an endpoint other than `index` is eligible (a retry could go elsewhere).
+    pub fn has_other_eligible(&self, index: usize) -> bool {
+        self.endpoints.iter().enumerate().any(|(i, e)| i != index && e.eligible())
+    }
+
     /// Retries in flight to the cluster (this worker).
     pub fn retries_in_flight(&self) -> usize {
         self.retries.get()

@@ -2,6 +2,9 @@
 //! abandoned for a retry on another endpoint, when the route sets no `per_try_timeout` and
 //! retries a timed-out try (`reset` in `retry_on`, the default).
 //!
+//! A cut is made only when another endpoint of the cluster is eligible (a retry on the same
+//! endpoint would meet the same hang), for an idempotent request whose body is absent or held.
+//!
 //! Per cluster and worker, the gateway keeps a decaying peak of the time to a response head
 //! (any status): a slower sample is taken at once, each later one pulls the peak down by
 //! 1/64 of itself, so the peak follows the slow tail of the last few hundred responses (about

@@ -306,3 +306,21 @@ fn a_shed_503_and_a_plain_503_are_not_retried_by_default() {
         }
     }
 }
+
+/// A slow but working cluster (both endpoints answer after 1.2 s, route timeout 2 s): the
+/// first request on a fresh worker is cut at half the route timeout on both endpoints and
+/// answered 504; that teaches the worker the cluster is slow, and no later try is cut.
+#[test]
+fn a_slow_cluster_loses_one_request_per_worker_then_its_tries_are_not_cut() {
+    each_driver(|d| {
+        let (a, b) = (origin(), origin());
+        let gw = one_worker(d, &[a.addr(), b.addr()]);
+        let first = get(gw.addr, "/delay/1200");
+        assert_eq!(first.status, 504, "{d}: the warm-up cut (1 s) was too short, and so was the rest");
+        for i in 0..3 {
+            assert_eq!(get(gw.addr, "/delay/1200").status, 200, "{d}: request {i} after the lesson");
+        }
+        // 2 tries for the first request, 1 for each later one.
+        assert_eq!(a.requests() + b.requests(), 2 + 3, "{d}");
+    });
+}

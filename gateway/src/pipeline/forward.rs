@@ -308,7 +308,7 @@ async fn choose<D: Downstream>(
                         // A try that was not cut ran out after a cut one: the cut was too short.
                         (UpstreamError::Timeout, None) => {
                             if let Some(c) = expired_cut.take() {
-                                cluster.head_latency.observe(c);
+                                cluster.head_latency.cut_too_short(c);
                             }
                         }
                         _ => {}
@@ -331,7 +331,7 @@ async fn choose<D: Downstream>(
                     // No time left for another try: the deadline has passed (after a cut try
                     // that expired, the cut was too short).
                     if let Some(c) = expired_cut {
-                        cluster.head_latency.observe(c);
+                        cluster.head_latency.cut_too_short(c);
                     }
                     break 'tries Err(Some((Refusal::status(504), true)));
                 }

@@ -234,6 +234,17 @@ mod budget_tests {
     }
 
     #[test]
+    fn retries_away_from_an_ejected_endpoint_are_bounded_by_the_cap_only() {
+        let c = cluster("retry_budget = { min_concurrent = 1 }\ncaps = { max_retries = 3 }");
+        let first = c.retry_slot().expect("the floor");
+        assert!(c.retry_slot().is_none(), "above the floor, nothing in flight or earned");
+        let after: Vec<_> = std::iter::from_fn(|| c.retry_slot_after_ejection()).take(10).collect();
+        assert_eq!(after.len(), 2, "caps.max_retries bounds them");
+        drop(first);
+        assert!(c.retry_slot_after_ejection().is_some());
+    }
+
+    #[test]
     fn above_the_floor_retries_need_a_share_of_requests_in_flight_and_made() {
         run(async {
             let c = cluster("retry_budget = { percent = 20, min_concurrent = 0 }");

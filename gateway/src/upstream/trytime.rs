@@ -20,8 +20,10 @@
 //! - fewer than `ADAPTIVE_TRY_WARMUP` responses seen (a new worker, cluster or reload): the
 //!   cap, so an endpoint that hangs from the start costs at most half the route timeout;
 //! - a request whose cut try was followed by a 504 (no try answered in time) teaches the
-//!   estimate that the cut was too short: its length is taken as a sample, so the next cut is
-//!   `factor` times longer, or none once above the cap.
+//!   estimate that the cut was too short: its length is taken as a sample and the warm-up
+//!   ends, so the next cut is `factor` times longer, or none once above the cap. A cluster
+//!   whose answers take more than half the route timeout thus loses one request per worker
+//!   (a 504) after a start before its tries stop being cut.
 //!
 //! The last try a request may make is never cut: it has what remains of the route timeout, so
 //! the tries always fit it (what `gateway check` shows as "adaptive").
@@ -49,6 +51,14 @@ impl HeadLatency {
         let peak = self.peak_us.get();
         self.peak_us.set(us.max(peak - peak / 64));
         self.samples.set(self.samples.get().saturating_add(1));
+    }
+
+    /// Learns that a cut of length `cut` was too short (the tries after it ran out too): the
+    /// cut becomes a sample and the warm-up ends, so the next cut is `factor` times longer, or
+    /// none once that exceeds the cap.
+    pub fn cut_too_short(&self, cut: Duration) {
+        self.observe(cut);
+        self.samples.set(self.samples.get().max(ADAPTIVE_TRY_WARMUP));
     }
 
     /// The timeout of a try that a timeout would retry, on a route with `route_timeout`;
@@ -129,9 +139,13 @@ mod tests {
         }
         assert_eq!(h.per_try(ROUTE), Some(ms(250)));
         // A request whose cut try at 250ms ended in a 504 teaches it: 4 x 250ms = 1s, the cap.
-        h.observe(ms(250));
+        h.cut_too_short(ms(250));
         assert_eq!(h.per_try(ROUTE), Some(ms(1000)));
-        h.observe(ms(1000));
+        h.cut_too_short(ms(1000));
+        assert_eq!(h.per_try(ROUTE), None);
+        // During the warm-up, one cut that proved too short ends it.
+        let h = HeadLatency::default();
+        h.cut_too_short(ms(1000));
         assert_eq!(h.per_try(ROUTE), None);
     }
 }

@@ -264,7 +264,7 @@ async fn choose<D: Downstream>(
             };
             down.ex().upstream = Some(endpoint.address);
             down.ex().endpoint = Some(index);
-            let try_start = if retries.done() == 0 { sent_at } else { Instant::now() };
+            let try_start = Instant::now();
             // An adaptive cut only helps when the retry can go to another endpoint.
             let latency = cluster.has_other_eligible(index).then_some(&cluster.head_latency);
             let (try_deadline, cut) = retries.try_deadline(deadline, latency, action.timeout);

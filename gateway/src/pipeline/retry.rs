@@ -55,11 +55,6 @@ impl<'a> Retries<'a> {
         self.resendable = true;
     }
 
-    /// Retries made so far.
-    pub fn done(&self) -> u32 {
-        self.done
-    }
-
     /// Whether any retry can happen for this request (skips the work of preparing one).
     pub fn possible(&self) -> bool {
         self.idempotent && self.policy.num_retries > 0 && !self.policy.retry_on.is_empty()

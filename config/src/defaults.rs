@@ -141,8 +141,11 @@ pub const HEALTH_EXPECTED_STATUSES: std::ops::RangeInclusive<u16> = 200..=399;
 pub const OUTLIER_ENABLED: bool = true;
 /// `clusters[].outlier_detection.consecutive_5xx`.
 pub const OUTLIER_CONSECUTIVE_5XX: u32 = 5;
-/// `clusters[].outlier_detection.consecutive_gateway_errors`.
-pub const OUTLIER_CONSECUTIVE_GATEWAY_ERRORS: u32 = 5;
+/// `clusters[].outlier_detection.consecutive_gateway_errors`: connect failures, resets and
+/// timeouts are the gateway's own view of a broken endpoint, so three in a row (per worker)
+/// eject it; with one endpoint of three refusing or resetting, a worker sends it about three
+/// requests (each retried elsewhere) before ejecting it.
+pub const OUTLIER_CONSECUTIVE_GATEWAY_ERRORS: u32 = 3;
 /// `clusters[].outlier_detection.base_ejection_time`.
 pub const OUTLIER_BASE_EJECTION_TIME: Duration = Duration::from_secs(30);
 /// `clusters[].outlier_detection.max_ejection_time`.
@@ -175,9 +178,26 @@ pub const RETRY_BUDGET_MIN_CONCURRENT: usize = 3;
 pub const RETRY_NUM_RETRIES: u32 = 2;
 /// The most `routes[].retry.num_retries` may be.
 pub const MAX_NUM_RETRIES: i64 = 10;
-/// `routes[].retry.retry_on`: only failures where the upstream cannot have processed the request.
-pub const RETRY_ON: crate::model::RetryOn =
-    crate::model::RetryOn::CONNECT_FAILURE.union(crate::model::RetryOn::REFUSED_STREAM);
+/// `routes[].retry.retry_on`: failures before any response byte (`connect-failure`,
+/// `refused-stream`, `reset`, which includes a per-try timeout). Only idempotent requests are
+/// ever retried, so resending one the upstream may have seen is safe (RFC 9110 §9.2.2); status
+/// answers (a 5xx, a shed 503) are not retried by default.
+pub const RETRY_ON: crate::model::RetryOn = crate::model::RetryOn::CONNECT_FAILURE
+    .union(crate::model::RetryOn::REFUSED_STREAM)
+    .union(crate::model::RetryOn::RESET);
+/// The adaptive per-try timeout (`routes[].retry.per_try_timeout` left out, `reset` retried):
+/// a try that can still be retried on its timeout is cut at `ADAPTIVE_TRY_FACTOR` x the
+/// cluster's observed peak time to a response head on this worker, at least
+/// `ADAPTIVE_TRY_FLOOR`, at most the route timeout / `ADAPTIVE_TRY_CAP_DIVISOR`. A cluster
+/// whose observed peak x factor exceeds that cap is slow, not hanging: its tries are not cut.
+pub const ADAPTIVE_TRY_FACTOR: u32 = 4;
+/// The shortest adaptive per-try timeout.
+pub const ADAPTIVE_TRY_FLOOR: Duration = Duration::from_millis(250);
+/// The adaptive per-try timeout is at most the route timeout divided by this.
+pub const ADAPTIVE_TRY_CAP_DIVISOR: u32 = 2;
+/// Responses a worker observes from a cluster before the adaptive per-try timeout follows
+/// them; until then (a new worker or cluster) a cut try takes the cap.
+pub const ADAPTIVE_TRY_WARMUP: u32 = 8;
 /// `routes[].retry.backoff.base` and `.max`.
 pub const RETRY_BACKOFF_BASE: Duration = Duration::from_millis(25);
 pub const RETRY_BACKOFF_MAX: Duration = Duration::from_millis(250);

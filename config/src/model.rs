@@ -472,8 +472,9 @@ pub struct RetryPolicy {
     pub retry_on: RetryOn,
     /// Retries after the first try (0: never retried); at most 10.
     pub num_retries: u32,
-    /// Each try's own timeout (until the response head); `None`: a try may use what is left of
-    /// the route timeout. Never more than the route timeout.
+    /// Each try's own timeout (until the response head); `None`: adaptive when a timed-out try
+    /// is retried ([`Self::adaptive`]), otherwise a try may use what is left of the route
+    /// timeout. Never more than the route timeout.
     #[serde(serialize_with = "ser::opt_duration")]
     pub per_try_timeout: Option<Duration>,
     /// Statuses retried under `retriable-status-codes` (500..=599 only).
@@ -489,6 +490,19 @@ pub struct RetryPolicy {
 }
 
 impl RetryPolicy {
+    /// Whether tries are cut by the adaptive per-try timeout: no `per_try_timeout` is set and a
+    /// timed-out try is retried (`reset`, `gateway-error` or `5xx`). A try cut that way never
+    /// takes more than [`Self::adaptive_cap`], and the last try has what remains of the route
+    /// timeout, so the tries always fit it.
+    pub fn adaptive(&self) -> bool {
+        self.per_try_timeout.is_none() && self.num_retries > 0 && self.retry_on.covers_reset()
+    }
+
+    /// The longest adaptive per-try timeout on a route with timeout `route_timeout`.
+    pub fn adaptive_cap(route_timeout: Duration) -> Duration {
+        route_timeout / crate::defaults::ADAPTIVE_TRY_CAP_DIVISOR
+    }
+
     /// The longest backoff before retry `k` (counted from 0).
     pub fn backoff_cap(&self, k: u32) -> Duration {
         let factor = 1u32.checked_shl(k.min(20)).unwrap_or(u32::MAX);
@@ -506,9 +520,11 @@ impl RetryOn {
     /// An HTTP/2 upstream refused the stream (REFUSED_STREAM, or GOAWAY above its id): not
     /// processed (RFC 9113 §8.7).
     pub const REFUSED_STREAM: Self = Self(2);
-    /// The connection closed or reset, or the per-try timeout expired, before a response head.
+    /// The connection closed or reset, or the per-try timeout expired, before a response head
+    /// (not a malformed response: that is `gateway-error`).
     pub const RESET: Self = Self(4);
-    /// 502, 503 and 504 responses, and everything `connect-failure` and `reset` cover.
+    /// 502, 503 and 504 responses, a malformed response (the gateway's 502), and everything
+    /// `connect-failure` and `reset` cover.
     pub const GATEWAY_ERROR: Self = Self(8);
     /// Any 5xx response, and everything `gateway-error` covers.
     pub const SERVER_ERROR: Self = Self(16);

@@ -101,7 +101,9 @@ fn defaults_of_a_minimal_route_and_cluster() {
     assert_eq!(
         gateway_config_retry,
         crate::model::RetryPolicy {
-            retry_on: crate::model::RetryOn::CONNECT_FAILURE.union(crate::model::RetryOn::REFUSED_STREAM),
+            retry_on: crate::model::RetryOn::CONNECT_FAILURE
+                .union(crate::model::RetryOn::REFUSED_STREAM)
+                .union(crate::model::RetryOn::RESET),
             num_retries: 2,
             per_try_timeout: None,
             retriable_status_codes: Vec::new(),

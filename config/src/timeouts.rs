@@ -4,8 +4,11 @@
 //!
 //! A try retried only on `connect-failure` / `refused-stream` ends within the cluster's connect
 //! timeout (nothing was sent), so those tries count for `min(connect_timeout, per-try timeout)`.
-//! Without `per_try_timeout`, tries share the route timeout: each is cut to what remains, so
-//! they always fit, but a slow first try leaves nothing for a retry (shown as "shared"). An
+//! Without `per_try_timeout`, a try that a timeout would have retried (`reset` in `retry_on`,
+//! the default) is cut by the adaptive per-try timeout, at most half the route timeout, and the
+//! last try has what remains (shown as "adaptive", at most the cap): they always fit. Without
+//! either, tries share the route timeout: each is cut to what remains, so they always fit, but
+//! a slow first try leaves nothing for a retry (shown as "shared"). An
 //! incoming deadline (`grpc-timeout`, `server.deadline_header`) can only shorten all of this;
 //! each try is cut to what remains of it at run time.
 
@@ -14,7 +17,7 @@ use std::fmt::Write as _;
 use crate::units::show_duration;
 use std::time::Duration;
 
-use crate::model::{Action, Config, RetryOn};
+use crate::model::{Action, Config, RetryOn, RetryPolicy};
 
 /// One proxying route's retry and timeout budget.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +28,8 @@ pub struct RouteBudget {
     pub tries: u32,
     /// `None`: tries share the route timeout.
     pub per_try: Option<Duration>,
+    /// Without `per_try_timeout`: the cap of the adaptive per-try timeout (`None`: shared).
+    pub adaptive: Option<Duration>,
     /// The longest total backoff between tries.
     pub backoff: Duration,
     /// The longest the tries can take together (`None` when they share the route timeout).
@@ -74,6 +79,7 @@ pub fn budgets(config: &Config) -> Vec<RouteBudget> {
                 timeout: p.timeout,
                 tries: 1 + retries,
                 per_try: retry.per_try_timeout,
+                adaptive: retry.adaptive().then(|| RetryPolicy::adaptive_cap(p.timeout)),
                 backoff,
                 worst,
             })
@@ -95,7 +101,11 @@ pub fn table(budgets: &[RouteBudget]) -> String {
                 b.route.clone(),
                 show_duration(b.timeout),
                 b.tries.to_string(),
-                b.per_try.map_or_else(|| "shared".to_owned(), crate::units::show_duration),
+                match (b.per_try, b.adaptive) {
+                    (Some(t), _) => show_duration(t),
+                    (None, Some(cap)) => format!("adaptive<={}", show_duration(cap)),
+                    (None, None) => "shared".to_owned(),
+                },
                 show_duration(b.backoff),
                 b.worst.map_or_else(|| "<= timeout".to_owned(), crate::units::show_duration),
                 if b.fits() { "ok".to_owned() } else { "DOES NOT FIT".to_owned() },
@@ -139,15 +149,21 @@ mod tests {
              [[routes]]\nname = \"tight\"\ncluster = \"c\"\ntimeout = \"1s\"\n\
              retry = { retry_on = [\"5xx\"], num_retries = 2, per_try_timeout = \"500ms\" }\n\
              [[routes]]\nname = \"connect-only\"\ncluster = \"c\"\ntimeout = \"1s\"\n\
-             retry = { num_retries = 3, per_try_timeout = \"800ms\" }\n\
+             retry = { retry_on = [\"connect-failure\"], num_retries = 3, per_try_timeout = \"800ms\" }\n\
              [[routes]]\nname = \"off\"\ncluster = \"c\"\ntimeout = \"1s\"\n\
              retry = { retry_on = [], per_try_timeout = \"1s\" }\n\
+             [[routes]]\nname = \"not-on-timeouts\"\ncluster = \"c\"\n\
+             retry = { retry_on = [\"connect-failure\"] }\n\
              [[routes]]\nname = \"home\"\ndirect_response = { body = \"x\" }\n",
         );
         let b = budgets(&c);
-        assert_eq!(b.len(), 5, "direct responses have no budget");
-        // Default: tries share the 15 s route timeout.
+        assert_eq!(b.len(), 6, "direct responses have no budget");
+        // Default: adaptive per-try timeouts, at most half the 15 s route timeout; the last try
+        // has what remains.
         assert_eq!((b[0].tries, b[0].per_try, b[0].worst), (3, None, None));
+        assert_eq!(b[0].adaptive, Some(Duration::from_millis(7500)));
+        // A timeout is not retried: tries share the route timeout.
+        assert_eq!((b[5].per_try, b[5].adaptive, b[5].worst), (None, None, None));
         assert!(b[0].fits());
         // 3 x 600ms + 25ms + 50ms = 1875ms <= 2s.
         assert_eq!(b[1].worst, Some(Duration::from_millis(1875)));
@@ -163,8 +179,15 @@ mod tests {
         // No conditions: one try.
         assert_eq!((b[4].tries, b[4].worst), (1, Some(Duration::from_secs(1))));
         let t = table(&b);
-        assert!(t.starts_with("route         timeout  tries  per-try  backoff  worst case  verdict\n"), "{t}");
-        assert!(t.contains("tight         1s       3      500ms    75ms     1575ms      DOES NOT FIT\n"), "{t}");
-        assert!(t.contains("default       15s      3      shared   75ms     <= timeout  ok\n"), "{t}");
+        assert!(
+            t.starts_with("route            timeout  tries  per-try           backoff  worst case  verdict\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains("tight            1s       3      500ms             75ms     1575ms      DOES NOT FIT\n"),
+            "{t}"
+        );
+        assert!(t.contains("default          15s      3      adaptive<=7500ms  75ms     <= timeout  ok\n"), "{t}");
+        assert!(t.contains("not-on-timeouts  15s      3      shared            75ms     <= timeout  ok\n"), "{t}");
     }
 }

@@ -29,7 +29,7 @@ fn check_accepts_a_good_file_with_a_summary() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains(": ok: 1 listener, 1 route, 1 cluster (1 endpoint)"), "{stdout}");
     // The retry and timeout table: title, header and the one proxying route.
-    assert!(stdout.contains("route    timeout  tries  per-try  backoff  worst case  verdict\ndefault  2s       3      shared   75ms     <= timeout  ok\n"), "{stdout}");
+    assert!(stdout.contains("route    timeout  tries  per-try       backoff  worst case  verdict\ndefault  2s       3      adaptive<=1s  75ms     <= timeout  ok\n"), "{stdout}");
     assert_eq!(stdout.lines().count(), 4);
 }
 
@@ -47,7 +47,7 @@ retry = { retry_on = ["5xx"], num_retries = 2, per_try_timeout = "400ms" }
     let out = Command::new(BIN).args(["check", "--config"]).arg(&path).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("tight    1s       3      400ms    75ms     1275ms      DOES NOT FIT"), "{stdout}");
+    assert!(stdout.contains("tight    1s       3      400ms         75ms     1275ms      DOES NOT FIT"), "{stdout}");
     assert!(
         stderr.contains(
             "route \"tight\": 3 tries of up to 400ms plus 75ms of backoff need 1275ms, more than its timeout 1s"

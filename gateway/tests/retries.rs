@@ -86,10 +86,10 @@ fn connect_failures_are_retried_on_another_endpoint_by_default() {
         }
         assert_eq!(ok.attempts(), 20, "{d}");
         // Round robin sends every other first try to the dead endpoint and its retry goes to the
-        // other one, until outlier detection (on by default: 5 consecutive gateway errors)
+        // other one, until outlier detection (on by default: 3 consecutive gateway errors)
         // ejects the dead endpoint: then no try goes there at all.
-        assert_eq!(gw.total("upstream_retries"), 5, "{d}");
-        assert_eq!(gw.total("upstream_connect_errors"), 5, "{d}");
+        assert_eq!(gw.total("upstream_retries"), 3, "{d}");
+        assert_eq!(gw.total("upstream_connect_errors"), 3, "{d}");
     });
 }
 

@@ -203,7 +203,7 @@ fn documentation() -> Vec<(String, String)> {
 /// How many claims each file makes: a file that stops making them (its reader broken, or the
 /// text moved without this list) fails the test. Update it when claims are added or moved.
 const CLAIMS_PER_FILE: &[(&str, usize)] =
-    &[("docs/configuration.md", 11), ("docs/operations.md", 1), ("docs/overload.md", 5), ("docs/tls-and-http2.md", 3)];
+    &[("docs/configuration.md", 16), ("docs/operations.md", 1), ("docs/overload.md", 5), ("docs/tls-and-http2.md", 3)];
 
 #[test]
 fn documentation_agrees_with_the_model_defaults() {

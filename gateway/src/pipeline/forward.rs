@@ -25,6 +25,7 @@ use crate::request::{Body, Request};
 use crate::runtime::stream::Stream;
 use crate::stats::metrics::FailureReason;
 use crate::upstream::h2pool::{H2Endpoint, H2Stream};
+use crate::upstream::outlier::Ejectable as _;
 use crate::upstream::{ClusterState, EndpointState, InFlight, Outcome, PickHints, UpConn, UpstreamError};
 use crate::worker::{Local, Worker};
 
@@ -251,6 +252,8 @@ async fn choose<D: Downstream>(
         let sent_at = Instant::now();
         permit.start_at(sent_at.into_std());
         let mut avoid = None;
+        // The length of the last adaptive cut that expired (see `upstream::trytime`).
+        let mut expired_cut = None;
         loop {
             let Some(inflight) = cluster.pick_with(&worker.rng, PickHints { hash, avoid }) else {
                 break 'tries Err(Some((Refusal::NO_HEALTHY_UPSTREAM, false)));
@@ -261,8 +264,12 @@ async fn choose<D: Downstream>(
             };
             down.ex().upstream = Some(endpoint.address);
             down.ex().endpoint = Some(index);
-            let tt = Try { try_deadline: retries.try_deadline(deadline), ..*t };
-            let remaining = deadline.saturating_duration_since(Instant::now());
+            let try_start = Instant::now();
+            // An adaptive cut only helps when the retry can go to another endpoint.
+            let latency = cluster.has_other_eligible(index).then_some(&cluster.head_latency);
+            let (try_deadline, cut) = retries.try_deadline(deadline, latency, action.timeout);
+            let tt = Try { try_deadline, ..*t };
+            let remaining = deadline.saturating_duration_since(try_start);
             let mut result = Err(UpstreamError::Http1Only);
             // WebSocket needs an HTTP/1.1 connection to take over: never on an HTTP/2 pool.
             if let (Some(h2ep), false) = (endpoint.h2().cloned(), t.websocket) {
@@ -287,6 +294,7 @@ async fn choose<D: Downstream>(
             }
             let failure = match &result {
                 Ok(resp) => {
+                    cluster.head_latency.observe(try_start.elapsed());
                     inflight.record(Outcome::Response(resp.status()));
                     (resp.status() >= 500).then(|| Failure::Status { status: resp.status(), shed: resp.is_shed() })
                 }
@@ -294,11 +302,23 @@ async fn choose<D: Downstream>(
                     if let Some(o) = e.outcome() {
                         inflight.record(o);
                     }
+                    match (e, cut) {
+                        // The cut expired: remembered in case the tries after it also run out.
+                        (UpstreamError::Timeout, Some(c)) => expired_cut = Some(c),
+                        // A try that was not cut ran out after a cut one: the cut was too short.
+                        (UpstreamError::Timeout, None) => {
+                            if let Some(c) = expired_cut.take() {
+                                cluster.head_latency.cut_too_short(c);
+                            }
+                        }
+                        _ => {}
+                    }
                     retry_failure(e)
                 }
             };
             if let Some(failure) = failure {
-                if retries.allow(worker, &cluster, failure, deadline) {
+                let ejected = endpoint.outlier().is_ejected();
+                if retries.allow(worker, &cluster, failure, deadline, ejected) {
                     avoid = Some(index);
                     drop(inflight);
                     if let Ok(resp) = result {
@@ -308,7 +328,11 @@ async fn choose<D: Downstream>(
                     if retries.backoff(worker, deadline).await {
                         continue;
                     }
-                    // No time left for another try: the deadline has passed.
+                    // No time left for another try: the deadline has passed (after a cut try
+                    // that expired, the cut was too short).
+                    if let Some(c) = expired_cut {
+                        cluster.head_latency.cut_too_short(c);
+                    }
                     break 'tries Err(Some((Refusal::status(504), true)));
                 }
             }
@@ -382,9 +406,10 @@ fn retry_failure(e: &UpstreamError) -> Option<Failure> {
     match e {
         UpstreamError::Connect(_) => Some(Failure::ConnectFailure),
         UpstreamError::RefusedStream => Some(Failure::RefusedStream),
-        UpstreamError::Timeout | UpstreamError::Send(_) | UpstreamError::ClosedEarly | UpstreamError::Protocol(_) => {
-            Some(Failure::Reset)
-        }
+        UpstreamError::Timeout | UpstreamError::Send(_) | UpstreamError::ClosedEarly => Some(Failure::Reset),
+        // A malformed answer is the upstream's 502: retried as one (`gateway-error`, `5xx`),
+        // not as a reset (nothing valid arrived, but something did).
+        UpstreamError::Protocol(_) => Some(Failure::Protocol),
         UpstreamError::Http1Only | UpstreamError::ClientBody(_) | UpstreamError::Overflow => None,
     }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use gateway_config::RetryPolicy;
 use monoio::time::Instant;
 
+use crate::upstream::trytime::HeadLatency;
 use crate::upstream::{ClusterState, RetrySlot};
 use crate::worker::Worker;
 
@@ -21,6 +22,8 @@ pub(crate) enum Failure {
     RefusedStream,
     /// The connection closed or reset before a response head, or the per-try timeout expired.
     Reset,
+    /// The response was malformed or refused (the gateway answers 502 for it).
+    Protocol,
     /// A response head with this status arrived; `shed`: the upstream marked it as load
     /// shedding (`x-gateway-reason: shed`), which is never retried.
     Status { status: u16, shed: bool },
@@ -57,23 +60,54 @@ impl<'a> Retries<'a> {
         self.idempotent && self.policy.num_retries > 0 && !self.policy.retry_on.is_empty()
     }
 
-    /// The deadline of the next try: the per-try timeout from now, within the request's.
-    pub fn try_deadline(&self, deadline: Instant) -> Instant {
-        match self.policy.per_try_timeout {
-            Some(t) => deadline.min(Instant::now() + t),
-            None => deadline,
+    /// The deadline of the next try, within the request's (`deadline`): the route's
+    /// `per_try_timeout` from now; without one, the adaptive per-try timeout from `latency`
+    /// (the cluster's, on a route with timeout `route_timeout`; `None` when no other endpoint
+    /// could take a retry) when a timeout of this try could be retried (see
+    /// `upstream::trytime`), the cut's length returned with it; otherwise the request's
+    /// deadline. The last try a request may make is never cut adaptively.
+    pub fn try_deadline(
+        &self,
+        deadline: Instant,
+        latency: Option<&HeadLatency>,
+        route_timeout: Duration,
+    ) -> (Instant, Option<Duration>) {
+        if let Some(t) = self.policy.per_try_timeout {
+            return (deadline.min(Instant::now() + t), None);
+        }
+        let cut_possible =
+            self.policy.adaptive() && self.idempotent && self.resendable && self.done < self.policy.num_retries;
+        match latency.filter(|_| cut_possible).and_then(|l| l.per_try(route_timeout)) {
+            Some(cut) => {
+                let at = Instant::now() + cut;
+                if at < deadline {
+                    (at, Some(cut))
+                } else {
+                    (deadline, None)
+                }
+            }
+            None => (deadline, None),
         }
     }
 
     /// Decides whether a try that failed with `failure` is retried, taking a slot in the
-    /// cluster's retry budget when it is.
-    pub fn allow(&mut self, worker: &Worker, cluster: &ClusterState, failure: Failure, deadline: Instant) -> bool {
+    /// cluster's retry budget when it is (`ejected`: outlier detection has ejected the try's
+    /// endpoint, see [`ClusterState::retry_slot_after_ejection`]).
+    pub fn allow(
+        &mut self,
+        worker: &Worker,
+        cluster: &ClusterState,
+        failure: Failure,
+        deadline: Instant,
+        ejected: bool,
+    ) -> bool {
         let on = self.policy.retry_on;
         let covered = match failure {
             Failure::ConnectFailure => on.covers_connect_failure(),
             // Not processed, but a body streamed into the refused stream is gone.
             Failure::RefusedStream => on.covers_refused_stream() && self.resendable,
             Failure::Reset => on.covers_reset() && self.resendable,
+            Failure::Protocol => self.resendable && on.covers_status(502, &[]),
             Failure::Status { shed: true, .. } => false,
             Failure::Status { status, shed: false } => {
                 self.resendable && on.covers_status(status, &self.policy.retriable_status_codes)
@@ -87,7 +121,8 @@ impl<'a> Retries<'a> {
         }
         // The previous retry (if any) has ended: its slot goes back before a new one is taken.
         self.slot = None;
-        match cluster.retry_slot() {
+        let slot = if ejected { cluster.retry_slot_after_ejection() } else { cluster.retry_slot() };
+        match slot {
             Some(slot) => {
                 self.slot = Some(slot);
                 self.done += 1;
@@ -191,6 +226,17 @@ mod budget_tests {
         let c = cluster("caps = { max_retries = 1 }");
         let _one = c.retry_slot().expect("one");
         assert!(c.retry_slot().is_none());
+    }
+
+    #[test]
+    fn retries_away_from_an_ejected_endpoint_are_bounded_by_the_cap_only() {
+        let c = cluster("retry_budget = { min_concurrent = 1 }\ncaps = { max_retries = 3 }");
+        let first = c.retry_slot().expect("the floor");
+        assert!(c.retry_slot().is_none(), "above the floor, nothing in flight or earned");
+        let after: Vec<_> = std::iter::from_fn(|| c.retry_slot_after_ejection()).take(10).collect();
+        assert_eq!(after.len(), 2, "caps.max_retries bounds them");
+        drop(first);
+        assert!(c.retry_slot_after_ejection().is_some());
     }
 
     #[test]

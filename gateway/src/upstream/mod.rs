@@ -21,6 +21,7 @@ pub mod outlier;
 mod pick;
 pub mod pool;
 mod reresolve;
+pub mod trytime;
 
 use std::cell::Cell;
 use std::net::SocketAddr;
@@ -56,6 +57,8 @@ pub struct ClusterState {
     pub connections: Rc<Cell<usize>>,
     /// TLS for HTTP/1.1 connections to the endpoints (`tls` set on the cluster).
     pub tls: Option<UpstreamTlsConfig>,
+    /// This worker's observed time to a response head, for the adaptive per-try timeout.
+    pub head_latency: trytime::HeadLatency,
     /// Retries in flight (from their backoff until their try ends), for the retry budget.
     retries: Rc<Cell<usize>>,
     /// Retries earned by requests and not yet spent (the rate form of the retry budget), in
@@ -235,6 +238,7 @@ impl ClusterState {
             connections,
             tls,
             h2_transport,
+            head_latency: trytime::HeadLatency::default(),
             retries: Rc::new(Cell::new(0)),
             retry_tokens: Cell::new(0),
             retry_earn: (settings.retry_budget.percent * 10.0).round() as u32,
@@ -278,6 +282,27 @@ impl ClusterState {
         self.retry_tokens.set(tokens.saturating_sub(RETRY_TOKEN_UNIT));
         self.retries.set(in_flight + 1);
         Some(RetrySlot(Rc::clone(&self.retries)))
+    }
+
+    /// A slot for a retry of a try whose endpoint outlier detection has ejected (by this
+    /// failure or while the try was in flight), bounded by `caps.max_retries` only: the
+    /// ejection says the endpoint failed, not the cluster, and the requests it can concern are
+    /// those in flight to that endpoint, so they are retried however many arrive at once (a
+    /// hanging endpoint's tries all expire together). It spends an earned retry if one is
+    /// banked.
+    pub fn retry_slot_after_ejection(&self) -> Option<RetrySlot> {
+        let in_flight = self.retries.get();
+        if in_flight >= self.settings.caps.max_retries {
+            return None;
+        }
+        self.retry_tokens.set(self.retry_tokens.get().saturating_sub(RETRY_TOKEN_UNIT));
+        self.retries.set(in_flight + 1);
+        Some(RetrySlot(Rc::clone(&self.retries)))
+    }
+
+    /// Whether an endpoint other than `index` is eligible (a retry could go elsewhere).
+    pub fn has_other_eligible(&self, index: usize) -> bool {
+        self.endpoints.iter().enumerate().any(|(i, e)| i != index && e.eligible())
     }
 
     /// Retries in flight to the cluster (this worker).

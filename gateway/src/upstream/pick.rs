@@ -66,12 +66,14 @@ impl ClusterState {
 }
 
 impl ClusterState {
-    /// Takes over this worker's outlier state and latency estimates of `old`, the state of the
+    /// Takes over this worker's outlier state and latency estimates (the endpoints' and the
+    /// adaptive per-try timeout's) of `old`, the state of the
     /// same cluster before a reload changed its settings, for the endpoints (by address) both
     /// have: an ejected endpoint stays ejected until its time is up, whatever else changed.
     /// Ejections beyond a lowered `max_ejection_percent` run out on their own.
     pub fn take_over(&self, old: &ClusterState) {
         let keep_ejections = self.settings.outlier_detection.enabled;
+        self.head_latency.take_over(&old.head_latency);
         for e in &self.endpoints {
             let Some(o) = old.endpoints.iter().find(|o| o.address == e.address) else { continue };
             e.ewma.take_over(&o.ewma);

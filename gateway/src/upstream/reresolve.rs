@@ -64,6 +64,11 @@ impl ClusterState {
             connections: Rc::clone(&old.connections),
             tls: old.tls.clone(),
             h2_transport: old.h2_transport.clone(),
+            head_latency: {
+                let h = super::trytime::HeadLatency::default();
+                h.take_over(&old.head_latency);
+                h
+            },
             retries: Rc::clone(&old.retries),
             retry_tokens: Cell::new(old.retry_tokens.get()),
             retry_earn: old.retry_earn,

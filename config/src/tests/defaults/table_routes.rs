@@ -59,7 +59,12 @@ pub fn entries() -> Vec<Entry> {
         }),
         e("routes[].retry.num_retries", RETRY, |c| proxy(c).retry.num_retries.to_string()),
         e("routes[].retry.per_try_timeout", RETRY, |c| {
-            proxy(c).retry.per_try_timeout.map_or("tries share the route timeout".to_owned(), dur)
+            let r = &proxy(c).retry;
+            match r.per_try_timeout {
+                Some(t) => dur(t),
+                None if r.adaptive() => "adaptive when a timeout is retried".to_owned(),
+                None => "tries share the route timeout".to_owned(),
+            }
         }),
         e("routes[].retry.backoff", RETRY, |c| {
             let r = &proxy(c).retry;

@@ -25,7 +25,7 @@ fn defaults() {
         OutlierDetection {
             enabled: true,
             consecutive_5xx: 5,
-            consecutive_gateway_errors: 5,
+            consecutive_gateway_errors: 3,
             base_ejection_time: Duration::from_secs(30),
             max_ejection_time: Duration::from_secs(300),
             max_ejection_percent: 50,

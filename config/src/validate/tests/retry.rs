@@ -49,8 +49,10 @@ fn status_coverage() {
     let listed = RetryOn::RETRIABLE_STATUS_CODES;
     assert!(listed.covers_status(500, &[500]) && !listed.covers_status(503, &[500]));
     assert!(!listed.covers_reset() && !listed.covers_connect_failure());
-    assert!(crate::defaults::RETRY_ON.covers_connect_failure() && !crate::defaults::RETRY_ON.covers_reset());
-    assert!(!crate::defaults::RETRY_ON.after_send() && RetryOn::RESET.after_send());
+    let d = crate::defaults::RETRY_ON;
+    assert!(d.covers_connect_failure() && d.covers_reset() && d.covers_refused_stream());
+    assert!(!d.covers_status(500, &[]) && !d.covers_status(502, &[]) && !d.covers_status(503, &[]));
+    assert!(d.after_send() && RetryOn::RESET.after_send() && !RetryOn::CONNECT_FAILURE.after_send());
 }
 
 #[test]

@@ -630,6 +630,7 @@ report() {
         --argjson haproxy_queue_ms "$HAPROXY_QUEUE_MS" \
         --argjson pcpu "$PROXY_CPU" --argjson lcpu "$LOAD_CPU" --arg order "$PROXIES" \
         --arg scenario "$SCENARIO" --argjson gateway_workers "$GATEWAY_WORKERS" \
+        --arg gateway_overload_extra "$GATEWAY_OVERLOAD_EXTRA" \
         --argjson usual_rps "$USUAL_RPS" --argjson per_inflight_ms "$PER_INFLIGHT_MS" \
         --argjson p99_ratio "$P99_RATIO" --argjson origin_seed "$ORIGIN_SEED"
 }
@@ -663,7 +664,8 @@ def check(ok; value): {pass: ok, value: value};
     route_timeout_ms: $route_timeout_ms, headroom: $headroom, rounds: $rounds,
     nginx: {pool: $nginx_pool, sheddable: $nginx_sheddable},
     haproxy: {queue_timeout_ms: $haproxy_queue_ms},
-    proxy_cpu: $pcpu, load_cpu: $lcpu, order: $order, scenario: $scenario, gateway_workers: $gateway_workers
+    proxy_cpu: $pcpu, load_cpu: $lcpu, order: $order, scenario: $scenario, gateway_workers: $gateway_workers,
+    gateway_overload_extra: $gateway_overload_extra
   },
   skipped: $skipped,
   runs: [$runs[] | . as $r | .overload as $o
@@ -747,7 +749,7 @@ markdown() {
     .params as $p |
     "## overload \(.timestamp)",
     "",
-    "Origin: `capacity-origin`, \($p.origin.capacity) requests at once × \($p.origin.service_ms) ms = \($p.origin.capacity_rps) req/s, FIFO queue without bound\(if $p.origin.halves_at_s then ", capacity halved at \($p.origin.halves_at_s) s" else "" end) (\($p.origin.capacity_requests) requests of capacity in the overloaded phase). Load: `overload-load`, open loop, mix \($p.load.mix), \($p.load.unloaded_rate) req/s for \($p.load.unloaded_duration_s) s (unloaded reference), then \($p.load.rate) req/s for \($p.load.duration_s) s; client timeout \($p.load.client_timeout_ms) ms, route timeout \($p.route_timeout_ms) ms. A fresh origin and proxy per run; proxy pinned to CPU \($p.proxy_cpu) (gateway: \($p.gateway_workers // 1) worker(s)), origin and load to CPU \($p.load_cpu); \($p.rounds) round(s). nginx: limit_conn pool \($p.nginx.pool), sheddable \($p.nginx.sheddable); HAProxy: maxconn \($p.origin.capacity), timeout queue \($p.haproxy.queue_timeout_ms) ms.",
+    "Origin: `capacity-origin`, \($p.origin.capacity) requests at once × \($p.origin.service_ms) ms = \($p.origin.capacity_rps) req/s, FIFO queue without bound\(if $p.origin.halves_at_s then ", capacity halved at \($p.origin.halves_at_s) s" else "" end) (\($p.origin.capacity_requests) requests of capacity in the overloaded phase). Load: `overload-load`, open loop, mix \($p.load.mix), \($p.load.unloaded_rate) req/s for \($p.load.unloaded_duration_s) s (unloaded reference), then \($p.load.rate) req/s for \($p.load.duration_s) s; client timeout \($p.load.client_timeout_ms) ms, route timeout \($p.route_timeout_ms) ms. A fresh origin and proxy per run; proxy pinned to CPU \($p.proxy_cpu) (gateway: \($p.gateway_workers // 1) worker(s)\(if ($p.gateway_overload_extra // "") != "" then ", [overload] adds `\($p.gateway_overload_extra)`" else "" end)), origin and load to CPU \($p.load_cpu); \($p.rounds) round(s). nginx: limit_conn pool \($p.nginx.pool), sheddable \($p.nginx.sheddable); HAProxy: maxconn \($p.origin.capacity), timeout queue \($p.haproxy.queue_timeout_ms) ms.",
     "",
     "Machine: Linux \(.machine.kernel), \(.machine.nproc) CPUs (\(.machine.cpu_model)), load average \(.machine.loadavg_before) before the rounds; nginx \(.machine.nginx); HAProxy \(.machine.haproxy); commit \(.git.commit)\(if .git.dirty then " (dirty tree)" else "" end).",
     "",

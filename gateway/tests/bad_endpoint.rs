@@ -94,7 +94,7 @@ fn start(driver: &str, endpoints: &[SocketAddr]) -> TestGateway {
 [server]
 workers = {WORKERS}
 io_driver = "{driver}"
-admin = false
+admin = {{ address = "127.0.0.1:0" }}
 drain_timeout = "1s"
 log_level = "error"
 
@@ -193,6 +193,18 @@ fn case(driver: &str, kind: Bad, h2: bool) -> (usize, f64, Duration) {
     };
     let good_tries = good[0].attempts() + good[1].attempts();
     assert_eq!(good_tries, REQUESTS, "{label}: every request answered once by a good endpoint");
+    // Every try cut at the adaptive per-try timeout is counted, and only those.
+    let admin = gw.gw.as_ref().and_then(|g| g.admin_addr()).expect("admin port");
+    let metrics = get(admin, "/metrics").text();
+    let cut: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(r#"gateway_cluster_try_timeouts_total{cluster="c"} "#))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{label}: no gateway_cluster_try_timeouts_total in\n{metrics}"));
+    match kind {
+        Bad::Hanging => assert_eq!(cut as usize, bad.requests(), "{label}: each try at the hanging endpoint was cut"),
+        _ => assert_eq!(cut, 0, "{label}: no try timed out"),
+    }
     let per_request = (good_tries + bad_tries) as f64 / REQUESTS as f64;
     println!(
         "{label}: {REQUESTS}/{REQUESTS} ok, {bad_tries} tries at the bad endpoint, {per_request:.3} attempts per \

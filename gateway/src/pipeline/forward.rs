@@ -302,6 +302,9 @@ async fn choose<D: Downstream>(
                     if let Some(o) = e.outcome() {
                         inflight.record(o);
                     }
+                    if matches!(e, UpstreamError::Timeout) && try_deadline < deadline {
+                        cluster.metrics().try_timeout();
+                    }
                     match (e, cut) {
                         // The cut expired: remembered in case the tries after it also run out.
                         (UpstreamError::Timeout, Some(c)) => expired_cut = Some(c),

@@ -359,7 +359,7 @@ pub const CLUSTER_FAILURES: Family = Family {
     name: "gateway_cluster_upstream_failures_total",
     kind: Kind::Counter,
     labels: &["cluster", "reason", "worker"],
-    help: "Failed upstream exchanges by reason: connect_error, connect_timeout, timeout (route timeout), \
+    help: "Failed upstream exchanges by reason: connect_error, connect_timeout, timeout (no response head before the route timeout, or a per-try timeout that could not be retried), \
            protocol (malformed response), reset (closed before the response was complete).",
 };
 pub const CLUSTER_EJECTIONS: Family = Family {
@@ -379,6 +379,12 @@ pub const CLUSTER_PANIC_PICKS: Family = Family {
     kind: Kind::Counter,
     labels: &["cluster", "worker"],
     help: "Requests sent to an endpoint although none was eligible (all_unhealthy = \"panic\").",
+};
+pub const CLUSTER_TRY_TIMEOUTS: Family = Family {
+    name: "gateway_cluster_try_timeouts_total",
+    kind: Kind::Counter,
+    labels: &["cluster", "worker"],
+    help: "Tries abandoned at their per-try timeout (the route's per_try_timeout, or the adaptive one when it sets none) before the route timeout; each is retried on another endpoint when the retry policy allows, else answered 504.",
 };
 pub const HEALTH_CHECKS: Family = Family {
     name: "gateway_health_checks_total",
@@ -547,6 +553,7 @@ pub const FAMILIES: &[Family] = &[
     CLUSTER_EJECTIONS,
     CLUSTER_EJECTED,
     CLUSTER_PANIC_PICKS,
+    CLUSTER_TRY_TIMEOUTS,
     HEALTH_CHECKS,
     HEALTH_TRANSITIONS,
     ENDPOINT_HEALTHY,

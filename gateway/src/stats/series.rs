@@ -97,6 +97,8 @@ pub struct ClusterMetrics {
     ejected: Counter,
     /// Picks made with `all_unhealthy = "panic"` because no endpoint was eligible.
     panic_picks: Counter,
+    /// Tries abandoned at their per-try timeout, before the route timeout.
+    try_timeouts: Counter,
 }
 
 /// One worker's registry of route and cluster metric sets. The worker calls [`Self::route`] and
@@ -302,6 +304,11 @@ impl ClusterMetrics {
         self.panic_picks.inc();
     }
 
+    /// Counts a try abandoned at its per-try timeout. Owning worker only.
+    pub fn try_timeout(&self) {
+        self.try_timeouts.inc();
+    }
+
     /// Ejections, indexed like `EjectReason::ALL`.
     pub fn ejections(&self) -> [u64; 2] {
         self.ejections.each_ref().map(Counter::value)
@@ -314,6 +321,10 @@ impl ClusterMetrics {
 
     pub fn panic_picks(&self) -> u64 {
         self.panic_picks.value()
+    }
+
+    pub fn try_timeouts(&self) -> u64 {
+        self.try_timeouts.value()
     }
 
     /// Failures, indexed like [`FailureReason::ALL`].

@@ -223,7 +223,7 @@ impl Limiter {
             return Err(Instant::now() + Duration::from_secs(3600));
         }
         // The classes after the first leave the last free slot to the first for a moment.
-        let usable = if rank == 0 { limit } else { self.reserve.others(in_flight, limit, self.baseline()).limit };
+        let usable = if rank == 0 { limit } else { self.reserve.others(in_flight, limit, || self.baseline()).limit };
         if in_flight < usable && !self.waiting_at_or_above(rank) {
             // A free slot nobody of this class or better waits for.
             if let Some(d) = self.delays.borrow_mut().get_mut(rank) {
@@ -299,7 +299,7 @@ impl Limiter {
         let held = if rank == 0 {
             None
         } else {
-            self.reserve.others(self.in_flight.get(), self.limit(), self.baseline()).held_until
+            self.reserve.others(self.in_flight.get(), self.limit(), || self.baseline()).held_until
         };
         let mut until = held.map_or(until, |at| at.min(until));
         loop {
@@ -320,7 +320,6 @@ impl Limiter {
                     None if now < bound_end => {
                         self.dispatch(false);
                         until = bound_end;
-                        continue;
                     }
                     None => break,
                 }
@@ -362,7 +361,9 @@ impl Limiter {
     fn take_slot(&self) {
         let n = self.in_flight.get() + 1;
         self.in_flight.set(n);
-        self.reserve.taken(n, self.limit());
+        if self.reserve.enabled() {
+            self.reserve.taken(n, self.limit());
+        }
         if let Some(g) = &self.gradient {
             let mut g = g.borrow_mut();
             g.observe_in_flight(n);
@@ -374,7 +375,9 @@ impl Limiter {
     fn release_slot(&self) {
         let n = self.in_flight.get().saturating_sub(1);
         self.in_flight.set(n);
-        self.reserve.freed(n, self.limit());
+        if self.reserve.enabled() {
+            self.reserve.freed(n, self.limit());
+        }
         if let Some(g) = &self.gradient {
             g.borrow_mut().set_in_flight(n, Instant::now());
         }
@@ -397,7 +400,7 @@ impl Limiter {
                     0 if handoff => limit.max(self.in_flight.get() + 1),
                     0 => limit,
                     _ => {
-                        let others = self.reserve.others(self.in_flight.get(), limit, self.baseline());
+                        let others = self.reserve.others(self.in_flight.get(), limit, || self.baseline());
                         if let Some(at) = others.held_until {
                             // The last free slot is the first class's for now: the front waiter
                             // looks again when the hold ends.

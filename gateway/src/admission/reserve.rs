@@ -56,6 +56,11 @@ impl Reserve {
         }
     }
 
+    /// Whether the reserve can ever hold a slot (callers skip its bookkeeping otherwise).
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
     /// Counts an arrival of class `rank` (0 = the first class).
     pub fn arrival(&self, rank: usize) {
         if !self.enabled {
@@ -113,13 +118,13 @@ impl Reserve {
 
     /// The limit for the classes after the first: `limit`, or one less while the last free slot
     /// is held (it freed from a full upstream less than a hold ago). Reads the clock only then.
-    pub fn others(&self, in_flight: usize, limit: usize, baseline: Duration) -> OthersLimit {
+    pub fn others(&self, in_flight: usize, limit: usize, baseline: impl FnOnce() -> Duration) -> OthersLimit {
         let open = OthersLimit { limit, held_until: None };
         let Some(since) = self.free_since.get() else { return open };
         if !self.enabled || in_flight + 1 != limit {
             return open;
         }
-        let hold = self.hold(baseline, limit);
+        let hold = self.hold(baseline(), limit);
         if hold.is_zero() {
             return open;
         }
@@ -183,25 +188,25 @@ mod tests {
         // Full, then one slot frees: the others see one slot less until the hold ends.
         r.taken(8, 8);
         r.freed(7, 8);
-        let held = r.others(7, 8, baseline);
+        let held = r.others(7, 8, || baseline);
         assert_eq!(held.limit, 7);
         let end = held.held_until.expect("held");
         assert!(end > Instant::now() && end <= Instant::now() + baseline / 8);
         // Two free slots: nothing is held.
-        assert_eq!(r.others(6, 8, baseline), OthersLimit { limit: 8, held_until: None });
+        assert_eq!(r.others(6, 8, || baseline), OthersLimit { limit: 8, held_until: None });
         // A zero hold (no first class seen) holds nothing.
-        assert_eq!(fed(0, 640).others(7, 8, baseline).limit, 8);
+        assert_eq!(fed(0, 640).others(7, 8, || baseline).limit, 8);
         // Filling up to the last slot holds nothing: only a slot freed from a full upstream is.
         let filling = fed(10, 640);
-        assert_eq!(filling.others(7, 8, baseline).limit, 8);
+        assert_eq!(filling.others(7, 8, || baseline).limit, 8);
         // The hold ends.
         let short = fed(10, 640);
         short.freed(7, 8);
         std::thread::sleep(Duration::from_millis(3));
-        assert_eq!(short.others(7, 8, Duration::from_millis(16)), OthersLimit { limit: 8, held_until: None });
+        assert_eq!(short.others(7, 8, || Duration::from_millis(16)), OthersLimit { limit: 8, held_until: None });
         // Taking the last slot ends the free period; the next free slot is held afresh.
         short.taken(8, 8);
         short.freed(7, 8);
-        assert_eq!(short.others(7, 8, Duration::from_millis(16)).limit, 7);
+        assert_eq!(short.others(7, 8, || Duration::from_millis(16)).limit, 7);
     }
 }

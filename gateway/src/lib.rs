@@ -177,6 +177,7 @@ impl Gateway {
             handoff: Default::default(),
             heartbeats: worker::heartbeat::Heartbeats::new(n),
             health: Default::default(),
+            controllers: Default::default(),
         });
         // The admin socket is bound here, with the listeners, so that both exist before the
         // process switches to an unprivileged user.

@@ -1,5 +1,6 @@
-//! The adaptive concurrency limit of one cluster, per worker: a delay-based controller on the
-//! upstream's latency (TCP Vegas's idea, applied to requests in flight).
+//! The adaptive concurrency limit of one cluster: a delay-based controller on the upstream's
+//! latency (TCP Vegas's idea, applied to requests in flight). The process's workers share one
+//! (see [`super::controller`]), which sees all their requests.
 //!
 //! Every window (at least 5 samples and at least one baseline latency long, or as soon as the
 //! mean latency has doubled) the mean upstream latency of the window is compared with the
@@ -57,7 +58,7 @@
 //!   of that mean, so that the lowest of many noisy means (p99 three times p50) is not taken for
 //!   the no-load latency.
 //!
-//! Measured in the open-loop simulations below (requests refused at the limit, what the last
+//! Measured in the open-loop simulations of `super::sim` (requests refused at the limit, what the last
 //! class sees): an upstream whose latency is 20 ms + 0.2 ms per request in flight, at twice its
 //! usual load, 0.1-0.2% refused (the controller without the elasticity: 55-60% at its usual
 //! load); a noisy upstream (log-normal, p99 = 3 x p50), 0.1% at twice its usual load (before:
@@ -254,13 +255,14 @@ impl Gradient {
         self.limit
     }
 
-    /// Adds one successful upstream latency sample; may close the window and move the limit.
-    pub fn sample(&mut self, rtt: Duration, now: Instant) {
+    /// Adds one successful upstream latency sample; may close the window and move the limit
+    /// (then it returns true).
+    pub fn sample(&mut self, rtt: Duration, now: Instant) -> bool {
         self.samples += 1;
         self.sum_nanos += rtt.as_nanos();
         self.sum_sq += rtt.as_secs_f64() * rtt.as_secs_f64();
         if self.samples < MIN_SAMPLES {
-            return;
+            return false;
         }
         let mean = Duration::from_nanos(u64::try_from(self.sum_nanos / u128::from(self.samples)).unwrap_or(u64::MAX));
         let window = self.baseline.unwrap_or(MIN_WINDOW).max(MIN_WINDOW);
@@ -268,9 +270,10 @@ impl Gradient {
         // doubled (an overload starting: shrink now rather than a window later).
         let doubled = self.baseline.is_some_and(|b| mean > b * 2) && !self.probing;
         if now.saturating_duration_since(self.window_start) < window && !doubled {
-            return;
+            return false;
         }
         self.close_window(mean, now);
+        true
     }
 
     fn close_window(&mut self, mean: Duration, now: Instant) {
@@ -567,306 +570,5 @@ mod tests {
             g.sample(Duration::from_millis(20), now);
         }
         assert_eq!(g.baseline(), Some(Duration::from_millis(20)), "baseline re-measured upwards");
-    }
-
-    /// A small deterministic random source (splitmix64) for the simulations below.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        }
-
-        /// Uniform in (0, 1].
-        fn unit(&mut self) -> f64 {
-            ((self.next() >> 11) as f64 + 1.0) / (1u64 << 53) as f64
-        }
-
-        fn exponential(&mut self, mean: f64) -> f64 {
-            -mean * self.unit().ln()
-        }
-
-        fn normal(&mut self) -> f64 {
-            (-2.0 * self.unit().ln()).sqrt() * (std::f64::consts::TAU * self.unit()).cos()
-        }
-    }
-
-    /// Upstreams for the open-loop simulations.
-    enum Upstream {
-        /// `capacity` workers of `service` each, FIFO without bound behind them.
-        Pool { capacity: usize, service: f64, free_at: Vec<f64> },
-        /// No concurrency limit; latency `base + per_request` x requests in flight.
-        LoadDependent { base: f64, per_request: f64 },
-        /// No concurrency limit; log-normal latency with this median and p99 / p50.
-        Noisy { median: f64, p99_over_p50: f64 },
-    }
-
-    impl Upstream {
-        /// When a request sent at `t` with `in_flight` requests in flight (itself included)
-        /// completes.
-        fn serve(&mut self, t: f64, in_flight: usize, rng: &mut Rng) -> f64 {
-            match self {
-                Upstream::Pool { service, free_at, .. } => {
-                    let (i, start) =
-                        free_at.iter().copied().enumerate().min_by(|a, b| a.1.total_cmp(&b.1)).expect("a worker");
-                    let done = start.max(t) + *service;
-                    free_at[i] = done;
-                    done
-                }
-                Upstream::LoadDependent { base, per_request } => t + *base + *per_request * in_flight as f64,
-                Upstream::Noisy { median, p99_over_p50 } => {
-                    let sigma = p99_over_p50.ln() / 2.326;
-                    t + *median * (sigma * rng.normal()).exp()
-                }
-            }
-        }
-
-        fn halve(&mut self) {
-            if let Upstream::Pool { capacity, free_at, .. } = self {
-                *capacity = (*capacity / 2).max(1);
-                free_at.truncate(*capacity);
-            }
-        }
-    }
-
-    /// What one phase of a simulation saw.
-    #[derive(Debug, Default)]
-    struct Phase {
-        arrived: usize,
-        refused: usize,
-        /// Latencies of the admitted requests of the phase, seconds.
-        latencies: Vec<f64>,
-        /// The most in flight at the upstream.
-        peak: usize,
-    }
-
-    impl Phase {
-        fn refused_share(&self) -> f64 {
-            self.refused as f64 / self.arrived.max(1) as f64
-        }
-
-        fn p99(&mut self) -> f64 {
-            self.latencies.sort_by(f64::total_cmp);
-            self.latencies.get(self.latencies.len() * 99 / 100).copied().unwrap_or(0.0)
-        }
-    }
-
-    /// Open-loop Poisson arrivals through the controller to `upstream`: each phase is
-    /// `(requests per second, seconds, halve the pool at its start)`. A request that finds no
-    /// slot under the limit is refused (what the last class sees: the bound on false shedding
-    /// for every class). Returns each phase's counts.
-    fn simulate(upstream: &mut Upstream, phases: &[(f64, f64, bool)], seed: u64) -> Vec<Phase> {
-        simulate_workers(upstream, phases, &[1.0], seed).into_iter().map(|mut p| p.workers.remove(0)).collect()
-    }
-
-    /// What one phase of a simulation with several workers saw.
-    #[derive(Debug, Default)]
-    struct WorkersPhase {
-        /// Each worker's counts.
-        workers: Vec<Phase>,
-        /// The sum of the workers' limits, sampled every 10 ms of the phase's second half.
-        limit_sums: Vec<usize>,
-    }
-
-    /// [`simulate`] with one controller per worker, all in front of the same upstream: each
-    /// arrival goes to worker `i` with probability `shares[i]` (connections spread unevenly over
-    /// the workers), and each worker sees only its own requests, as in the gateway.
-    fn simulate_workers(
-        upstream: &mut Upstream,
-        phases: &[(f64, f64, bool)],
-        shares: &[f64],
-        seed: u64,
-    ) -> Vec<WorkersPhase> {
-        use std::cmp::Reverse;
-        use std::collections::BinaryHeap;
-        let start = Instant::now();
-        let at = |t: f64| start + Duration::from_secs_f64(t);
-        let defaults = AdaptiveConcurrency {
-            enabled: true,
-            initial_limit: gateway_config::defaults::ADAPTIVE_INITIAL_LIMIT,
-            min_limit: gateway_config::defaults::ADAPTIVE_MIN_LIMIT,
-            tolerance: gateway_config::defaults::ADAPTIVE_TOLERANCE,
-            probe_interval: gateway_config::defaults::ADAPTIVE_PROBE_INTERVAL,
-        };
-        let mut gs: Vec<Gradient> = shares.iter().map(|_| Gradient::new(&defaults, 1024, start)).collect();
-        let mut in_flight = vec![0usize; shares.len()];
-        let limit = |g: &Gradient| {
-            if g.measured() {
-                g.limit()
-            } else {
-                g.limit() * crate::admission::limiter::UNVALIDATED_ROOM
-            }
-        };
-        let mut rng = Rng(seed);
-        // Completions: (time in ns, sent at in ns, worker).
-        let mut flying: BinaryHeap<Reverse<(u64, u64, usize)>> = BinaryHeap::new();
-        let ns = |t: f64| (t * 1e9) as u64;
-        let mut t = 0.0;
-        let mut out = Vec::new();
-        for &(rate, secs, halve) in phases {
-            if halve {
-                upstream.halve();
-            }
-            let end = t + secs;
-            let (mut phase, mut next_sample) = (WorkersPhase::default(), t + secs / 2.0);
-            phase.workers.resize_with(shares.len(), Phase::default);
-            loop {
-                t += rng.exponential(1.0 / rate);
-                if t >= end {
-                    t = end;
-                    break;
-                }
-                while let Some(&Reverse((done, sent, w))) = flying.peek() {
-                    if done > ns(t) {
-                        break;
-                    }
-                    flying.pop();
-                    let done_t = done as f64 / 1e9;
-                    in_flight[w] -= 1;
-                    gs[w].set_in_flight(in_flight[w], at(done_t));
-                    gs[w].sample(Duration::from_nanos(done - sent), at(done_t));
-                }
-                while next_sample <= t {
-                    phase.limit_sums.push(gs.iter().map(limit).sum());
-                    next_sample += 0.010;
-                }
-                let pick = rng.unit();
-                let mut w = 0;
-                let mut acc = 0.0;
-                for (i, share) in shares.iter().enumerate() {
-                    acc += share;
-                    w = i;
-                    if pick <= acc {
-                        break;
-                    }
-                }
-                let (g, p) = (&mut gs[w], &mut phase.workers[w]);
-                p.arrived += 1;
-                if in_flight[w] >= limit(g) {
-                    g.note_bound();
-                    p.refused += 1;
-                    continue;
-                }
-                in_flight[w] += 1;
-                let n = in_flight[w];
-                g.observe_in_flight(n);
-                g.set_in_flight(n, at(t));
-                let done = upstream.serve(t, flying.len() + 1, &mut rng);
-                p.latencies.push(done - t);
-                p.peak = p.peak.max(n);
-                flying.push(Reverse((ns(done), ns(t), w)));
-            }
-            out.push(phase);
-        }
-        out
-    }
-
-    #[test]
-    fn an_upstream_whose_latency_grows_with_load_is_not_shed_at_twice_its_usual_load() {
-        // 20 ms + 0.2 ms per request in flight, no limit: at 1000 req/s about 25 in flight at
-        // 25 ms; at 2000 req/s about 67 at 33 ms (1.6x the no-load latency), and still more in
-        // flight would bring more throughput.
-        for seed in 1..=3 {
-            let mut up = Upstream::LoadDependent { base: 0.020, per_request: 0.0002 };
-            let phases = simulate(&mut up, &[(1000.0, 1.0, false), (1000.0, 9.0, false), (2000.0, 30.0, false)], seed);
-            // The first second finds the load (the limit starts at `initial_limit`).
-            for (i, p) in phases.iter().enumerate().skip(1) {
-                assert!(p.refused_share() < 0.005, "seed {seed} phase {i}: refused {} of {}", p.refused, p.arrived);
-            }
-        }
-    }
-
-    #[test]
-    fn a_noisy_upstream_without_queueing_is_never_shed() {
-        // Log-normal latency, median 20 ms, p99 three times p50, independent of the load.
-        for seed in 1..=3 {
-            let mut up = Upstream::Noisy { median: 0.020, p99_over_p50: 3.0 };
-            let phases = simulate(&mut up, &[(1000.0, 1.0, false), (1000.0, 9.0, false), (2000.0, 30.0, false)], seed);
-            // The first second finds the load (the limit starts at `initial_limit`).
-            // The aim (issue 18) is none. What this controller achieves at twice the usual load
-            // is about one in a thousand (refused while the limit grows to the new demand after
-            // the step); in the seconds after start, when the limit still moves, one seed of
-            // three sees 4% refused. A regression guard at what it does, not the target.
-            let step = &phases[2];
-            assert!(step.refused_share() < 0.002, "seed {seed}: refused {} of {}", step.refused, step.arrived);
-            assert!(
-                phases[1].refused_share() < 0.05,
-                "seed {seed}: refused {} of {}",
-                phases[1].refused,
-                phases[1].arrived
-            );
-        }
-    }
-
-    #[test]
-    fn a_pool_at_three_times_its_capacity_is_held_near_its_capacity_and_followed_when_it_halves() {
-        // 8 workers of 40 ms (200 req/s), offered 600 req/s; the pool halves midway.
-        for seed in 1..=3 {
-            let mut up = Upstream::Pool { capacity: 8, service: 0.040, free_at: vec![0.0; 8] };
-            let mut phases = simulate(&mut up, &[(20.0, 5.0, false), (600.0, 15.0, false), (600.0, 15.0, true)], seed);
-            let goodput = (phases[1].arrived - phases[1].refused) as f64 / 15.0;
-            assert!(goodput > 0.9 * 200.0 && goodput < 1.1 * 200.0, "seed {seed}: goodput {goodput}/s of 200");
-            // p99 over the whole phase, the onset of the overload included (the target of
-            // issue 18 for the first class is 1.5x; the controller before the elasticity held
-            // 1.6x here, this one up to 1.85x).
-            let p99 = phases[1].p99();
-            assert!(p99 < 0.040 * 1.9, "seed {seed}: p99 {p99} s at capacity 8");
-            let goodput = (phases[2].arrived - phases[2].refused) as f64 / 15.0;
-            assert!(goodput > 0.85 * 100.0 && goodput < 1.1 * 100.0, "seed {seed}: goodput {goodput}/s of 100");
-            let p99 = phases[2].p99();
-            // The halving's transient: up to 3x (the controller before the elasticity: 2x).
-            assert!(p99 < 0.040 * 3.2, "seed {seed}: p99 {p99} s at capacity 4 (the halving included)");
-        }
-    }
-
-    #[test]
-    fn workers_with_uneven_shares_each_get_served_but_their_limits_sum_above_the_capacity() {
-        // The pool scenario split over 2 and 4 workers, connections spread unevenly (issue 18):
-        // each worker's controller sees only its own requests and its own latency. What it does
-        // today, guarded here (`--nocapture` prints it): goodput stays at capacity and no worker
-        // starves, but the limits do not share the upstream: with 4 workers they sum to about
-        // 2-3x its capacity (one worker: about 1x), so its queue, and p99, grow (130-350 ms
-        // against 50-120 ms with one worker). A rise in latency that another worker's requests
-        // caused looks to each controller like latency that does not follow its own requests in
-        // flight. Feeding the others' requests in flight into the elasticity did not change
-        // that (tried); the limit needs a per-cluster total shared across workers (issue 18,
-        // item 4, open).
-        for shares in [&[0.7, 0.3][..], &[0.4, 0.3, 0.2, 0.1][..]] {
-            for seed in 1..=3 {
-                let mut up = Upstream::Pool { capacity: 8, service: 0.040, free_at: vec![0.0; 8] };
-                let mut phases = simulate_workers(
-                    &mut up,
-                    &[(20.0, 5.0, false), (600.0, 15.0, false), (600.0, 15.0, true)],
-                    shares,
-                    seed,
-                );
-                for (phase, capacity) in phases.iter_mut().skip(1).zip([8.0, 4.0]) {
-                    let served: usize = phase.workers.iter().map(|p| p.arrived - p.refused).sum();
-                    let goodput = served as f64 / 15.0;
-                    let rps = capacity / 0.040;
-                    phase.limit_sums.sort_unstable();
-                    let sum = phase.limit_sums.get(phase.limit_sums.len() / 2).copied().unwrap_or(0);
-                    let mut all: Vec<f64> = phase.workers.iter_mut().flat_map(|p| p.latencies.drain(..)).collect();
-                    all.sort_by(f64::total_cmp);
-                    let p99 = all.get(all.len() * 99 / 100).copied().unwrap_or(0.0);
-                    let per: Vec<f64> = phase.workers.iter().map(|p| (p.arrived - p.refused) as f64 / 15.0).collect();
-                    eprintln!(
-                        "{shares:?} seed {seed} capacity {capacity}: goodput {goodput:.0}/s, limits sum {sum}, p99 {:.0} ms, per worker {per:.0?}/s",
-                        p99 * 1000.0
-                    );
-                    assert!(goodput > 0.85 * rps, "{shares:?} seed {seed}: goodput {goodput}/s of {rps}");
-                    for (i, (got, share)) in per.iter().zip(shares).enumerate() {
-                        assert!(
-                            *got > 0.4 * share * rps,
-                            "{shares:?} seed {seed}: worker {i} (share {share}) served {got}/s of {rps}"
-                        );
-                    }
-                }
-            }
-        }
     }
 }

@@ -5,12 +5,15 @@
 //! slot). Refusals cost no upstream work and are never retried.
 
 pub mod bucket;
+pub mod controller;
 pub mod gradient;
 pub mod limiter;
 pub mod penalty;
 pub mod queue_delay;
 pub mod ratelimit_headers;
 pub mod reserve;
+#[cfg(test)]
+mod sim;
 
 use std::hash::Hash;
 use std::net::IpAddr;

@@ -209,6 +209,18 @@ impl ClusterState {
     }
 
     pub fn new(settings: &Cluster, policy: Policy, health: &HealthRegistry, metrics: Arc<ClusterMetrics>) -> Self {
+        Self::with_limiter(settings, policy, health, metrics, Limiter::new(settings, policy))
+    }
+
+    /// [`ClusterState::new`] with this admission (a worker's part of a limit shared across
+    /// workers, see [`crate::admission::controller`]).
+    pub fn with_limiter(
+        settings: &Cluster,
+        policy: Policy,
+        health: &HealthRegistry,
+        metrics: Arc<ClusterMetrics>,
+        limiter: Limiter,
+    ) -> Self {
         let connections = Rc::new(Cell::new(0));
         let panic = Rc::new(Cell::new(false));
         let (tls, h2_transport) = upstream_tls(settings);
@@ -234,7 +246,7 @@ impl ClusterState {
             panic,
             metrics,
             endpoints,
-            limiter: Rc::new(Limiter::new(settings, policy)),
+            limiter: Rc::new(limiter),
             connections,
             tls,
             h2_transport,

@@ -89,7 +89,7 @@ impl Worker {
             .config
             .clusters
             .iter()
-            .map(|c| Rc::new(ClusterState::new(c, policy, &shared.health, parts.metrics.cluster(&c.name))))
+            .map(|c| Rc::new(cluster_state(&shared, id, c, policy, parts.metrics.cluster(&c.name))))
             .collect();
         publish_endpoints(&parts.endpoints, &clusters);
         let workers = shared.heartbeats.len().max(1);
@@ -147,7 +147,7 @@ impl Worker {
                         Rc::new(ClusterState::with_endpoints(old, c, &self.shared.health))
                     }
                     _ => {
-                        let state = ClusterState::new(c, policy, &self.shared.health, self.metrics.cluster(&c.name));
+                        let state = cluster_state(&self.shared, self.id, c, policy, self.metrics.cluster(&c.name));
                         if let Some(old) = current.clusters.iter().find(|old| old.settings.name == c.name) {
                             state.take_over(old);
                         }
@@ -233,6 +233,21 @@ fn publish_endpoints(views: &EndpointViews, clusters: &[Rc<ClusterState>]) {
     *lock(views) = list;
 }
 
+/// Worker `id`'s state of cluster `c`: its adaptive limit (if on) is its part of the one the
+/// process's workers share.
+fn cluster_state(
+    shared: &Shared,
+    id: usize,
+    c: &gateway_config::Cluster,
+    policy: crate::admission::limiter::Policy,
+    metrics: Arc<crate::stats::metrics::ClusterMetrics>,
+) -> ClusterState {
+    let workers = shared.heartbeats.len().max(1);
+    let limiter =
+        crate::admission::limiter::Limiter::with_controller(c, policy, |c| shared.controllers.get(c, workers), id);
+    ClusterState::with_limiter(c, policy, &shared.health, metrics, limiter)
+}
+
 /// What workers share with the rest of the process: the current config snapshot and the drain
 /// flag. Both are read-mostly; workers never write here.
 pub struct Shared {
@@ -245,6 +260,8 @@ pub struct Shared {
     pub heartbeats: heartbeat::Heartbeats,
     /// Active health of every endpoint, written by the process's one health checker.
     pub health: crate::upstream::health::HealthRegistry,
+    /// Every cluster's adaptive limit, shared by the workers.
+    pub controllers: crate::admission::controller::Controllers,
 }
 
 /// Tells whether every worker is serving: ticked recently and none died (a stuck or dead

@@ -1,0 +1,383 @@
+//! Open-loop simulations of the adaptive limit in front of model upstreams (tests only): one
+//! controller alone, and several workers sharing one upstream, each with its own controller (as
+//! before the shared limit) or with their parts of one [`Controller`] (as the gateway runs).
+//! Deterministic (a seeded random source, explicit instants).
+
+use std::time::{Duration, Instant};
+
+use gateway_config::AdaptiveConcurrency;
+
+use super::controller::Controller;
+use super::gradient::Gradient;
+
+/// A small deterministic random source (splitmix64) for the simulations below.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in (0, 1].
+    fn unit(&mut self) -> f64 {
+        ((self.next() >> 11) as f64 + 1.0) / (1u64 << 53) as f64
+    }
+
+    fn exponential(&mut self, mean: f64) -> f64 {
+        -mean * self.unit().ln()
+    }
+
+    fn normal(&mut self) -> f64 {
+        (-2.0 * self.unit().ln()).sqrt() * (std::f64::consts::TAU * self.unit()).cos()
+    }
+}
+
+/// Upstreams for the open-loop simulations.
+enum Upstream {
+    /// `capacity` workers of `service` each, FIFO without bound behind them.
+    Pool { capacity: usize, service: f64, free_at: Vec<f64> },
+    /// No concurrency limit; latency `base + per_request` x requests in flight.
+    LoadDependent { base: f64, per_request: f64 },
+    /// No concurrency limit; log-normal latency with this median and p99 / p50.
+    Noisy { median: f64, p99_over_p50: f64 },
+}
+
+impl Upstream {
+    /// When a request sent at `t` with `in_flight` requests in flight (itself included)
+    /// completes.
+    fn serve(&mut self, t: f64, in_flight: usize, rng: &mut Rng) -> f64 {
+        match self {
+            Upstream::Pool { service, free_at, .. } => {
+                let (i, start) =
+                    free_at.iter().copied().enumerate().min_by(|a, b| a.1.total_cmp(&b.1)).expect("a worker");
+                let done = start.max(t) + *service;
+                free_at[i] = done;
+                done
+            }
+            Upstream::LoadDependent { base, per_request } => t + *base + *per_request * in_flight as f64,
+            Upstream::Noisy { median, p99_over_p50 } => {
+                let sigma = p99_over_p50.ln() / 2.326;
+                t + *median * (sigma * rng.normal()).exp()
+            }
+        }
+    }
+
+    fn halve(&mut self) {
+        if let Upstream::Pool { capacity, free_at, .. } = self {
+            *capacity = (*capacity / 2).max(1);
+            free_at.truncate(*capacity);
+        }
+    }
+}
+
+/// What one phase of a simulation saw.
+#[derive(Debug, Default)]
+struct Phase {
+    arrived: usize,
+    refused: usize,
+    /// Latencies of the admitted requests of the phase, seconds.
+    latencies: Vec<f64>,
+    /// The most in flight at the upstream.
+    peak: usize,
+}
+
+impl Phase {
+    fn refused_share(&self) -> f64 {
+        self.refused as f64 / self.arrived.max(1) as f64
+    }
+
+    fn p99(&mut self) -> f64 {
+        self.latencies.sort_by(f64::total_cmp);
+        self.latencies.get(self.latencies.len() * 99 / 100).copied().unwrap_or(0.0)
+    }
+}
+
+/// Open-loop Poisson arrivals through the controller to `upstream`: each phase is
+/// `(requests per second, seconds, halve the pool at its start)`. A request that finds no
+/// slot under the limit is refused (what the last class sees: the bound on false shedding
+/// for every class). Returns each phase's counts.
+fn simulate(upstream: &mut Upstream, phases: &[(f64, f64, bool)], seed: u64) -> Vec<Phase> {
+    simulate_workers(upstream, phases, &[1.0], true, seed).into_iter().map(|mut p| p.workers.remove(0)).collect()
+}
+
+/// What one phase of a simulation with several workers saw.
+#[derive(Debug, Default)]
+struct WorkersPhase {
+    /// Each worker's counts.
+    workers: Vec<Phase>,
+    /// The sum of the workers' limits, sampled every 10 ms of the phase's second half.
+    limit_sums: Vec<usize>,
+}
+
+/// How the workers of a simulation limit their requests.
+enum Limits {
+    /// A controller per worker, each seeing only its own requests.
+    Own(Vec<Gradient>),
+    /// One controller for all, each worker admitting under its part of the limit.
+    Shared(Box<Controller>),
+}
+
+impl Limits {
+    fn limit(&self, w: usize) -> usize {
+        match self {
+            Limits::Own(gs) => {
+                gs.get(w).map_or(
+                    1,
+                    |g| {
+                        if g.measured() {
+                            g.limit()
+                        } else {
+                            g.limit() * super::limiter::UNVALIDATED_ROOM
+                        }
+                    },
+                )
+            }
+            Limits::Shared(c) => c.worker_limit(w),
+        }
+    }
+
+    fn sum(&self, workers: usize) -> usize {
+        (0..workers).map(|w| self.limit(w)).sum()
+    }
+}
+
+/// [`simulate`] with several workers in front of the same upstream: each arrival goes to worker
+/// `i` with probability `shares[i]` (connections spread unevenly over the workers). `shared`:
+/// the workers share one controller (the gateway); else each has its own.
+fn simulate_workers(
+    upstream: &mut Upstream,
+    phases: &[(f64, f64, bool)],
+    shares: &[f64],
+    shared: bool,
+    seed: u64,
+) -> Vec<WorkersPhase> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let start = Instant::now();
+    let at = |t: f64| start + Duration::from_secs_f64(t);
+    let defaults = AdaptiveConcurrency {
+        enabled: true,
+        initial_limit: gateway_config::defaults::ADAPTIVE_INITIAL_LIMIT,
+        min_limit: gateway_config::defaults::ADAPTIVE_MIN_LIMIT,
+        tolerance: gateway_config::defaults::ADAPTIVE_TOLERANCE,
+        probe_interval: gateway_config::defaults::ADAPTIVE_PROBE_INTERVAL,
+    };
+    let mut limits = if shared {
+        Limits::Shared(Box::new(Controller::new(&defaults, 1024, shares.len(), start)))
+    } else {
+        Limits::Own(shares.iter().map(|_| Gradient::new(&defaults, 1024, start)).collect())
+    };
+    let mut in_flight = vec![0usize; shares.len()];
+    let mut rng = Rng(seed);
+    // Completions: (time in ns, sent at in ns, worker).
+    let mut flying: BinaryHeap<Reverse<(u64, u64, usize)>> = BinaryHeap::new();
+    let ns = |t: f64| (t * 1e9) as u64;
+    let mut t = 0.0;
+    let mut out = Vec::new();
+    for &(rate, secs, halve) in phases {
+        if halve {
+            upstream.halve();
+        }
+        let end = t + secs;
+        let (mut phase, mut next_sample) = (WorkersPhase::default(), t + secs / 2.0);
+        phase.workers.resize_with(shares.len(), Phase::default);
+        loop {
+            t += rng.exponential(1.0 / rate);
+            if t >= end {
+                t = end;
+                break;
+            }
+            while let Some(&Reverse((done, sent, w))) = flying.peek() {
+                if done > ns(t) {
+                    break;
+                }
+                flying.pop();
+                let (now, rtt) = (at(done as f64 / 1e9), Duration::from_nanos(done - sent));
+                in_flight[w] -= 1;
+                match &mut limits {
+                    Limits::Own(gs) => {
+                        gs[w].set_in_flight(in_flight[w], now);
+                        gs[w].sample(rtt, now);
+                    }
+                    Limits::Shared(c) => {
+                        c.released(now);
+                        c.sample(rtt, now);
+                    }
+                }
+            }
+            while next_sample <= t {
+                phase.limit_sums.push(limits.sum(shares.len()));
+                next_sample += 0.010;
+            }
+            let pick = rng.unit();
+            let mut w = 0;
+            let mut acc = 0.0;
+            for (i, share) in shares.iter().enumerate() {
+                acc += share;
+                w = i;
+                if pick <= acc {
+                    break;
+                }
+            }
+            let p = &mut phase.workers[w];
+            p.arrived += 1;
+            if let Limits::Shared(c) = &limits {
+                c.arrival(w, 0);
+            }
+            if in_flight[w] >= limits.limit(w) {
+                match &mut limits {
+                    Limits::Own(gs) => gs[w].note_bound(),
+                    Limits::Shared(c) => c.note_bound(),
+                }
+                p.refused += 1;
+                continue;
+            }
+            in_flight[w] += 1;
+            let n = in_flight[w];
+            match &mut limits {
+                Limits::Own(gs) => {
+                    gs[w].observe_in_flight(n);
+                    gs[w].set_in_flight(n, at(t));
+                }
+                Limits::Shared(c) => c.taken(at(t)),
+            }
+            let done = upstream.serve(t, flying.len() + 1, &mut rng);
+            p.latencies.push(done - t);
+            p.peak = p.peak.max(n);
+            flying.push(Reverse((ns(done), ns(t), w)));
+        }
+        out.push(phase);
+    }
+    out
+}
+
+#[test]
+fn an_upstream_whose_latency_grows_with_load_is_not_shed_at_twice_its_usual_load() {
+    // 20 ms + 0.2 ms per request in flight, no limit: at 1000 req/s about 25 in flight at
+    // 25 ms; at 2000 req/s about 67 at 33 ms (1.6x the no-load latency), and still more in
+    // flight would bring more throughput.
+    for seed in 1..=3 {
+        let mut up = Upstream::LoadDependent { base: 0.020, per_request: 0.0002 };
+        let phases = simulate(&mut up, &[(1000.0, 1.0, false), (1000.0, 9.0, false), (2000.0, 30.0, false)], seed);
+        // The first second finds the load (the limit starts at `initial_limit`).
+        for (i, p) in phases.iter().enumerate().skip(1) {
+            assert!(p.refused_share() < 0.005, "seed {seed} phase {i}: refused {} of {}", p.refused, p.arrived);
+        }
+    }
+}
+
+#[test]
+fn a_noisy_upstream_without_queueing_is_never_shed() {
+    // Log-normal latency, median 20 ms, p99 three times p50, independent of the load.
+    for seed in 1..=3 {
+        let mut up = Upstream::Noisy { median: 0.020, p99_over_p50: 3.0 };
+        let phases = simulate(&mut up, &[(1000.0, 1.0, false), (1000.0, 9.0, false), (2000.0, 30.0, false)], seed);
+        // The first second finds the load (the limit starts at `initial_limit`).
+        // The aim (issue 18) is none. What this controller achieves at twice the usual load
+        // is about one in a thousand (refused while the limit grows to the new demand after
+        // the step); in the seconds after start, when the limit still moves, one seed of
+        // three sees 4% refused. A regression guard at what it does, not the target.
+        let step = &phases[2];
+        assert!(step.refused_share() < 0.002, "seed {seed}: refused {} of {}", step.refused, step.arrived);
+        assert!(
+            phases[1].refused_share() < 0.05,
+            "seed {seed}: refused {} of {}",
+            phases[1].refused,
+            phases[1].arrived
+        );
+    }
+}
+
+#[test]
+fn a_pool_at_three_times_its_capacity_is_held_near_its_capacity_and_followed_when_it_halves() {
+    // 8 workers of 40 ms (200 req/s), offered 600 req/s; the pool halves midway.
+    for seed in 1..=3 {
+        let mut up = Upstream::Pool { capacity: 8, service: 0.040, free_at: vec![0.0; 8] };
+        let mut phases = simulate(&mut up, &[(20.0, 5.0, false), (600.0, 15.0, false), (600.0, 15.0, true)], seed);
+        let goodput = (phases[1].arrived - phases[1].refused) as f64 / 15.0;
+        assert!(goodput > 0.9 * 200.0 && goodput < 1.1 * 200.0, "seed {seed}: goodput {goodput}/s of 200");
+        // p99 over the whole phase, the onset of the overload included (the target of
+        // issue 18 for the first class is 1.5x; the controller before the elasticity held
+        // 1.6x here, this one up to 1.85x).
+        let p99 = phases[1].p99();
+        assert!(p99 < 0.040 * 1.9, "seed {seed}: p99 {p99} s at capacity 8");
+        let goodput = (phases[2].arrived - phases[2].refused) as f64 / 15.0;
+        assert!(goodput > 0.85 * 100.0 && goodput < 1.1 * 100.0, "seed {seed}: goodput {goodput}/s of 100");
+        let p99 = phases[2].p99();
+        // The halving's transient: up to 3x (the controller before the elasticity: 2x).
+        assert!(p99 < 0.040 * 3.2, "seed {seed}: p99 {p99} s at capacity 4 (the halving included)");
+    }
+}
+
+/// The pool scenario split over 2 and 4 workers, connections spread unevenly (issue 18): each
+/// phase's goodput, median sum of the workers' limits, p99 and each worker's goodput.
+fn pool_over_workers(shares: &[f64], shared: bool, seed: u64) -> Vec<(f64, usize, f64, Vec<f64>)> {
+    let mut up = Upstream::Pool { capacity: 8, service: 0.040, free_at: vec![0.0; 8] };
+    let mut phases = simulate_workers(
+        &mut up,
+        &[(20.0, 5.0, false), (600.0, 15.0, false), (600.0, 15.0, true)],
+        shares,
+        shared,
+        seed,
+    );
+    phases
+        .iter_mut()
+        .skip(1)
+        .map(|phase| {
+            let served: usize = phase.workers.iter().map(|p| p.arrived - p.refused).sum();
+            phase.limit_sums.sort_unstable();
+            let sum = phase.limit_sums.get(phase.limit_sums.len() / 2).copied().unwrap_or(0);
+            let mut all: Vec<f64> = phase.workers.iter_mut().flat_map(|p| p.latencies.drain(..)).collect();
+            all.sort_by(f64::total_cmp);
+            let p99 = all.get(all.len() * 99 / 100).copied().unwrap_or(0.0);
+            let per = phase.workers.iter().map(|p| (p.arrived - p.refused) as f64 / 15.0).collect();
+            (served as f64 / 15.0, sum, p99, per)
+        })
+        .collect()
+}
+
+#[test]
+fn workers_sharing_one_limit_hold_the_upstream_at_its_capacity_and_none_starves() {
+    // Each worker with its own controller (before): goodput at capacity, but a rise in latency
+    // that another worker's requests caused looks to each controller like latency that does not
+    // follow its own requests in flight, so with 4 workers the limits summed to 2-3x the
+    // capacity and p99 grew to 90-180 ms at capacity 8 (one worker: under 76 ms). With the
+    // limit shared (`--nocapture` prints both), the workers' limits sum to the capacity (8-9 for
+    // 8, 5-6 for 4) and p99 is 65-89 ms; each worker is served in proportion to its share.
+    for shares in [&[0.7, 0.3][..], &[0.4, 0.3, 0.2, 0.1][..]] {
+        for seed in 1..=3 {
+            let own = pool_over_workers(shares, false, seed);
+            let shared = pool_over_workers(shares, true, seed);
+            for ((capacity, own), (goodput, sum, p99, per)) in [8.0, 4.0].iter().zip(&own).zip(&shared) {
+                let rps = capacity / 0.040;
+                eprintln!(
+                    "{shares:?} seed {seed} capacity {capacity}: shared: goodput {goodput:.0}/s, limits sum {sum}, \
+                     p99 {:.0} ms, per worker {per:.0?}/s; own: goodput {:.0}/s, limits sum {}, p99 {:.0} ms",
+                    p99 * 1000.0,
+                    own.0,
+                    own.1,
+                    own.2 * 1000.0
+                );
+                assert!(*goodput > 0.85 * rps, "{shares:?} seed {seed}: goodput {goodput}/s of {rps}");
+                assert!(
+                    (*sum as f64) <= capacity + shares.len() as f64,
+                    "{shares:?} seed {seed}: limits sum {sum} for capacity {capacity}"
+                );
+                for (i, (got, share)) in per.iter().zip(shares).enumerate() {
+                    assert!(
+                        *got > 0.7 * share * rps,
+                        "{shares:?} seed {seed}: worker {i} (share {share}) served {got}/s of {rps}"
+                    );
+                }
+            }
+            // Capacity 8 (the halving's transient aside): p99 near what one controller gets
+            // (under 1.9x the service time in the single-worker simulation above; here 1.6-2.2x,
+            // against 2.2-4.4x with a controller per worker).
+            assert!(shared[0].2 < 0.040 * 2.3, "{shares:?} seed {seed}: p99 {} s", shared[0].2);
+        }
+    }
+}

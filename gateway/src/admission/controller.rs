@@ -47,6 +47,10 @@ pub struct Controller {
     state: Mutex<State>,
     /// A worker found no slot under its limit since the last sample (see [`Gradient::note_bound`]).
     bound: AtomicBool,
+    /// Requests in flight in the process (a copy of the count kept under the lock).
+    in_flight: AtomicUsize,
+    /// First-class requests waiting for a slot, all workers.
+    first_waiting: AtomicUsize,
     /// The limit, whether it was measured, the baseline (nanoseconds, 0: none) and whether the
     /// last window showed queueing, as of the last window closed.
     limit: AtomicUsize,
@@ -88,6 +92,8 @@ impl Controller {
                 counted_at: now,
             }),
             bound: AtomicBool::new(false),
+            in_flight: AtomicUsize::new(0),
+            first_waiting: AtomicUsize::new(0),
             limit: AtomicUsize::new(0),
             measured: AtomicBool::new(false),
             baseline: AtomicU64::new(0),
@@ -161,6 +167,26 @@ impl Controller {
         }
     }
 
+    /// Whether the process has fewer requests in flight than the limit (some worker leaves
+    /// part of its share unused).
+    pub fn has_room(&self) -> bool {
+        self.in_flight.load(Relaxed) < self.limit.load(Relaxed)
+    }
+
+    /// First-class requests waiting for a slot at any worker.
+    pub fn first_waiting(&self) -> usize {
+        self.first_waiting.load(Relaxed)
+    }
+
+    /// One more (`1`) or one fewer (`-1`) first-class request waiting.
+    pub fn first_waiting_changed(&self, by: isize) {
+        if by >= 0 {
+            self.first_waiting.fetch_add(1, Relaxed);
+        } else {
+            let _ = self.first_waiting.fetch_update(Relaxed, Relaxed, |n| Some(n.saturating_sub(1)));
+        }
+    }
+
     /// A request found no slot under its worker's limit: the limit binds.
     pub fn note_bound(&self) {
         if !self.bound.load(Relaxed) {
@@ -173,6 +199,7 @@ impl Controller {
         let mut s = self.lock();
         s.in_flight += 1;
         let n = s.in_flight;
+        self.in_flight.store(n, Relaxed);
         s.gradient.observe_in_flight(n);
         s.gradient.set_in_flight(n, now);
     }
@@ -182,6 +209,7 @@ impl Controller {
         let mut s = self.lock();
         s.in_flight = s.in_flight.saturating_sub(1);
         let n = s.in_flight;
+        self.in_flight.store(n, Relaxed);
         s.gradient.set_in_flight(n, now);
     }
 

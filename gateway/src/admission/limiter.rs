@@ -55,6 +55,9 @@ const DEFAULT_BASELINE: Duration = Duration::from_millis(20);
 /// With the adaptive limit, how long rank 0 waits for a slot under the limit before it takes
 /// one above it, as a share of the no-load latency.
 const FIRST_CLASS_WAIT_SHARE: f64 = 1.0;
+/// With the limit shared by several workers, how many times per no-load latency a waiting
+/// first-class request looks for a slot another worker freed.
+const FIRST_CLASS_POLLS: u32 = 8;
 
 /// How far above an adaptive limit not yet measured (no latency window closed yet: the limit is
 /// `initial_limit`, a guess) requests are admitted: two doublings.
@@ -110,6 +113,22 @@ struct Waiter {
     /// A later rank whose next slot is held for the first class until then: look again then.
     recheck: Cell<Option<Instant>>,
     waker: RefCell<Option<Waker>>,
+}
+
+/// Counts a first-class waiter in the shared controller while it lives.
+struct FirstWaiting<'a>(&'a Controller);
+
+impl<'a> FirstWaiting<'a> {
+    fn new(c: &'a Controller) -> Self {
+        c.first_waiting_changed(1);
+        Self(c)
+    }
+}
+
+impl Drop for FirstWaiting<'_> {
+    fn drop(&mut self) {
+        self.0.first_waiting_changed(-1);
+    }
 }
 
 /// Leaves the wait queue on every path out of [`Limiter::queue`].
@@ -249,7 +268,10 @@ impl Limiter {
         }
         // The classes after the first leave the last free slot to the first for a moment.
         let usable = if rank == 0 { limit } else { self.reserve.others(in_flight, limit, || self.baseline()).limit };
-        if in_flight < usable && !self.waiting_at_or_above(rank) {
+        // The first class may also take a slot another worker leaves unused: the cluster's
+        // limit has room (the workers' parts only follow their demand once a window closes).
+        let room = in_flight < usable || (rank == 0 && self.control.as_ref().is_some_and(|(c, _)| c.has_room()));
+        if room && !self.waiting_at_or_above(rank) {
             // A free slot nobody of this class or better waits for.
             if let Some(d) = self.delays.borrow_mut().get_mut(rank) {
                 d.drained();
@@ -327,11 +349,31 @@ impl Limiter {
             self.reserve.others(self.in_flight.get(), self.limit(), || self.baseline()).held_until
         };
         let mut until = held.map_or(until, |at| at.min(until));
+        // A first-class waiter of a worker sharing the cluster's limit with others is told of
+        // their freed slots by no one: it looks for one every `poll`.
+        let shared = self.control.as_ref().filter(|(c, _)| rank == 0 && c.workers() > 1).map(|(c, _)| Arc::clone(c));
+        let _first = shared.as_ref().map(|c| FirstWaiting::new(c));
+        let poll = self.baseline() / FIRST_CLASS_POLLS;
         loop {
-            let _ = monoio::time::timeout(until.saturating_duration_since(Instant::now()), Granted(&waiter)).await;
+            let wake = if shared.is_some() { until.min(Instant::now() + poll) } else { until };
+            let _ = monoio::time::timeout(wake.saturating_duration_since(Instant::now()), Granted(&waiter)).await;
             let now = Instant::now();
             if waiter.granted.get() || now >= deadline {
                 break;
+            }
+            if let Some(c) = &shared {
+                if c.has_room() && self.in_flight.get() < self.max_requests {
+                    // Another worker left a slot of the cluster's limit free for it.
+                    if let Some(q) = self.waiters.borrow_mut().get_mut(rank) {
+                        q.retain(|w| !Rc::ptr_eq(w, &waiter));
+                    }
+                    self.take_slot();
+                    waiter.granted.set(true);
+                    break;
+                }
+                if now < until {
+                    continue;
+                }
             }
             if rank != 0 {
                 // A slot this waiter could take is held for the first class: look again when the
@@ -374,7 +416,16 @@ impl Limiter {
     }
 
     fn waiting_at_or_above(&self, rank: usize) -> bool {
-        self.waiters.borrow().iter().take(rank + 1).any(|q| !q.is_empty())
+        self.waiters.borrow().iter().take(rank + 1).any(|q| !q.is_empty()) || (rank > 0 && self.first_waits_elsewhere())
+    }
+
+    /// Whether a first-class request waits at another worker sharing the cluster's limit: a
+    /// free slot of the limit is left to it (it looks for one every few milliseconds).
+    fn first_waits_elsewhere(&self) -> bool {
+        self.control.as_ref().is_some_and(|(c, _)| {
+            let here = self.waiters.borrow().first().map_or(0, VecDeque::len);
+            c.first_waiting() > here
+        })
     }
 
     fn grant(self: &Rc<Self>) -> Permit {
@@ -414,8 +465,14 @@ impl Limiter {
         let adaptive = self.control.is_some();
         let mut handoff = freed;
         let mut held = false;
+        // A first-class request waiting at another worker sharing the limit gets the free slot
+        // before this worker's later classes.
+        let elsewhere = self.first_waits_elsewhere();
         let mut waiters = self.waiters.borrow_mut();
         for (rank, queue) in waiters.iter_mut().enumerate() {
+            if rank > 0 && elsewhere {
+                break;
+            }
             while let Some(front) = queue.front() {
                 let cap = match rank {
                     0 if !adaptive => self.max_requests,

@@ -286,3 +286,42 @@ fn a_standing_queue_sheds_a_middle_class_on_arrival_while_others_wait() {
         drop(held);
     });
 }
+
+#[test]
+fn a_slot_freed_at_one_worker_goes_to_a_first_class_request_waiting_at_another() {
+    run(async {
+        let mut c = cluster(8, 8);
+        c.adaptive_concurrency.enabled = true;
+        c.adaptive_concurrency.initial_limit = 4;
+        let shared = Arc::new(Controller::new(&c.adaptive_concurrency, 8, 2, Instant::now()));
+        shared.assume_measured(Duration::from_millis(40));
+        let worker = |i| Rc::new(Limiter::with_controller(&c, policy(true), |_| Arc::clone(&shared), i));
+        let (a, b) = (worker(0), worker(1));
+        assert_eq!((a.limit(), b.limit()), (2, 2), "the limit of 4, split evenly before any demand");
+        let mut at_a: Vec<Permit> = vec![admitted(a.admit(2, far()).await), admitted(a.admit(2, far()).await)];
+        let _at_b = [admitted(b.admit(2, far()).await), admitted(b.admit(2, far()).await)];
+        // The cluster is full: a first-class request at worker 1 waits.
+        let b1 = Rc::clone(&b);
+        let critical = monoio::spawn(async move {
+            let started = Instant::now();
+            let p = admitted(b1.admit(0, far()).await);
+            (started.elapsed(), p)
+        });
+        monoio::time::sleep(Duration::from_millis(2)).await;
+        assert_eq!(shared.first_waiting(), 1);
+        // Worker 0's later classes leave the cluster's next free slot to it.
+        assert!(matches!(a.admit(3, far()).await.0, Admission::Shed));
+        let a2 = Rc::clone(&a);
+        let normal = monoio::spawn(async move { a2.admit(2, far()).await.0 });
+        monoio::time::sleep(Duration::from_millis(2)).await;
+        drop(at_a.pop());
+        let (waited, permit) = critical.await;
+        assert!(waited < Duration::from_secs(1), "found the freed slot by looking (every 5 ms): {waited:?}");
+        assert_eq!((a.in_flight(), b.in_flight()), (1, 3), "worker 1 went above its part");
+        assert_eq!(shared.first_waiting(), 0);
+        // The next slot freed goes to worker 0's waiting request.
+        drop(permit);
+        drop(at_a.pop());
+        assert!(matches!(normal.await, Admission::Admitted(_)));
+    });
+}

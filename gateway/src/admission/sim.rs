@@ -264,6 +264,9 @@ fn an_upstream_whose_latency_grows_with_load_is_not_shed_at_twice_its_usual_load
         let mut up = Upstream::LoadDependent { base: 0.020, per_request: 0.0002 };
         let phases = simulate(&mut up, &[(1000.0, 1.0, false), (1000.0, 9.0, false), (2000.0, 30.0, false)], seed);
         // The first second finds the load (the limit starts at `initial_limit`).
+        for (i, p) in phases.iter().enumerate() {
+            eprintln!("load-dependent seed {seed} phase {i}: refused {} of {}", p.refused, p.arrived);
+        }
         for (i, p) in phases.iter().enumerate().skip(1) {
             assert!(p.refused_share() < 0.005, "seed {seed} phase {i}: refused {} of {}", p.refused, p.arrived);
         }
@@ -281,6 +284,9 @@ fn a_noisy_upstream_without_queueing_is_never_shed() {
         // is about one in a thousand (refused while the limit grows to the new demand after
         // the step); in the seconds after start, when the limit still moves, one seed of
         // three sees 4% refused. A regression guard at what it does, not the target.
+        for (i, p) in phases.iter().enumerate() {
+            eprintln!("noisy seed {seed} phase {i}: refused {} of {}", p.refused, p.arrived);
+        }
         let step = &phases[2];
         assert!(step.refused_share() < 0.002, "seed {seed}: refused {} of {}", step.refused, step.arrived);
         assert!(

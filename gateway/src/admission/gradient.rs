@@ -56,7 +56,10 @@
 //!   find room; growth after the first cut is a tenth of the limit per window (at least one).
 //! - **Noise is not a baseline.** The baseline is the lowest window mean plus two standard errors
 //!   of that mean, so that the lowest of many noisy means (p99 three times p50) is not taken for
-//!   the no-load latency.
+//!   the no-load latency. Should luck still set it too low (a first window of a few samples),
+//!   every window looks queued and the limit falls to `min_limit`; a window there that still
+//!   looks queued is as unloaded as the limit can make it, so its mean becomes the baseline
+//!   (as a probe's would) and the limit grows again, rather than waiting for the next probe.
 //!
 //! Measured in the open-loop simulations of `super::sim` (requests refused at the limit, what the last
 //! class sees): an upstream whose latency is 20 ms + 0.2 ms per request in flight, at twice its
@@ -317,6 +320,15 @@ impl Gradient {
                 self.learn_elasticity(in_flight, mean_s);
             }
             self.queueing = risen && (ratio > INELASTIC_MAX_RATIO || self.elasticity() >= QUEUEING_ELASTICITY);
+            if self.queueing && self.limit <= self.settings.min_limit as f64 {
+                // Latency above the baseline with the fewest requests in flight the limit
+                // allows: this window is as unloaded as the limit can make it, so the baseline
+                // (the lowest window mean seen, which a noisy upstream's luckiest window puts
+                // too low) is what is wrong. It is re-measured here, as by a probe; without
+                // this, the limit would stay at its minimum until the next probe.
+                self.baseline = Some(mean);
+                self.queueing = false;
+            }
             // The window after a move only waits, unless latency doubled while its requests
             // were all admitted under the limit (an overload starting; not a queue built
             // before the last cut, still draining).
@@ -539,12 +551,50 @@ mod tests {
             g.sample(Duration::from_millis(1), now);
         }
         assert!(g.limit() <= 20);
+        // The upstream gets uniformly 5000 times slower: the limit falls to its minimum, where
+        // the slow latency is taken as the new baseline (the fewest requests in flight still
+        // see it), and grows again; it never leaves the bounds.
+        let (mut lowest, mut highest) = (usize::MAX, 0);
         for _ in 0..2000 {
             now += Duration::from_millis(10);
             g.observe_in_flight(g.limit());
             g.sample(Duration::from_secs(5), now);
+            lowest = lowest.min(g.limit());
+            highest = highest.max(g.limit());
         }
-        assert!(g.limit() >= 1 && g.limit() <= 2, "{}", g.limit());
+        assert_eq!(lowest, 2, "down to min_limit");
+        assert!(highest <= 20, "{highest}");
+        assert_eq!(g.baseline(), Some(Duration::from_secs(5)), "re-measured at the minimum");
+    }
+
+    #[test]
+    fn a_baseline_measured_too_low_is_corrected_at_the_minimum_limit() {
+        // A first window of five lucky samples of a noisy upstream (14 ms, the usual mean being
+        // 22 ms) sets the baseline too low: every later window looks queued, and the limit
+        // falls. At its minimum the window is as unloaded as the limit can make it: its mean
+        // is taken as the baseline, and the limit grows again (before: stuck at the minimum
+        // until the next probe, 10 s later).
+        let mut now = Instant::now();
+        let no_probe = AdaptiveConcurrency { probe_interval: Duration::from_secs(3600), ..settings() };
+        let mut g = Gradient::new(&no_probe, 1024, now);
+        for _ in 0..5 {
+            now += Duration::from_millis(5);
+            g.observe_in_flight(16);
+            g.sample(Duration::from_millis(14), now);
+        }
+        assert!(g.baseline().is_some_and(|b| b < Duration::from_millis(16)));
+        let mut lowest = usize::MAX;
+        for _ in 0..2000 {
+            // Kept at its limit: a completion every 22 ms / limit.
+            let limit = g.limit();
+            now += Duration::from_millis(22) / u32::try_from(limit).unwrap_or(1);
+            g.observe_in_flight(limit);
+            g.sample(Duration::from_millis(22), now);
+            lowest = lowest.min(g.limit());
+        }
+        assert_eq!(lowest, 2, "the limit fell to its minimum");
+        assert_eq!(g.baseline(), Some(Duration::from_millis(22)));
+        assert!(g.limit() > 8, "and grew again: {}", g.limit());
     }
 
     #[test]

@@ -387,3 +387,45 @@ fn workers_sharing_one_limit_hold_the_upstream_at_its_capacity_and_none_starves(
         }
     }
 }
+
+#[test]
+fn workers_sharing_one_limit_do_not_shed_an_upstream_that_does_not_queue() {
+    // The no-false-shedding upstreams of the single-worker simulations above, with the load
+    // spread unevenly over two and four workers sharing one limit. At twice the usual load
+    // (issue 18's check) 0.04-0.2% are refused. The start is rougher than with one worker: in
+    // the 9 s after the first second, up to 4.7% (and 20% for one seed, whose first window's
+    // five lucky samples set the baseline far too low; without the re-measure at the minimum
+    // limit it was 88%, the limit stuck at its minimum until the probe 10 s later).
+    for shares in [&[0.7, 0.3][..], &[0.4, 0.3, 0.2, 0.1][..]] {
+        for seed in 1..=3 {
+            let mut up = Upstream::LoadDependent { base: 0.020, per_request: 0.0002 };
+            let phases = simulate_workers(
+                &mut up,
+                &[(1000.0, 1.0, false), (1000.0, 9.0, false), (2000.0, 30.0, false)],
+                shares,
+                true,
+                seed,
+            );
+            let mut noisy = Upstream::Noisy { median: 0.020, p99_over_p50: 3.0 };
+            let noisy = simulate_workers(
+                &mut noisy,
+                &[(1000.0, 1.0, false), (1000.0, 9.0, false), (2000.0, 30.0, false)],
+                shares,
+                true,
+                seed,
+            );
+            for (name, phases) in [("load-dependent", &phases), ("noisy", &noisy)] {
+                let refused: Vec<(usize, usize)> = phases
+                    .iter()
+                    .map(|p| (p.workers.iter().map(|w| w.refused).sum(), p.workers.iter().map(|w| w.arrived).sum()))
+                    .collect();
+                eprintln!("{name} {shares:?} seed {seed}: refused per phase {refused:?}");
+                let (refused, arrived) = refused.get(2).copied().unwrap_or_default();
+                assert!(
+                    (refused as f64) < 0.005 * arrived as f64,
+                    "{name} {shares:?} seed {seed}: refused {refused} of {arrived} at twice the usual load"
+                );
+            }
+        }
+    }
+}

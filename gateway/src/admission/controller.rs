@@ -187,6 +187,14 @@ impl Controller {
         }
     }
 
+    /// Whether the process has fewer requests in flight than the limit plus its headroom for
+    /// the first class (a quarter of it, at least one): how far above the limit first-class
+    /// requests that waited may go, all workers together.
+    pub fn within_headroom(&self) -> bool {
+        let limit = self.limit.load(Relaxed);
+        self.in_flight.load(Relaxed) < limit + (limit / 4).max(1)
+    }
+
     /// A request found no slot under its worker's limit: the limit binds.
     pub fn note_bound(&self) {
         if !self.bound.load(Relaxed) {

@@ -476,6 +476,13 @@ impl Limiter {
             while let Some(front) = queue.front() {
                 let cap = match rank {
                     0 if !adaptive => self.max_requests,
+                    // Above the limit by its headroom: the cluster's, when the workers share it
+                    // (each worker's part's own headroom would add up across workers).
+                    0 if front.above_limit.get()
+                        && self.control.as_ref().is_some_and(|(c, _)| !c.within_headroom()) =>
+                    {
+                        limit
+                    }
                     0 if front.above_limit.get() => (limit + headroom(limit)).min(self.max_requests),
                     0 if handoff => limit.max(self.in_flight.get() + 1),
                     0 => limit,

@@ -52,8 +52,10 @@
 //!   costs). Latency risen without queueing lets a binding limit grow by a tenth per window.
 //! - **A limit at rest stays above the load's swings.** An unused limit decays towards twice
 //!   the recent peak of requests in flight (each window's most, forgotten by 2% per window), not
-//!   twice the last window's, so that a steady load's ordinary swings, and a doubling of it,
-//!   find room; growth after the first cut is a tenth of the limit per window (at least one).
+//!   twice the last window's, and one at rest below twice that peak (where slow start or a cut
+//!   left it) grows towards it by a tenth per window while nothing queues, so that a steady
+//!   load's ordinary swings, and a doubling of it, find room; growth after the first cut is a
+//!   tenth of the limit per window (at least one).
 //! - **Noise is not a baseline.** The baseline is the lowest window mean plus two standard errors
 //!   of that mean, so that the lowest of many noisy means (p99 three times p50) is not taken for
 //!   the no-load latency. Should luck still set it too low (a first window of a few samples),
@@ -422,6 +424,11 @@ impl Gradient {
                 self.since_growth = 0;
                 self.limit + if self.slow_start { (self.limit / 2.0).max(1.0) } else { (self.limit / 10.0).max(1.0) }
             }
+        } else if !self.queueing && self.hold == 0 && self.limit < 2.0 * self.peak {
+            // At rest below twice the recent peak (where slow start or a cut left it): room for
+            // the load's swings and a doubling of it, reached by a tenth per window, as an
+            // unused limit decays to it from above.
+            (self.limit * 1.1).min(2.0 * self.peak)
         } else {
             self.limit
         };

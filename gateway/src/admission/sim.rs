@@ -280,17 +280,16 @@ fn a_noisy_upstream_without_queueing_is_never_shed() {
         let mut up = Upstream::Noisy { median: 0.020, p99_over_p50: 3.0 };
         let phases = simulate(&mut up, &[(1000.0, 1.0, false), (1000.0, 9.0, false), (2000.0, 30.0, false)], seed);
         // The first second finds the load (the limit starts at `initial_limit`).
-        // The aim (issue 18) is none. What this controller achieves at twice the usual load
-        // is about one in a thousand (refused while the limit grows to the new demand after
-        // the step); in the seconds after start, when the limit still moves, one seed of
-        // three sees 4% refused. A regression guard at what it does, not the target.
+        // The aim (issue 18) is none: after the first second, none of three seeds sees a
+        // refusal (before the limit at rest grew to twice the recent peak: one in a thousand
+        // at twice the usual load, and 4% for one seed in the seconds after start).
         for (i, p) in phases.iter().enumerate() {
             eprintln!("noisy seed {seed} phase {i}: refused {} of {}", p.refused, p.arrived);
         }
         let step = &phases[2];
-        assert!(step.refused_share() < 0.002, "seed {seed}: refused {} of {}", step.refused, step.arrived);
+        assert!(step.refused_share() < 0.0005, "seed {seed}: refused {} of {}", step.refused, step.arrived);
         assert!(
-            phases[1].refused_share() < 0.05,
+            phases[1].refused_share() < 0.0005,
             "seed {seed}: refused {} of {}",
             phases[1].refused,
             phases[1].arrived
@@ -427,5 +426,21 @@ fn workers_sharing_one_limit_do_not_shed_an_upstream_that_does_not_queue() {
                 );
             }
         }
+    }
+}
+
+#[test]
+fn a_step_from_the_usual_load_to_twice_it_finds_room() {
+    // The real benchmark's no-false-shedding runs: 500 req/s, then 1000 (the load-dependent
+    // upstream: 20 ms + 0.2 ms per request in flight). The limit at rest sat where slow start
+    // left it (24, about 1.2 times the usual peak), and the step was refused for a second or
+    // two: 200-400 requests of 30,000 for two seeds of five. It now grows to twice the recent
+    // peak while nothing queues: 0-48.
+    for seed in 1..=5 {
+        let mut up = Upstream::LoadDependent { base: 0.020, per_request: 0.0002 };
+        let phases = simulate(&mut up, &[(500.0, 10.0, false), (1000.0, 30.0, false)], seed);
+        let step = &phases[1];
+        eprintln!("500 -> 1000 req/s, seed {seed}: refused {} of {}", step.refused, step.arrived);
+        assert!(step.refused_share() < 0.002, "seed {seed}: refused {} of {}", step.refused, step.arrived);
     }
 }

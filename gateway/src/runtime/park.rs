@@ -24,6 +24,10 @@ use monoio::net::TcpStream;
 
 /// Events read per `epoll_wait` call.
 const BATCH: usize = 64;
+/// Slots per chunk of the slab. The slab grows a chunk at a time: no reallocation that copies
+/// every slot and leaves the old copy in the allocator (a doubling `Vec` would cost up to three
+/// times the slots' size at its peaks).
+const CHUNK: usize = 1024;
 
 /// Parked sockets with a payload `T` each. Worker-local.
 pub struct Parking<T> {
@@ -41,7 +45,8 @@ struct Epoll {
 }
 
 struct Slots<T> {
-    entries: Vec<Entry<T>>,
+    /// Every chunk has capacity [`CHUNK`] and only the last is not full.
+    chunks: Vec<Vec<Entry<T>>>,
     free: Vec<u32>,
     /// (deadline, key, generation) of every park; entries of sockets that came out another way
     /// stay until their deadline (or a compaction) and are skipped.
@@ -64,7 +69,7 @@ struct Parked<T> {
 impl<T> Parking<T> {
     pub fn new() -> Self {
         Self {
-            slots: RefCell::new(Slots { entries: Vec::new(), free: Vec::new(), deadlines: BinaryHeap::new(), len: 0 }),
+            slots: RefCell::new(Slots { chunks: Vec::new(), free: Vec::new(), deadlines: BinaryHeap::new(), len: 0 }),
             epoll: OnceCell::new(),
         }
     }
@@ -81,17 +86,8 @@ impl<T> Parking<T> {
             }
         };
         let mut slots = self.slots.borrow_mut();
-        let key = match slots.free.pop() {
-            Some(k) => k,
-            None => match u32::try_from(slots.entries.len()) {
-                Ok(k) if k < u32::MAX => {
-                    slots.entries.push(Entry { generation: 0, parked: None });
-                    k
-                }
-                _ => return Err((stream, item)),
-            },
-        };
-        let Some(generation) = slots.entries.get(key as usize).map(|e| e.generation) else {
+        let Some(key) = slots.free.pop().or_else(|| slots.grow()) else { return Err((stream, item)) };
+        let Some(generation) = slots.entry(key).map(|e| e.generation) else {
             return Err((stream, item));
         };
         if let Err(e) = register(epoll.fd(), stream.as_raw_fd(), token(key, generation)) {
@@ -99,7 +95,7 @@ impl<T> Parking<T> {
             slots.free.push(key);
             return Err((stream, item));
         }
-        if let Some(entry) = slots.entries.get_mut(key as usize) {
+        if let Some(entry) = slots.entry_mut(key) {
             entry.parked = Some(Parked { stream, item });
         }
         slots.deadlines.push(Reverse((deadline, key, generation)));
@@ -155,10 +151,10 @@ impl<T> Parking<T> {
         }
         // Entries of sockets that came out by readiness: drop them once they outnumber the rest.
         if slots.deadlines.len() > 2 * slots.len + 1024 {
-            let Slots { entries, deadlines, .. } = &mut *slots;
-            deadlines.retain(|Reverse((_, k, g))| {
-                entries.get(*k as usize).is_some_and(|e| e.generation == *g && e.parked.is_some())
-            });
+            let mut deadlines = std::mem::take(&mut slots.deadlines);
+            deadlines
+                .retain(|Reverse((_, k, g))| slots.entry(*k).is_some_and(|e| e.generation == *g && e.parked.is_some()));
+            slots.deadlines = deadlines;
         }
     }
 
@@ -168,8 +164,9 @@ impl<T> Parking<T> {
         let epoll = self.epoll.get().map(Epoll::fd);
         let mut slots = self.slots.borrow_mut();
         let keys: Vec<(u32, u32)> = slots
-            .entries
+            .chunks
             .iter()
+            .flatten()
             .enumerate()
             .filter(|(_, e)| e.parked.as_ref().is_some_and(|p| pred(&p.item)))
             .filter_map(|(k, e)| u32::try_from(k).ok().map(|k| (k, e.generation)))
@@ -222,8 +219,30 @@ impl Epoll {
 }
 
 impl<T> Slots<T> {
+    fn entry(&self, key: u32) -> Option<&Entry<T>> {
+        let key = key as usize;
+        self.chunks.get(key / CHUNK)?.get(key % CHUNK)
+    }
+
+    fn entry_mut(&mut self, key: u32) -> Option<&mut Entry<T>> {
+        let key = key as usize;
+        self.chunks.get_mut(key / CHUNK)?.get_mut(key % CHUNK)
+    }
+
+    /// A new empty slot's key; `None` past `u32::MAX` slots.
+    fn grow(&mut self) -> Option<u32> {
+        if self.chunks.last().is_none_or(|c| c.len() == CHUNK) {
+            self.chunks.push(Vec::with_capacity(CHUNK));
+        }
+        let full = (self.chunks.len() - 1) * CHUNK;
+        let last = self.chunks.last_mut()?;
+        let key = u32::try_from(full + last.len()).ok().filter(|k| *k < u32::MAX)?;
+        last.push(Entry { generation: 0, parked: None });
+        Some(key)
+    }
+
     fn take(&mut self, key: u32, generation: u32) -> Option<Parked<T>> {
-        let entry = self.entries.get_mut(key as usize)?;
+        let entry = self.entry_mut(key)?;
         if entry.generation != generation {
             return None;
         }

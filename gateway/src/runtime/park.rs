@@ -85,6 +85,7 @@ impl<T> Parking<T> {
                 return Err((stream, item));
             }
         };
+        release_waker(&stream);
         let mut slots = self.slots.borrow_mut();
         let Some(key) = slots.free.pop().or_else(|| slots.grow()) else { return Err((stream, item)) };
         let Some(generation) = slots.entry(key).map(|e| e.generation) else {
@@ -252,6 +253,20 @@ impl<T> Slots<T> {
         self.len -= 1;
         Some(parked)
     }
+}
+
+/// On the epoll driver, monoio keeps the waker of the last task that waited for the socket's
+/// readiness until the next event, even after that wait was dropped; the waker keeps the whole
+/// (ended) task allocated for as long as the socket stays parked. A wait polled once with a
+/// no-op waker takes its place. On io_uring a dropped wait keeps nothing (and a poll here
+/// would submit an operation), so nothing is done.
+fn release_waker(stream: &TcpStream) {
+    if !monoio::utils::is_legacy() {
+        return;
+    }
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let wait = std::pin::pin!(stream.readable(true));
+    let _ = std::future::Future::poll(wait, &mut cx);
 }
 
 fn token(key: u32, generation: u32) -> u64 {

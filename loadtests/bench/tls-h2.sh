@@ -21,6 +21,8 @@
 #   H2_CONNECTIONS [16]    h2load connections (-c)
 #   H2_STREAMS [32]        h2load concurrent streams per connection (-m)
 #   IDLE_CONNECTIONS [10000] idle connections held open for the memory tests
+#   TESTS ["handshake h2 idle idle_plain"] the tests to run (idle: TLS, idle_plain: plain TCP);
+#                          e.g. TESTS=idle_plain for the memory per idle plain connection alone
 #   PROXY_CPU [0]          CPU the proxies are pinned to
 #   LOAD_CPU [1]           CPU the origin and the load generators share
 #   SKIP_BUILD [0]         1: do not build the gateway, use GATEWAY_BIN as it is
@@ -52,6 +54,7 @@ HANDSHAKE_CLIENTS=${HANDSHAKE_CLIENTS:-8}
 H2_CONNECTIONS=${H2_CONNECTIONS:-16}
 H2_STREAMS=${H2_STREAMS:-32}
 IDLE_CONNECTIONS=${IDLE_CONNECTIONS:-10000}
+TESTS=${TESTS:-"handshake h2 idle idle_plain"}
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 SKIP_BUILD=${SKIP_BUILD:-0}
@@ -115,6 +118,12 @@ check_params() {
         PROXY_CPU LOAD_CPU
     ((DURATION > 0 && ROUNDS > 0 && HANDSHAKE_CLIENTS > 0 && H2_CONNECTIONS > 0 && H2_STREAMS > 0 && IDLE_CONNECTIONS > 0)) ||
         die "DURATION, ROUNDS, HANDSHAKE_CLIENTS, H2_CONNECTIONS, H2_STREAMS, IDLE_CONNECTIONS must be > 0"
+    for v in $TESTS; do
+        case $v in
+        handshake | h2 | idle | idle_plain) ;;
+        *) die "unknown test '$v' in TESTS (handshake h2 idle idle_plain)" ;;
+        esac
+    done
     for v in $PROXIES; do
         case $v in
         gateway-uring | gateway-epoll | nginx | haproxy) ;;
@@ -333,16 +342,20 @@ run_rounds() {
     log "load average before the rounds: $LOADAVG"
     for ((round = 1; round <= ROUNDS; round++)); do
         for p in "${ACTIVE[@]}"; do
-            measure_handshakes "$p" "$round"
+            if wanted handshake; then measure_handshakes "$p" "$round"; fi
         done
         for p in "${ACTIVE[@]}"; do
-            measure_h2 "$p" "$round"
+            if wanted h2; then measure_h2 "$p" "$round"; fi
         done
         for p in "${ACTIVE[@]}"; do
-            measure_idle "$p" "$round" tls
-            measure_idle "$p" "$round" plain
+            if wanted idle; then measure_idle "$p" "$round" tls; fi
+            if wanted idle_plain; then measure_idle "$p" "$round" plain; fi
         done
     done
+}
+
+wanted() { # TEST: whether TESTS names it
+    [[ " $TESTS " == *" $1 "* ]]
 }
 
 proxy_pids() { # NAME: its processes, main first

@@ -62,9 +62,16 @@ pub async fn serve(worker: Rc<Worker>, listener: Rc<ListenerHandle>, binding: u6
     }
     // Each path is boxed: the task then holds only what its own protocol needs, for as long
     // as the connection lives (idle connections are most connections).
-    match tls {
-        Some((tls, settings)) => Box::pin(serve_tls(&worker, listener, tcp, peer, tls, settings, edge)).await,
+    let ended = match tls {
+        Some((tls, settings)) => {
+            Box::pin(serve_tls(&worker, listener, tcp, peer, tls, settings, edge)).await;
+            conn::Ended::Closed
+        }
         None => Box::pin(serve_cleartext(&worker, listener, tcp, peer, &protocols, edge)).await,
+    };
+    if ended == conn::Ended::Parked {
+        // Still open, without a task: the parker closes (and uncounts) it.
+        return;
     }
     worker.stats.connections_active.sub(1);
     worker.connection_closed();
@@ -103,6 +110,7 @@ pub(crate) struct TlsSettings {
     identity_header: String,
 }
 
+/// Serves a cleartext connection; `Parked`: its idle HTTP/1.1 connection was parked (open).
 pub(crate) async fn serve_cleartext(
     worker: &Rc<Worker>,
     listener: Rc<ListenerHandle>,
@@ -110,30 +118,30 @@ pub(crate) async fn serve_cleartext(
     peer: SocketAddr,
     protocols: &[Protocol],
     edge: Edge,
-) {
+) -> conn::Ended {
     // Built before the wait for the first bytes: the task then holds one pointer, not the facts.
     let client = Rc::new(Client::new(peer, listener, None).with_edge(&edge));
     drop(edge);
     let h1 = protocols.contains(&Protocol::Http1);
     let h2 = protocols.contains(&Protocol::H2);
     if !h2 {
-        conn::serve(worker, Stream::Tcp(tcp), client, Vec::new()).await;
-        return;
+        return conn::serve(worker, Stream::Tcp(tcp), client, Vec::new()).await;
     }
     // h2c with prior knowledge: read until the bytes either are the preface or cannot be.
     let limit = worker.local().snap.config.server.timeouts.header_read;
-    let Some((is_h2, initial, tcp)) = sniff_preface(worker, tcp, limit).await else { return };
+    let Some((is_h2, initial, tcp)) = sniff_preface(worker, tcp, limit).await else { return conn::Ended::Closed };
     if is_h2 {
-        let Ok(io) = tcp.into_poll_io() else { return };
+        let Ok(io) = tcp.into_poll_io() else { return conn::Ended::Closed };
         let io = super::h2::Prefixed::new(initial, io);
         Box::pin(super::h2::serve(worker, io, client)).await;
     } else if h1 {
-        conn::serve(worker, Stream::Tcp(tcp), client, initial).await;
+        return conn::serve(worker, Stream::Tcp(tcp), client, initial).await;
     } else {
         // An HTTP/2-only cleartext listener and a client that does not speak it.
         worker.buffers.give(initial);
         worker.stats.requests_rejected.inc();
     }
+    conn::Ended::Closed
 }
 
 /// Reads the start of a cleartext connection until it is known whether it opens with the
@@ -207,7 +215,8 @@ pub(crate) async fn serve_tls(
         Box::pin(super::h2::serve(worker, stream, client)).await;
     } else {
         let stream = Stream::TlsServer(stream);
-        Box::pin(conn::serve(worker, stream, client, Vec::new())).await;
+        // TLS connections are never parked (`h1::park`).
+        let _ = Box::pin(conn::serve(worker, stream, client, Vec::new())).await;
     }
 }
 

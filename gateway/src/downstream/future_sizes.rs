@@ -17,11 +17,12 @@ fn plain_connection_task_stays_small() {
     // Were 2432 and 2176 bytes (128-byte aligned) with monoio sleeps inline, measured at
     // 1456 and 1264 with the coarse idle timer, 1304 and 1112 once a request's head moved
     // into its own (boxed) future, 1368 with the drain's idle grace (lossless upgrades), 1432
-    // with the PROXY protocol header read (issue 19). What is left is mostly `h1::Conn`.
-    assert!(cleartext <= 1440, "cleartext connection task: {cleartext} bytes");
-    // 1224 with the per-request panic boundary, the drain grace and the PROXY read (issues 19,
-    // 20): 72 bytes more per idle connection, a cost issue 17's idle-memory target must win back.
-    assert!(h1 <= 1232, "HTTP/1.1 connection future: {h1} bytes");
+    // with the PROXY protocol header read (issue 19), 1528 and 1320 with parking (the park
+    // decision and where a resumed connection takes up). What is left is mostly `h1::Conn`.
+    // An idle plain connection holds this only until it is parked (`h1::park`, 0.2-0.4 s);
+    // a parked one holds no task at all.
+    assert!(cleartext <= 1536, "cleartext connection task: {cleartext} bytes");
+    assert!(h1 <= 1320, "HTTP/1.1 connection future: {h1} bytes");
 }
 
 #[test]

@@ -7,6 +7,7 @@ pub mod cpus;
 pub mod idle_timer;
 pub mod io;
 pub mod listeners;
+pub mod park;
 pub mod peek;
 pub mod quickack;
 pub mod signal;

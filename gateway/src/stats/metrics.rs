@@ -87,6 +87,12 @@ pub const WORKER_FAMILIES: &[WorkerFamily] = &[
         "Times a worker stopped accepting because it was at its connection limit (the kernel backlog and other workers take the load)."
     ),
     per_worker!(connections_active, Gauge, "gateway_connections_active", "Downstream connections currently open."),
+    per_worker!(
+        connections_parked,
+        Gauge,
+        "gateway_connections_parked",
+        "Idle plain HTTP/1.1 keep-alive connections parked without a task (about 0.2 s after their last request); included in gateway_connections_active."
+    ),
     per_worker!(requests_total, Counter, "gateway_requests_total", "Requests whose head was parsed completely."),
     per_worker!(requests_active, Gauge, "gateway_requests_active", "Requests currently being handled."),
     WorkerFamily {

@@ -20,6 +20,7 @@ use crate::accesslog::{Entry, RequestId, RequestIds, WorkerLog};
 use crate::codec::h1::HeadScratch;
 use crate::runtime::buffers::BufferPool;
 use crate::runtime::idle_timer::IdleTimer;
+use crate::runtime::park::Parking;
 use crate::runtime::signal::{Drain, ListenerHandle};
 use crate::snapshot::Snapshot;
 use crate::stats::metrics::WorkerMetrics;
@@ -54,6 +55,20 @@ pub struct Worker {
     pub(crate) accept_waiters: RefCell<Vec<std::task::Waker>>,
     /// Sources recently cut for stalling HTTP/2 flow control.
     pub h2_penalty: crate::admission::penalty::PenaltyBox,
+    /// Idle plain HTTP/1.1 connections parked without a task (`downstream::h1::park`).
+    pub parked: Parking<ParkedConn>,
+    /// Whether the task that watches [`Worker::parked`] runs.
+    pub parker_running: Cell<bool>,
+}
+
+/// What a parked idle connection remembers besides its socket.
+pub struct ParkedConn {
+    pub client: Rc<crate::request::Client>,
+    /// Requests answered on it so far.
+    pub served: u64,
+    /// When its wait for the next request started counting (the previous request's end, or
+    /// the start of the wait for the first).
+    pub since: std::time::Instant,
 }
 
 /// The config snapshot a request runs on, with this worker's state for its clusters.
@@ -118,6 +133,8 @@ impl Worker {
             listeners_version: Cell::new(0),
             accept_waiters: RefCell::new(Vec::new()),
             h2_penalty: Default::default(),
+            parked: Parking::new(),
+            parker_running: Cell::new(false),
         }
     }
 

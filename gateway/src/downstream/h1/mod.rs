@@ -3,6 +3,7 @@
 
 mod answer;
 mod forward;
+mod park;
 mod relay;
 mod tunnel;
 
@@ -19,7 +20,7 @@ use crate::runtime::catch::{self, CatchUnwind};
 use crate::runtime::idle_timer::Expiry;
 use crate::runtime::io::{make_room, read_append_expiry};
 use crate::runtime::stream::Stream;
-use crate::worker::{Local, Worker};
+use crate::worker::{Local, ParkedConn, Worker};
 
 pub use forward::H1Forward;
 
@@ -75,6 +76,16 @@ impl Head {
     }
 }
 
+/// How a connection's task ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The connection is closed: the caller uncounts it.
+    Closed,
+    /// The idle connection was parked (see [`park`]): it is still open and counted, and a new
+    /// task takes it up when its next request comes.
+    Parked,
+}
+
 /// What happens to the connection after a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Next {
@@ -89,16 +100,50 @@ impl Conn {
     }
 }
 
-/// Serves an HTTP/1.1 connection until the client leaves, an error closes it, or the worker
-/// drains. `initial` holds bytes already read from it (protocol detection), possibly none.
-pub async fn serve(worker: &Rc<Worker>, stream: Stream, client: Rc<Client>, initial: Vec<u8>) {
-    let mut conn = Conn { stream, client, rbuf: initial, rpos: 0, served: 0, ex: Exchange::default() };
-    if let Some(status) = serve_requests(worker, &mut conn).await {
-        // A head that cannot be served: answered, and the connection closes.
-        worker.stats.requests_rejected.inc();
-        // Boxed: its write timeout would otherwise size every connection's task.
-        Box::pin(reply_and_close(worker, &mut conn, status, &worker.local())).await;
-        worker.stats.count_status(status);
+/// Serves an HTTP/1.1 connection until the client leaves, an error closes it, the worker
+/// drains, or it is parked while idle. `initial` holds bytes already read from it (protocol
+/// detection), possibly none.
+pub fn serve(
+    worker: &Rc<Worker>,
+    stream: Stream,
+    client: Rc<Client>,
+    initial: Vec<u8>,
+) -> impl std::future::Future<Output = Ended> + '_ {
+    run(worker, stream, client, initial, Resume { served: 0, ended: None, ready: false })
+}
+
+/// Serves a parked connection again (see [`park`]); `ready`: its socket has bytes to read.
+fn resume(
+    worker: &Rc<Worker>,
+    stream: Stream,
+    idle: ParkedConn,
+    ready: bool,
+) -> impl std::future::Future<Output = Ended> + '_ {
+    run(worker, stream, idle.client, Vec::new(), Resume { served: idle.served, ended: Some(idle.since), ready })
+}
+
+/// Where a connection's task takes up its connection: requests served so far, and
+/// `ended` and `ready` as for [`serve_requests`].
+struct Resume {
+    served: u64,
+    ended: Option<Instant>,
+    ready: bool,
+}
+
+/// The connection's task. The connection is built here, not passed in: an async function's
+/// argument is kept beside the local it is moved into, and `Conn` is large.
+async fn run(worker: &Rc<Worker>, stream: Stream, client: Rc<Client>, initial: Vec<u8>, at: Resume) -> Ended {
+    let mut conn = Conn { stream, client, rbuf: initial, rpos: 0, served: at.served, ex: Exchange::default() };
+    match serve_requests(worker, &mut conn, at.ended, at.ready).await {
+        End::Parked => return Ended::Parked,
+        End::Close => {}
+        End::Reply(status) => {
+            // A head that cannot be served: answered, and the connection closes.
+            worker.stats.requests_rejected.inc();
+            // Boxed: its write timeout would otherwise size every connection's task.
+            Box::pin(reply_and_close(worker, &mut conn, status, &worker.local())).await;
+            worker.stats.count_status(status);
+        }
     }
     worker.buffers.give(std::mem::take(&mut conn.rbuf));
     if conn.closing() {
@@ -111,6 +156,7 @@ pub async fn serve(worker: &Rc<Worker>, stream: Stream, client: Rc<Client>, init
             _ = worker.idle_timer.after(Duration::from_secs(1)) => {}
         }
     }
+    Ended::Closed
 }
 
 /// Closes a connection the drain ends without a reset: shuts our side (TLS: close_notify),
@@ -141,14 +187,42 @@ async fn linger_close(worker: &Worker, stream: &mut Stream) {
     }
 }
 
-/// Serves requests until the connection closes; `Some(status)`: close after answering a head
-/// that could not be served with this status.
-async fn serve_requests(worker: &Rc<Worker>, conn: &mut Conn) -> Option<u16> {
-    // When the previous request ended (the idle timeout counts from there).
-    let mut ended = None;
+/// Why [`serve_requests`] stopped.
+enum End {
+    Close,
+    /// Close after answering a head that could not be served with this status.
+    Reply(u16),
+    /// Parked: the task ends, the connection stays open.
+    Parked,
+}
+
+/// Serves requests until the connection closes or is parked. `ended`: when the previous
+/// request ended (the idle timeout counts from there), if any; `ready`: bytes are waiting, read
+/// them without waiting for readiness first.
+async fn serve_requests(worker: &Rc<Worker>, conn: &mut Conn, mut ended: Option<Instant>, mut ready: bool) -> End {
+    let mut parkable = true;
     loop {
-        if conn.rpos >= conn.rbuf.len() && !wait_for_request(worker, conn, ended).await {
-            return None;
+        if conn.rpos >= conn.rbuf.len() {
+            if ready {
+                ready = false;
+                conn.rbuf = worker.buffers.take();
+                conn.rpos = 0;
+            } else {
+                match wait_for_request(worker, conn, ended, parkable).await {
+                    Wait::Ready => {}
+                    Wait::Close => return End::Close,
+                    Wait::Park { since, deadline } => {
+                        if park::park(worker, conn, since, deadline) {
+                            return End::Parked;
+                        }
+                        // Not parked (its listener stopped meanwhile, or the registration
+                        // failed): it waits on as a task, to the same deadline.
+                        parkable = false;
+                        ended = Some(since);
+                        continue;
+                    }
+                }
+            }
         }
         let local = worker.local();
         // Boxed, with the head moved in: the connection's task holds neither while it waits.
@@ -156,8 +230,8 @@ async fn serve_requests(worker: &Rc<Worker>, conn: &mut Conn) -> Option<u16> {
         // every connection's task across it.)
         let request = match read_head(worker, conn, &local).await {
             Ok(head) => Box::pin(request(worker, conn, &local, head)),
-            Err(HeadEnd::Close) => return None,
-            Err(HeadEnd::Reply(status)) => return Some(status),
+            Err(HeadEnd::Close) => return End::Close,
+            Err(HeadEnd::Reply(status)) => return End::Reply(status),
         };
         worker.stats.requests_total.inc();
         worker.stats.requests_active.inc();
@@ -187,41 +261,59 @@ async fn serve_requests(worker: &Rc<Worker>, conn: &mut Conn) -> Option<u16> {
         // `Connection: close` must not close under a client about to reuse the connection (its
         // next request gets the `Connection: close`, see `stop_when_idle`).
         if next == Next::Close {
-            return None;
+            return End::Close;
         }
     }
 }
 
+/// What the wait for the next request came to.
+enum Wait {
+    /// Bytes (or the client's end) are there; the read buffer is taken.
+    Ready,
+    Close,
+    /// Idle for [`park::PARK_AFTER`]: park until `deadline` (the idle or header-read limit,
+    /// counted from `since`).
+    Park {
+        since: Instant,
+        deadline: Instant,
+    },
+}
+
 /// Waits, without holding a buffer, until the client sends the first byte of a request.
-/// False when the connection should close (idle timeout, drain, client gone). `ended`: when the
-/// previous request ended (read already; the wait's limit counts from then), if any. The timeout
-/// is on the worker's coarse timer (`runtime::idle_timer`): an idle connection's task holds no
-/// timer entry of its own.
-async fn wait_for_request(worker: &Rc<Worker>, conn: &mut Conn, ended: Option<Instant>) -> bool {
+/// `Close` when the connection should close (idle timeout, drain, client gone). `ended`: when
+/// the previous request ended (read already; the wait's limit counts from then), if any. The
+/// timeout is on the worker's coarse timer (`runtime::idle_timer`): an idle connection's task
+/// holds no timer entry of its own. A plain connection still idle after [`park::PARK_AFTER`]
+/// (`parkable`, its listener not stopped, its limit further away) comes back as `Park`.
+async fn wait_for_request(worker: &Rc<Worker>, conn: &mut Conn, ended: Option<Instant>, parkable: bool) -> Wait {
     let buf = std::mem::take(&mut conn.rbuf);
     worker.buffers.give(buf);
     conn.rpos = 0;
     let timeouts = &worker.local().snap.config.server.timeouts;
     let limit = if conn.served == 0 { timeouts.header_read } else { timeouts.idle };
-    let expiry = match ended.and_then(|e| e.checked_add(limit)) {
-        Some(deadline) => worker.idle_timer.at(deadline),
-        None => worker.idle_timer.after(limit),
-    };
+    // No clock read after a request: its end was read already.
+    let since = ended.unwrap_or_else(Instant::now);
+    let deadline = since.checked_add(limit).unwrap_or(since);
+    let park_at = since.checked_add(park::PARK_AFTER).unwrap_or(since);
     if conn.stream.is_tls() {
-        return wait_for_tls_request(worker, conn, expiry, ended).await;
+        let expiry = worker.idle_timer.at(deadline);
+        return if wait_for_tls_request(worker, conn, expiry, ended).await { Wait::Ready } else { Wait::Close };
     }
+    let park = parkable && park_at < deadline && !conn.closing();
+    // One timer entry: the park time when the connection may park, else its deadline.
+    let expiry = worker.idle_timer.at(if park { park_at } else { deadline });
     // On epoll, relaxed readiness can be stale; io_uring polls for real either way.
     let relaxed = !monoio::utils::is_legacy();
     let first = conn.served == 0;
-    let ready = monoio::select! {
-        r = conn.stream.readable(relaxed) => r.is_ok(),
-        _ = expiry => false,
-        _ = stop_when_idle(worker, &conn.client, first, ended) => false,
+    let woke = monoio::select! {
+        r = conn.stream.readable(relaxed) => if r.is_ok() { Wait::Ready } else { Wait::Close },
+        _ = expiry => if park { Wait::Park { since, deadline } } else { Wait::Close },
+        _ = stop_when_idle(worker, &conn.client, first, ended) => Wait::Close,
     };
-    if ready {
+    if let Wait::Ready = woke {
         conn.rbuf = worker.buffers.take();
     }
-    ready
+    woke
 }
 
 /// Resolves when the listener has stopped and the connection has been idle for

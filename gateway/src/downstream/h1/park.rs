@@ -1,0 +1,130 @@
+//! Idle plain HTTP/1.1 connections leave their task: after [`PARK_AFTER`] without a request,
+//! the socket goes to the worker's parking set (`runtime::park`) with what the connection must
+//! remember (its client, requests served, when the last one ended), and the task ends. The
+//! worker's parker task watches the set: a socket that becomes readable (or hangs up) gets a
+//! new connection task, which reads its request at once; one whose idle deadline passes is
+//! closed; on a drain or a reload that removed its listener, every parked connection of a
+//! stopped listener gets its task back and closes as a waiting connection does (after the
+//! drain's idle grace, answering a request that races it with `Connection: close`).
+//!
+//! A parked connection stays counted in `gateway_connections_active` (the connection limit
+//! sees it) and is counted in `gateway_connections_parked`. TLS connections are not parked:
+//! readiness of the socket does not tell whether a request is there.
+
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use monoio::net::TcpStream;
+
+use super::{Conn, Ended};
+use crate::runtime::catch::{self, CatchUnwind};
+use crate::runtime::idle_timer::RESOLUTION;
+use crate::runtime::stream::Stream;
+use crate::worker::{ParkedConn, Worker};
+
+/// How long a plain keep-alive connection waits for its next request as a task before it is
+/// parked (the coarse timer adds up to two of its ticks). A client that sends its requests back
+/// to back never pays for parking; one that pauses longer pays an epoll registration and a
+/// task spawn once per pause.
+pub const PARK_AFTER: Duration = Duration::from_millis(200);
+
+/// Parks the connection's socket until its next request, its idle `deadline` or a stop. True:
+/// parked, `conn.stream` is detached and the task must end without closing or uncounting the
+/// connection. False: not parked (a TLS stream, a stopped listener, or the registration
+/// failed), `conn` unchanged.
+/// `since`: when the wait for the next request started counting (its limit's origin).
+pub(super) fn park(worker: &Rc<Worker>, conn: &mut Conn, since: Instant, deadline: Instant) -> bool {
+    // A stopped listener's connections wait as tasks (the drain's idle grace, `stop_when_idle`).
+    if conn.closing() {
+        return false;
+    }
+    if !matches!(conn.stream, Stream::Tcp(_)) {
+        return false;
+    }
+    let Stream::Tcp(tcp) = std::mem::replace(&mut conn.stream, Stream::Detached) else { return false };
+    let item = ParkedConn { client: Rc::clone(&conn.client), served: conn.served, since };
+    match worker.parked.park(tcp, deadline, item) {
+        Ok(()) => {
+            worker.stats.connections_parked.inc();
+            if !worker.parker_running.replace(true) {
+                monoio::spawn(parker(Rc::clone(worker)));
+            }
+            true
+        }
+        Err((tcp, _)) => {
+            conn.stream = Stream::Tcp(tcp);
+            false
+        }
+    }
+}
+
+/// The worker's parker: resumes parked connections whose socket is ready, closes those whose
+/// deadline passed, and resumes those of stopped listeners. Ends when nothing is parked.
+async fn parker(worker: Rc<Worker>) {
+    let mut out = Vec::new();
+    let mut listeners_version = worker.listeners_version.get();
+    let mut drain_seen = false;
+    let mut ready = std::pin::pin!(worker.parked.ready());
+    while !worker.parked.is_empty() {
+        let woken = monoio::select! {
+            _ = &mut ready => true,
+            _ = worker.idle_timer.after(RESOLUTION) => false,
+        };
+        if woken {
+            ready.set(worker.parked.ready());
+        }
+        worker.parked.take_ready(&mut out);
+        for (tcp, idle) in out.drain(..) {
+            resume(&worker, tcp, idle, true);
+        }
+        worker.parked.take_expired(Instant::now(), &mut out);
+        for (tcp, idle) in out.drain(..) {
+            // The idle timeout: closed as a waiting connection is (plain TCP: no goodbye).
+            drop(tcp);
+            drop(idle);
+            worker.stats.connections_parked.sub(1);
+            worker.stats.connections_active.sub(1);
+            worker.connection_closed();
+        }
+        // A drain, or a reload (which may have removed listeners): stopped listeners'
+        // connections get their task back. Nothing parks once its listener stopped.
+        let version = worker.listeners_version.get();
+        let drained = worker.drain.is_triggered();
+        if version != listeners_version || (drained && !drain_seen) {
+            listeners_version = version;
+            drain_seen = drained;
+            worker.parked.take_where(|idle| idle.client.closing(), &mut out);
+            for (tcp, idle) in out.drain(..) {
+                resume(&worker, tcp, idle, false);
+            }
+        }
+    }
+    worker.parker_running.set(false);
+}
+
+/// Gives a parked connection a task again; `ready`: its socket has bytes (or an end) to read.
+fn resume(worker: &Rc<Worker>, tcp: TcpStream, idle: ParkedConn, ready: bool) {
+    worker.stats.connections_parked.sub(1);
+    monoio::spawn(resumed(Rc::clone(worker), tcp, idle, ready));
+}
+
+/// A resumed connection's task, inside a panic boundary like an accepted one's.
+async fn resumed(worker: Rc<Worker>, tcp: TcpStream, idle: ParkedConn, ready: bool) {
+    let peer = idle.client.peer;
+    let serve = super::resume(&worker, Stream::Tcp(tcp), idle, ready);
+    match CatchUnwind::new(serve).await {
+        Ok(Ended::Parked) => return,
+        Ok(Ended::Closed) => {}
+        Err(panic) => {
+            worker.stats.panics_connection.inc();
+            tracing::error!(
+                worker = worker.id,
+                peer = %peer,
+                panic = catch::message(&panic),
+                "a connection task panicked: connection closed, the worker serves on"
+            );
+        }
+    }
+    worker.stats.connections_active.sub(1);
+    worker.connection_closed();
+}

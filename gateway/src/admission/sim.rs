@@ -358,10 +358,11 @@ fn pool_over_workers(shares: &[f64], shared: bool, seed: u64) -> Vec<(f64, usize
 fn workers_sharing_one_limit_hold_the_upstream_at_its_capacity_and_none_starves() {
     // Each worker with its own controller (before): goodput at capacity, but a rise in latency
     // that another worker's requests caused looks to each controller like latency that does not
-    // follow its own requests in flight, so with 4 workers the limits summed to 2-3x the
-    // capacity and p99 grew to 90-180 ms at capacity 8 (one worker: under 76 ms). With the
-    // limit shared (`--nocapture` prints both), the workers' limits sum to the capacity (8-9 for
-    // 8, 5-6 for 4) and p99 is 65-89 ms; each worker is served in proportion to its share.
+    // follow its own requests in flight, so their limits sum to 11-59 for a capacity of 8 or 4
+    // and p99 grows to 115-835 ms (one worker: under 76 ms at capacity 8). With the limit
+    // shared (`--nocapture` prints both), the workers' limits sum to the capacity (8-9 for 8,
+    // 5-6 for 4) and p99 is 65-89 ms at capacity 8 (93-155 ms after the halving); each worker
+    // is served in proportion to its share.
     for shares in [&[0.7, 0.3][..], &[0.4, 0.3, 0.2, 0.1][..]] {
         for seed in 1..=3 {
             let own = pool_over_workers(shares, false, seed);

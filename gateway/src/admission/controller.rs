@@ -3,10 +3,10 @@
 //! One [`Gradient`] per cluster sees every worker's latency samples and the process's total of
 //! requests in flight, so its limit is the upstream's capacity, not a worker's guess at its
 //! part of it (each worker with its own controller read a rise that other workers' requests
-//! caused as latency not following its own in-flight count: with 4 workers the limits summed to
-//! 2-5x the capacity). The limit is then split into one limit per worker, so that admission,
-//! the priority queues and the first class's reserve stay per worker, on the worker's thread,
-//! without waking another thread:
+//! caused as latency not following its own in-flight count: with 4 workers the limits summed
+//! to 5-8x the capacity in the overload benchmark). The limit is then split into one limit per
+//! worker, so that admission, the priority queues and the first class's reserve stay per
+//! worker, on the worker's thread, without waking another thread:
 //!
 //! - each worker counts its arrivals per class (a relaxed atomic add on its own cache line);
 //! - whenever a latency window closes, the worker that closed it turns the counts into a demand

@@ -353,7 +353,7 @@ pub const CLUSTER_LIMIT: Family = Family {
     name: "gateway_cluster_concurrency_limit",
     kind: Kind::Gauge,
     labels: &["cluster", "worker"],
-    help: "The cluster's in-flight limit on a worker: adaptive (following upstream latency) or the fixed cap.",
+    help: "The cluster's in-flight limit on a worker: its part of the adaptive limit the workers share (following upstream latency; the parts sum to the cluster's limit), or the fixed cap per worker.",
 };
 pub const CLUSTER_REUSES: Family = Family {
     name: "gateway_cluster_upstream_reuses_total",

@@ -212,15 +212,20 @@ async fn contained(
 ) {
     let serve = crate::downstream::accept::serve(Rc::clone(&worker), listener, binding, stream, peer);
     if let Err(panic) = CatchUnwind::new(serve).await {
-        worker.stats.panics_connection.inc();
-        tracing::error!(
-            worker = worker.id,
-            peer = %peer,
-            panic = catch::message(&panic),
-            "a connection task panicked: connection closed, the worker serves on"
-        );
+        connection_panicked(&worker, peer, &panic);
         // What `serve` would have done at its end.
         worker.stats.connections_active.sub(1);
         worker.connection_closed();
     }
+}
+
+/// Counts and logs a connection task's panic (the connection is gone, the worker serves on).
+pub(crate) fn connection_panicked(worker: &Worker, peer: std::net::SocketAddr, panic: &catch::Panic) {
+    worker.stats.panics_connection.inc();
+    tracing::error!(
+        worker = worker.id,
+        peer = %peer,
+        panic = catch::message(panic),
+        "a connection task panicked: connection closed, the worker serves on"
+    );
 }

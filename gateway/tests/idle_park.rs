@@ -9,37 +9,7 @@ use std::io::{BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use common::{connect, each_driver, is_closed, origin, read_response, wait_until, TestGateway};
-
-/// One worker, listener `main` (with `listener_extra`), everything proxied to `origin`.
-fn config(driver: &str, origin: SocketAddr, server_extra: &str, listener_extra: &str) -> String {
-    format!(
-        r#"
-[server]
-workers = 1
-io_driver = "{driver}"
-admin = false
-drain_timeout = "5s"
-log_level = "warn"
-{server_extra}
-
-[[listeners]]
-name = "main"
-address = "127.0.0.1:0"
-{listener_extra}
-
-[[routes]]
-name = "default"
-cluster = "origin"
-timeout = "2s"
-
-[[clusters]]
-name = "origin"
-endpoints = ["{origin}"]
-connect_timeout = "1s"
-"#
-    )
-}
+use common::{config, connect, each_driver, is_closed, origin, read_response, wait_until, TestGateway};
 
 const GET: &[u8] = b"GET /bytes/5 HTTP/1.1\r\nhost: a\r\n\r\n";
 
@@ -215,6 +185,7 @@ fn answered_at_once(addr: SocketAddr) -> bool {
 fn a_parked_connection_keeps_its_proxy_protocol_source() {
     each_driver(|d| {
         let o = origin();
+        // The fourth argument follows the listener's address: a key of the listener.
         let gw = TestGateway::start(&config(d, o.addr(), "", "proxy_protocol = \"v1\""));
         let mut s = connect(gw.addr);
         let mut r = BufReader::new(s.try_clone().unwrap());

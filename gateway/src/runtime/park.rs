@@ -340,14 +340,7 @@ mod tests {
             parking.take_ready(&mut out);
             assert!(out.is_empty(), "nothing was sent");
             a.write_all(b"x").unwrap();
-            // Bounded: the byte is on loopback at once, but allow the stack a moment.
-            for _ in 0..100 {
-                parking.take_ready(&mut out);
-                if !out.is_empty() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            take_ready_soon(&parking, &mut out);
             assert_eq!(out.iter().map(|(_, i)| *i).collect::<Vec<_>>(), ["a"]);
             out.clear();
             parking.take_expired(now, &mut out);
@@ -364,6 +357,18 @@ mod tests {
         });
     }
 
+    /// Takes what became ready, looking for up to a second: a byte written on loopback is
+    /// there at once, but the stack gets a moment.
+    fn take_ready_soon<T>(parking: &Parking<T>, out: &mut Vec<(TcpStream, T)>) {
+        for _ in 0..100 {
+            parking.take_ready(out);
+            if !out.is_empty() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     #[test]
     fn a_socket_parked_again_after_readiness_is_rearmed() {
         each_driver(|| {
@@ -375,13 +380,7 @@ mod tests {
             let mut out = Vec::new();
             for round in 0..3 {
                 a.write_all(b"x").unwrap();
-                for _ in 0..100 {
-                    parking.take_ready(&mut out);
-                    if !out.is_empty() {
-                        break;
-                    }
-                    std::thread::sleep(Duration::from_millis(10));
-                }
+                take_ready_soon(&parking, &mut out);
                 assert_eq!(out.len(), 1, "round {round}");
                 let (s, item) = out.pop().unwrap();
                 // Still readable (the byte is unread): parked again, it is reported again.

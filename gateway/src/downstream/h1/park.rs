@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use monoio::net::TcpStream;
 
 use super::{Conn, Ended};
-use crate::runtime::catch::{self, CatchUnwind};
+use crate::runtime::catch::CatchUnwind;
 use crate::runtime::idle_timer::RESOLUTION;
 use crate::runtime::stream::Stream;
 use crate::worker::{ParkedConn, Worker};
@@ -115,15 +115,7 @@ async fn resumed(worker: Rc<Worker>, tcp: TcpStream, idle: ParkedConn, ready: bo
     match CatchUnwind::new(serve).await {
         Ok(Ended::Parked) => return,
         Ok(Ended::Closed) => {}
-        Err(panic) => {
-            worker.stats.panics_connection.inc();
-            tracing::error!(
-                worker = worker.id,
-                peer = %peer,
-                panic = catch::message(&panic),
-                "a connection task panicked: connection closed, the worker serves on"
-            );
-        }
+        Err(panic) => crate::listen::connection_panicked(&worker, peer, &panic),
     }
     worker.stats.connections_active.sub(1);
     worker.connection_closed();

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use monoio::net::TcpListener;
 
-use crate::runtime::catch::{self, CatchUnwind};
+use crate::runtime::catch::CatchUnwind;
 use crate::runtime::signal::ListenerHandle;
 use crate::worker::{lock, Worker};
 
@@ -212,20 +212,9 @@ async fn contained(
 ) {
     let serve = crate::downstream::accept::serve(Rc::clone(&worker), listener, binding, stream, peer);
     if let Err(panic) = CatchUnwind::new(serve).await {
-        connection_panicked(&worker, peer, &panic);
+        crate::downstream::accept::connection_panicked(&worker, peer, &panic);
         // What `serve` would have done at its end.
         worker.stats.connections_active.sub(1);
         worker.connection_closed();
     }
-}
-
-/// Counts and logs a connection task's panic (the connection is gone, the worker serves on).
-pub(crate) fn connection_panicked(worker: &Worker, peer: std::net::SocketAddr, panic: &catch::Panic) {
-    worker.stats.panics_connection.inc();
-    tracing::error!(
-        worker = worker.id,
-        peer = %peer,
-        panic = catch::message(panic),
-        "a connection task panicked: connection closed, the worker serves on"
-    );
 }

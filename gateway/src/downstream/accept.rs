@@ -278,3 +278,14 @@ fn client_spoke_last(session: &rustls::ServerConnection, tls: &ServerTls) -> boo
 fn session_resumed(session: &rustls::ServerConnection) -> bool {
     matches!(session.handshake_kind(), Some(rustls::HandshakeKind::Resumed))
 }
+
+/// Counts and logs a connection task's panic (the connection is gone, the worker serves on).
+pub(crate) fn connection_panicked(worker: &Worker, peer: SocketAddr, panic: &crate::runtime::catch::Panic) {
+    worker.stats.panics_connection.inc();
+    tracing::error!(
+        worker = worker.id,
+        peer = %peer,
+        panic = crate::runtime::catch::message(panic),
+        "a connection task panicked: connection closed, the worker serves on"
+    );
+}

@@ -115,7 +115,7 @@ async fn resumed(worker: Rc<Worker>, tcp: TcpStream, idle: ParkedConn, ready: bo
     match CatchUnwind::new(serve).await {
         Ok(Ended::Parked) => return,
         Ok(Ended::Closed) => {}
-        Err(panic) => crate::listen::connection_panicked(&worker, peer, &panic),
+        Err(panic) => crate::downstream::accept::connection_panicked(&worker, peer, &panic),
     }
     worker.stats.connections_active.sub(1);
     worker.connection_closed();

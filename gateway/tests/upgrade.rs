@@ -543,7 +543,7 @@ fn strict_get_tls(
         None => match clients::tls_connect(addr, "a.test", Arc::clone(tls)) {
             Ok(s) => BufReader::new(s),
             Err(e) => {
-                eprintln!("TLS connect: {e}");
+                eprintln!("{} TLS connect: {e}", common::process::wall_clock());
                 tally.connect_failed.fetch_add(1, Ordering::Relaxed);
                 return;
             }
@@ -716,6 +716,11 @@ fn tls_upgrades(driver: &str, upgrades: usize) {
         count(&tally.connect_failed),
         count(&tally.refused)
     );
-    assert_eq!(tally.failed(), 0, "no request failed, was reset or closed before its response");
+    assert_eq!(
+        tally.failed(),
+        0,
+        "no request failed, was reset or closed before its response; the processes' log:\n{}",
+        first.log_text()
+    );
     assert!(count(&tally.ok) > 0);
 }

@@ -163,3 +163,11 @@ impl Drop for GatewayProcess {
         let _ = self.child.wait();
     }
 }
+
+/// Seconds since the Unix epoch, to the millisecond: puts a client's failure beside the
+/// gateway's log lines (which carry UTC times).
+#[allow(dead_code)]
+pub fn wall_clock() -> String {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    format!("[unix {}.{:03}]", t.as_secs(), t.subsec_millis())
+}

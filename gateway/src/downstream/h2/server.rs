@@ -112,9 +112,14 @@ where
     let mut stall = Stall::new(settings.stall_timeout);
     drop(local);
     let tick = stall.tick();
-    // A deadline, not a fresh sleep per event: streams arriving faster than the tick must not
-    // postpone the idle and stall checks.
-    let mut next_tick = monoio::time::Instant::now() + tick;
+    // One timer and one stop registration for the connection's life, not one per stream: a
+    // burst of streams would otherwise set and cancel a timer and a drain waiter for each. The
+    // timer is a deadline, so streams arriving faster than the tick never postpone the idle and
+    // stall checks.
+    let ticker = monoio::time::sleep(tick);
+    let mut ticker = std::pin::pin!(ticker);
+    let stop = stop_signal(&ctx.client.listener, false);
+    let mut stop = std::pin::pin!(stop);
     let mut stopping = false;
     loop {
         let event = monoio::select! {
@@ -129,8 +134,8 @@ where
                     Poll::Pending => Poll::Pending,
                 }
             }) => e,
-            _ = monoio::time::sleep_until(next_tick) => Event::Tick,
-            _ = stop_signal(&ctx.client.listener, stopping) => Event::Stop,
+            _ = &mut ticker => Event::Tick,
+            _ = &mut stop => Event::Stop,
         };
         match event {
             Event::Stream(req, respond) => {
@@ -153,7 +158,7 @@ where
                 return;
             }
             Event::Tick => {
-                next_tick = monoio::time::Instant::now() + tick;
+                ticker.as_mut().reset(monoio::time::Instant::now() + tick);
                 if stall.check(ctx.flow.waiting(), ctx.flow.granted(), Instant::now()) {
                     worker.stats.h2_abuse_stall.inc();
                     worker.h2_penalty.penalize(peer.ip(), Instant::now());
@@ -168,11 +173,15 @@ where
                 }
                 if !stopping && ctx.active.get() == 0 && ctx.idle_since.get().elapsed() >= idle_timeout {
                     stopping = true;
+                    stop.set(stop_signal(&ctx.client.listener, true));
                     connection.graceful_shutdown();
                 }
             }
             Event::Stop => {
                 stopping = true;
+                // Resolved once: from now on it never resolves (a finished future is not
+                // polled again).
+                stop.set(stop_signal(&ctx.client.listener, true));
                 connection.graceful_shutdown();
             }
         }

@@ -21,7 +21,8 @@
 #   PROXIES ["gateway-uring gateway-epoll nginx haproxy direct"] (no direct for https); also
 #                      gateway-uring-log (access log on, JSON to /dev/null) and gateway-baseline
 #                      (BASELINE_GATEWAY_BIN, io_uring: another build of the gateway, e.g. an
-#                      older commit, measured in the same run)
+#                      older commit, measured in the same run) and gateway-baseline-epoll (the
+#                      same build on the epoll driver)
 #   PROXY_CPU [0]      CPU the proxies are pinned to
 #   LOAD_CPU [1]       CPU the origin and wrk share
 #   SKIP_BUILD [0]     1: use the existing target/release/gateway instead of building it
@@ -130,8 +131,8 @@ check_params() {
         case $v in
         gateway-uring | gateway-epoll | gateway-uring-log | nginx | haproxy) ;;
         direct) ((!TLS)) || die "direct has no TLS (the origin is plain HTTP): drop it from PROXIES" ;;
-        gateway-baseline) [[ -x ${BASELINE_GATEWAY_BIN:-} ]] || die "gateway-baseline needs BASELINE_GATEWAY_BIN (an executable)" ;;
-        *) die "unknown proxy '$v' in PROXIES (gateway-uring gateway-epoll gateway-uring-log gateway-baseline nginx haproxy direct)" ;;
+        gateway-baseline | gateway-baseline-epoll) [[ -x ${BASELINE_GATEWAY_BIN:-} ]] || die "$v needs BASELINE_GATEWAY_BIN (an executable)" ;;
+        *) die "unknown proxy '$v' in PROXIES (gateway-uring gateway-epoll gateway-uring-log gateway-baseline gateway-baseline-epoll nginx haproxy direct)" ;;
         esac
     done
     [[ $SCENARIO != openloop || $SKIP_BUILD == 0 || -x $OPENLOOP_BIN ]] ||
@@ -198,6 +199,7 @@ start_proxies() {
         gateway-epoll) start_gateway "$p" epoll ;;
         gateway-uring-log) start_gateway "$p" io_uring "$GATEWAY_BIN" $'[server.access_log]\nformat = "json"\npath = "/dev/null"' ;;
         gateway-baseline) start_gateway "$p" io_uring "$BASELINE_GATEWAY_BIN" ;;
+        gateway-baseline-epoll) start_gateway "$p" epoll "$BASELINE_GATEWAY_BIN" ;;
         nginx) start_nginx_proxy ;;
         haproxy) start_haproxy_proxy ;;
         direct)

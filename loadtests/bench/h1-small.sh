@@ -441,7 +441,8 @@ measure() {
                    total: ($connect + $read + $write + $status + $timeout)},
           proxy_cpu_ticks: (if $has_proxy then $proxy_ticks else null end),
           cpu_us_per_req: (if $has_proxy then per_req($proxy_ticks) else null end),
-          origin_cpu_us_per_req: per_req($origin_ticks)
+          origin_cpu_us_per_req: per_req($origin_ticks),
+          cpu_per_origin_cpu: (if $has_proxy and $origin_ticks > 0 then $proxy_ticks / $origin_ticks else null end)
         }' >>"$WORK/runs.jsonl"
     log "$(jq -r '"round \(.round) \(.proxy): \(.rps | floor) req/s, " +
         "\(if .cpu_us_per_req then (.cpu_us_per_req * 10 | round / 10 | tostring) else "-" end) us CPU/req, " +
@@ -474,6 +475,7 @@ def stats(f): [.[] | f | select(. != null)] |
     proxy: .[0].proxy, rounds: length,
     rps: stats(.rps), cpu_us_per_req: stats(.cpu_us_per_req),
     origin_cpu_us_per_req: stats(.origin_cpu_us_per_req),
+    cpu_per_origin_cpu: stats(.cpu_per_origin_cpu),
     p50_us: stats(.p50_us), p99_us: stats(.p99_us),
     errors: (map(.errors.total) | add)
   }
@@ -548,9 +550,11 @@ markdown() {
       (.summary[] | . as $s | .points[] |
         "| \($s.proxy) | \($s.peak_rps | fixed(0)) | \(.fraction) | \(.rate | fixed(0)) | \(.range.p50_us | cell(0)) | \(.p90_us | fixed(0)) | \(.range.p99_us | cell(0)) | \(.range.p999_us | cell(0)) | \(.cpu_us_per_req | fixed(1)) | \(.errors) | \(if .valid then "yes" else "no: " + (.invalid | unique | join("; ")) end) |")
     else
-      "| proxy | req/s | µs CPU/req | p50 µs | p99 µs | errors | req/s vs nginx | CPU/req vs nginx | CPU/req vs HAProxy | origin µs CPU/req |",
-      "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-      (.summary[] | "| \(.proxy) | \(.rps | cell(0)) | \(.cpu_us_per_req | cell(1)) | \(.p50_us | cell(0)) | \(.p99_us | cell(0)) | \(.errors) | \(.rps_vs_nginx | ratio) | \(.cpu_vs_nginx | ratio) | \(.cpu_vs_haproxy | ratio) | \(.origin_cpu_us_per_req | cell(1)) |")
+      "| proxy | req/s | µs CPU/req | p50 µs | p99 µs | errors | req/s vs nginx | CPU/req vs nginx | CPU/req vs HAProxy | origin µs CPU/req | proxy CPU ÷ origin CPU |",
+      "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+      (.summary[] | "| \(.proxy) | \(.rps | cell(0)) | \(.cpu_us_per_req | cell(1)) | \(.p50_us | cell(0)) | \(.p99_us | cell(0)) | \(.errors) | \(.rps_vs_nginx | ratio) | \(.cpu_vs_nginx | ratio) | \(.cpu_vs_haproxy | ratio) | \(.origin_cpu_us_per_req | cell(1)) | \(.cpu_per_origin_cpu | cell(3)) |"),
+      "",
+      "Proxy CPU ÷ origin CPU: the proxy'"'"'s CPU time over the origin'"'"'s in the same run, per round. The origin does the same work for every request of a run, so this cancels what slows the whole machine between runs (on a shared VM the CPU time per request of every process moves by 10-20% from run to run; this ratio by 1-5%): compare two builds of one proxy on one driver with it. Across proxies it also carries how each one'"'"'s batching changes the origin'"'"'s cost, so the µs columns compare proxies."
     end,
     (if (.skipped | length) > 0 then "", "Skipped: " + ([.skipped[] | "\(.proxy) (\(.reason))"] | join("; ")) else empty end)
     ' "$1"

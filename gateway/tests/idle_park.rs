@@ -20,6 +20,14 @@ fn request_ok(s: &mut TcpStream, r: &mut BufReader<TcpStream>, what: &str) {
     assert_eq!((resp.status, resp.body.as_slice()), (200, b"abcde".as_slice()), "{what}");
 }
 
+/// A connection that made one request (GET /bytes/5, checked), and its reader.
+fn served(addr: SocketAddr, what: &str) -> (TcpStream, BufReader<TcpStream>) {
+    let mut s = connect(addr);
+    let mut r = BufReader::new(s.try_clone().unwrap());
+    request_ok(&mut s, &mut r, what);
+    (s, r)
+}
+
 /// Waits until `n` connections are parked (parking happens about 0.2-0.4 s after a request).
 fn parked(gw: &TestGateway, n: u64) -> bool {
     wait_until(Duration::from_secs(5), || gw.total("connections_parked") == n)
@@ -54,9 +62,7 @@ fn pipelined_requests_arriving_together_after_a_park_are_all_answered() {
     each_driver(|d| {
         let o = origin();
         let gw = TestGateway::start(&config(d, o.addr(), "", ""));
-        let mut s = connect(gw.addr);
-        let mut r = BufReader::new(s.try_clone().unwrap());
-        request_ok(&mut s, &mut r, d);
+        let (mut s, mut r) = served(gw.addr, d);
         assert!(parked(&gw, 1), "{d}");
         let three: Vec<u8> =
             (1..=3).flat_map(|i| format!("GET /bytes/{i} HTTP/1.1\r\nhost: a\r\n\r\n").into_bytes()).collect();
@@ -73,9 +79,7 @@ fn a_parked_connection_closes_at_its_idle_timeout() {
     each_driver(|d| {
         let o = origin();
         let gw = TestGateway::start(&config(d, o.addr(), "[server.timeouts]\nidle = \"1s\"", ""));
-        let mut s = connect(gw.addr);
-        let mut r = BufReader::new(s.try_clone().unwrap());
-        request_ok(&mut s, &mut r, d);
+        let (_s, mut r) = served(gw.addr, d);
         let answered = Instant::now();
         assert!(parked(&gw, 1), "{d}");
         assert!(is_closed(&mut r), "{d}: the idle timeout closes the parked connection");
@@ -93,12 +97,8 @@ fn a_parked_client_hanging_up_frees_its_slot_for_the_connection_limit() {
         let o = origin();
         let limits = "[server.limits]\nmax_connections_per_worker = 2";
         let gw = TestGateway::start(&config(d, o.addr(), limits, ""));
-        let mut a = connect(gw.addr);
-        let mut ra = BufReader::new(a.try_clone().unwrap());
-        let mut b = connect(gw.addr);
-        let mut rb = BufReader::new(b.try_clone().unwrap());
-        request_ok(&mut a, &mut ra, d);
-        request_ok(&mut b, &mut rb, d);
+        let (a, ra) = served(gw.addr, d);
+        let (mut b, mut rb) = served(gw.addr, d);
         assert!(parked(&gw, 2), "{d}");
         // At the limit: a third connection waits in the backlog, unanswered.
         let mut c = connect(gw.addr);
@@ -121,9 +121,7 @@ fn a_drain_closes_parked_connections_after_the_idle_grace() {
     each_driver(|d| {
         let o = origin();
         let gw = TestGateway::start(&config(d, o.addr(), "", ""));
-        let mut s = connect(gw.addr);
-        let mut r = BufReader::new(s.try_clone().unwrap());
-        request_ok(&mut s, &mut r, d);
+        let (_s, mut r) = served(gw.addr, d);
         assert!(parked(&gw, 1), "{d}");
         gw.gw.as_ref().unwrap().begin_drain();
         assert!(is_closed(&mut r), "{d}: the drain closes the parked connection");
@@ -149,9 +147,7 @@ fn a_request_on_a_parked_connection_during_the_drain_gets_connection_close() {
 fn drain_attempt(d: &str) -> bool {
     let o = origin();
     let gw = TestGateway::start(&config(d, o.addr(), "", ""));
-    let mut s = connect(gw.addr);
-    let mut r = BufReader::new(s.try_clone().unwrap());
-    request_ok(&mut s, &mut r, d);
+    let (mut s, mut r) = served(gw.addr, d);
     let answered = Instant::now();
     assert!(parked(&gw, 1), "{d}");
     gw.gw.as_ref().unwrap().begin_drain();

@@ -48,6 +48,9 @@ enum Upstream {
     /// cluster serving long and short requests alike); "halving" it multiplies `slow_share` by
     /// `shift` (the mix changes).
     Mixed { fast: f64, slow: f64, slow_share: f64, shift: f64 },
+    /// `fast_share` of the requests answered in `fast` without queueing (a cache in front, or
+    /// cheap requests); the others go to a `Pool` (FIFO without bound).
+    FastPath { fast: f64, fast_share: f64, pool: Box<Upstream> },
 }
 
 impl Upstream {
@@ -68,6 +71,13 @@ impl Upstream {
                 t + *median * (sigma * rng.normal()).exp()
             }
             Upstream::Mixed { fast, slow, slow_share, .. } => t + if rng.unit() < *slow_share { *slow } else { *fast },
+            Upstream::FastPath { fast, fast_share, pool } => {
+                if rng.unit() < *fast_share {
+                    t + *fast
+                } else {
+                    pool.serve(t, in_flight, rng)
+                }
+            }
         }
     }
 
@@ -78,6 +88,7 @@ impl Upstream {
                 free_at.truncate(*capacity);
             }
             Upstream::Mixed { slow_share, shift, .. } => *slow_share = (*slow_share * *shift).min(1.0),
+            Upstream::FastPath { pool, .. } => pool.halve(),
             _ => {}
         }
     }
@@ -318,10 +329,12 @@ fn a_pool_at_three_times_its_capacity_is_held_near_its_capacity_and_followed_whe
         // issue 18 for the first class is 1.5x; the controller before the elasticity held
         // 1.6x here, this one up to 1.85x).
         let p99 = phases[1].p99();
+        eprintln!("pool seed {seed} capacity 8: goodput {goodput:.0}/s, p99 {:.1} ms", p99 * 1e3);
         assert!(p99 < 0.040 * 1.9, "seed {seed}: p99 {p99} s at capacity 8");
         let goodput = (phases[2].arrived - phases[2].refused) as f64 / 15.0;
         assert!(goodput > 0.85 * 100.0 && goodput < 1.1 * 100.0, "seed {seed}: goodput {goodput}/s of 100");
         let p99 = phases[2].p99();
+        eprintln!("pool seed {seed} capacity 4: goodput {goodput:.0}/s, p99 {:.1} ms", p99 * 1e3);
         // The halving's transient: up to 3x (the controller before the elasticity: 2x).
         assert!(p99 < 0.040 * 3.2, "seed {seed}: p99 {p99} s at capacity 4 (the halving included)");
     }
@@ -473,4 +486,35 @@ fn a_cluster_whose_share_of_slow_requests_grows_is_shed_for_it() {
         }
     }
     assert!(shed_heavily >= 1, "the mixed cluster is no longer shed for its mix: update docs/overload.md");
+}
+
+#[test]
+fn a_pool_behind_a_fast_path_that_never_queues_is_still_protected() {
+    // 30% of the requests answered in 1 ms without queueing (a cache in front of the
+    // application), 70% going to 8 workers of 40 ms (about 286 req/s of this mix), offered
+    // 600 req/s. The fastest requests never wait, so neither the lowest latencies of a window
+    // nor its share of fast answers show the queue; only the mean and how it follows the requests
+    // in flight do. A guard for any signal meant to tell a change of mix from queueing (the one
+    // tried on 2 December 2026, a window's 25th percentile against the baseline's, served
+    // 179/s here). This controller serves 201-244/s, 70-85% of capacity (the limit is on all
+    // requests, and slots held by fast ones leave the pool short), with p99 84-97 ms: the
+    // pool's queue stays bounded.
+    for seed in 1..=3 {
+        let pool = Upstream::Pool { capacity: 8, service: 0.040, free_at: vec![0.0; 8] };
+        let mut up = Upstream::FastPath { fast: 0.001, fast_share: 0.3, pool: Box::new(pool) };
+        let mut phases = simulate(&mut up, &[(20.0, 5.0, false), (600.0, 15.0, false)], seed);
+        let loaded = &mut phases[1];
+        let served = (loaded.arrived - loaded.refused) as f64 / 15.0;
+        let p99 = loaded.p99();
+        eprintln!(
+            "fast path + pool seed {seed}: served {served:.0}/s, refused {} of {}, p99 {:.1} ms, peak in flight {}",
+            loaded.refused,
+            loaded.arrived,
+            p99 * 1e3,
+            loaded.peak
+        );
+        // Capacity: 200 pool answers per second come with about 86 fast ones.
+        assert!(served > 0.65 * 286.0, "seed {seed}: served {served}/s");
+        assert!(p99 < 0.040 * 3.0, "seed {seed}: p99 {p99} s: the pool's queue grew");
+    }
 }

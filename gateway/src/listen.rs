@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use monoio::net::TcpListener;
 
+use crate::runtime::accept::{accept, Accepted};
 use crate::runtime::catch::CatchUnwind;
 use crate::runtime::signal::ListenerHandle;
 use crate::worker::{lock, Worker};
@@ -162,26 +163,14 @@ async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, handle: Rc<Liste
             }
             continue;
         }
-        // A cancelled io_uring accept may already have taken a connection off the queue (the
-        // kernel completed it while the cancel was on its way): on stop, cancel and wait for the
-        // outcome, and serve a connection that raced in instead of dropping it. This matters
-        // most when a successor process keeps accepting on the same socket.
-        let canceller = monoio::io::Canceller::new();
-        let accept = listener.cancelable_accept(canceller.handle());
-        let mut accept = std::pin::pin!(accept);
-        let mut stopping = false;
-        let accepted = monoio::select! {
-            r = &mut accept => r,
-            _ = handle.stop.wait() => {
-                stopping = true;
-                let _canceller = canceller.cancel();
-                accept.await
-            }
-        };
-        let (stream, peer) = match accepted {
-            Err(_) if stopping => return,
-            Ok(x) => x,
-            Err(e) => {
+        // On stop the accept is cancelled and its outcome awaited: a connection that raced in
+        // is served, not dropped (this matters most when a successor process keeps accepting
+        // on the same socket), and so is one whose wakeup another accept's cancel spent
+        // (`runtime::accept`).
+        let (stream, peer, stopping) = match accept(&listener, &handle.stop).await {
+            Accepted::Connection(stream, peer) => (stream, peer, handle.stop.is_triggered()),
+            Accepted::Stopped => return,
+            Accepted::Failed(e) => {
                 tracing::warn!(worker = worker.id, error = %e, "accept failed");
                 // Out of file descriptors or memory: back off instead of spinning.
                 monoio::time::sleep(Duration::from_millis(50)).await;

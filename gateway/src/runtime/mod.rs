@@ -1,6 +1,7 @@
 //! Workers: one pinned OS thread per core, each running its own monoio runtime on the I/O
 //! driver it could start, each owning its own SO_REUSEPORT listener sockets.
 
+pub mod accept;
 pub mod buffers;
 pub mod catch;
 pub mod cpus;

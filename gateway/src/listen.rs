@@ -50,6 +50,8 @@ pub async fn run(worker: Rc<Worker>) {
                 c.evict_idle();
             }
         }
+        // Memory freed by a burst goes back to the system even when no traffic follows.
+        crate::runtime::memory::collect();
     }
     for (_, l) in worker.listeners.borrow_mut().drain() {
         l.stop.trigger();

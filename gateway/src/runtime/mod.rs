@@ -8,6 +8,7 @@ pub mod cpus;
 pub mod idle_timer;
 pub mod io;
 pub mod listeners;
+pub mod memory;
 pub mod park;
 pub mod peek;
 pub mod quickack;

@@ -9,6 +9,10 @@
 //! connection instead of 0.70-0.75, no CPU cost measured on either driver
 //! (`loadtests/results/mi-collect-20261202.md`; once a second was too seldom).
 
+// Links the mimalloc library into every binary of this crate, tests included, not only the one
+// that makes it the global allocator.
+extern crate mimalloc as _;
+
 unsafe extern "C" {
     /// mimalloc's `mi_collect`: frees what this thread's heap holds for later and runs the purges
     /// that are due (`force`: all of them, now).

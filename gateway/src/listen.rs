@@ -23,6 +23,7 @@ pub async fn run(worker: Rc<Worker>) {
     sync_listeners(&worker);
     let mut ticks: u64 = 0;
     let mut drain_seen: Option<std::time::Instant> = None;
+    let mut requests_seen = 0;
     while !worker.drain.is_triggered() {
         monoio::select! {
             _ = monoio::time::sleep(TICK) => {}
@@ -50,8 +51,15 @@ pub async fn run(worker: Rc<Worker>) {
                 c.evict_idle();
             }
         }
-        // Memory freed by a burst goes back to the system even when no traffic follows.
-        crate::runtime::memory::collect();
+        // Memory freed by a burst goes back to the system even when no traffic follows: at
+        // every tick without a new request, and once a second under traffic (where mimalloc
+        // purges during its own allocations anyway, and a walk over a large heap at every tick
+        // would be work for nothing).
+        let requests = worker.stats.requests_total.value();
+        if requests == requests_seen || ticks.is_multiple_of(10) {
+            crate::runtime::memory::collect();
+        }
+        requests_seen = requests;
     }
     for (_, l) in worker.listeners.borrow_mut().drain() {
         l.stop.trigger();

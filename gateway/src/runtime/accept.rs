@@ -53,7 +53,6 @@ pub async fn accept(listener: &TcpListener, stop: &Drain) -> Accepted {
         let canceller = monoio::io::Canceller::new();
         let pending = listener.cancelable_accept(canceller.handle());
         let mut pending = std::pin::pin!(pending);
-        let mut stopping = false;
         let outcome = loop {
             let looked = async {
                 if check {
@@ -65,7 +64,6 @@ pub async fn accept(listener: &TcpListener, stop: &Drain) -> Accepted {
             monoio::select! {
                 r = &mut pending => break r,
                 _ = stop.wait() => {
-                    stopping = true;
                     let _canceller = canceller.cancel();
                     break pending.await;
                 }
@@ -79,7 +77,7 @@ pub async fn accept(listener: &TcpListener, stop: &Drain) -> Accepted {
         };
         match outcome {
             Ok((stream, peer)) => return Accepted::Connection(stream, peer),
-            Err(_) if stopping => return Accepted::Stopped,
+            Err(_) if stop.is_triggered() => return Accepted::Stopped,
             // Cancelled to look again (a connection is queued): reissue.
             Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => continue,
             Err(e) => return Accepted::Failed(e),

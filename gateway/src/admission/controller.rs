@@ -202,6 +202,12 @@ impl Controller {
         }
     }
 
+    /// The kinds of request seen, with each one's no-load latency (tests).
+    #[cfg(test)]
+    pub fn kinds(&self) -> Vec<(u64, Option<Duration>)> {
+        self.lock().gradient.kinds()
+    }
+
     /// One more request in flight in the process.
     pub fn taken(&self, now: Instant) {
         let mut s = self.lock();
@@ -224,11 +230,17 @@ impl Controller {
     /// Adds one successful upstream latency sample; when it closes a window, the limit and the
     /// workers' shares are published again.
     pub fn sample(&self, rtt: Duration, now: Instant) {
+        self.sample_kind(rtt, 0, now);
+    }
+
+    /// [`Controller::sample`] of a request of `kind` (its route's key): each kind's latency is
+    /// compared with its own no-load latency (see [`Gradient::sample_kind`]).
+    pub fn sample_kind(&self, rtt: Duration, kind: u64, now: Instant) {
         let mut s = self.lock();
         if self.bound.swap(false, Relaxed) {
             s.gradient.note_bound();
         }
-        if s.gradient.sample(rtt, now) {
+        if s.gradient.sample_kind(rtt, kind, now) {
             self.publish(&mut s, now);
         }
     }

@@ -56,6 +56,16 @@
 //!   left it) grows towards it by a tenth per window while nothing queues, so that a steady
 //!   load's ordinary swings, and a doubling of it, find room; growth after the first cut is a
 //!   tenth of the limit per window (at least one).
+//! - **Each route has its own no-load latency.** A cluster serving long and short requests
+//!   (a report route of 700 ms and an item route of 1 ms) sees its mean latency and its requests
+//!   in flight grow together when the long ones become more frequent, as if they queued. So
+//!   every sample names its kind (a key of its route), each kind keeps its own baseline (the
+//!   lowest mean of its samples, gathered over windows until there are five), and a window's
+//!   ratio is its latencies over the sum of their kinds' baselines; the baseline Little's law
+//!   and the window length use is that sum per request, the window's mix. A change of mix
+//!   moves both alike; queueing raises the first only. Kinds within one route are not told
+//!   apart (a cache in front of an application looks like one route, whose fast answers must
+//!   not hide the application's queue).
 //! - **Noise is not a baseline.** The baseline is the lowest window mean plus two standard errors
 //!   of that mean, so that the lowest of many noisy means (p99 three times p50) is not taken for
 //!   the no-load latency. Should luck still set it too low (a first window of a few samples),
@@ -104,18 +114,86 @@ const PEAK_DECAY: f64 = 0.98;
 /// probe in a row, up to 4x); one window after any other cut.
 const HOLD_WINDOWS: u32 = 4;
 const MAX_HOLD_SHIFT: u32 = 2;
+/// Kinds of request told apart (routes of the cluster); later ones share the last.
+const MAX_KINDS: usize = 64;
+
+/// One kind of request of a cluster (a route): its own no-load latency, so that a cluster
+/// serving long and short requests alike is judged by how each kind's latency moves, and a
+/// shift of its mix towards the long ones is not read as queueing.
+#[derive(Debug, Clone, Default)]
+struct Kind {
+    /// Which kind (a hash of the route's name: stable across reloads).
+    key: u64,
+    /// The kind's no-load latency, once measured.
+    baseline: Option<Duration>,
+    /// Samples towards the kind's next baseline candidate, kept across windows until there are
+    /// [`MIN_SAMPLES`] (a slow kind completes less than once per window): count, sum and sum
+    /// of squares (seconds).
+    n: u32,
+    sum: f64,
+    sum_sq: f64,
+    /// This window's samples of the kind: count and sum of latencies (nanoseconds).
+    window_n: u32,
+    window_nanos: u128,
+}
+
+impl Kind {
+    /// The mean of this window's samples.
+    fn window_mean(&self) -> Option<Duration> {
+        (self.window_n > 0).then(|| nanos(self.window_nanos / u128::from(self.window_n)))
+    }
+
+    /// Takes this window's mean as the kind's baseline (a probe, or the limit at its minimum),
+    /// starting its next candidate afresh.
+    fn remeasure(&mut self) {
+        if let Some(mean) = self.window_mean() {
+            self.baseline = Some(mean);
+            (self.n, self.sum, self.sum_sq) = (0, 0.0, 0.0);
+        }
+    }
+
+    /// Lowers the baseline to the candidate of the samples gathered since the last one (their
+    /// mean, less sure the noisier they were) once there are enough of them, or at once for a
+    /// kind not measured yet when `first` (no kind of the cluster is).
+    fn settle_candidate(&mut self, first: bool) {
+        if self.n == 0 || (self.n < MIN_SAMPLES && !(first && self.baseline.is_none())) {
+            return;
+        }
+        let n = f64::from(self.n);
+        let mean = self.sum / n;
+        let variance = (self.sum_sq / n - mean * mean).max(0.0) * n / (n - 1.0).max(1.0);
+        let candidate = Duration::from_secs_f64(mean + NOISE_SE * (variance / n).sqrt());
+        self.baseline = Some(self.baseline.map_or(candidate, |b| b.min(candidate)));
+        (self.n, self.sum, self.sum_sq) = (0, 0.0, 0.0);
+    }
+}
+
+/// The kind key of a route (FNV-1a of its name): the same across reloads, so a route keeps its
+/// no-load latency while its place in the route table moves.
+pub fn kind_key(route: &str) -> u64 {
+    route.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+fn nanos(n: u128) -> Duration {
+    Duration::from_nanos(u64::try_from(n).unwrap_or(u64::MAX))
+}
 
 #[derive(Debug, Clone)]
 pub struct Gradient {
     settings: AdaptiveConcurrency,
     max_limit: f64,
     limit: f64,
+    /// The no-load latency of the last window's mix of kinds (each kind's baseline, weighted by
+    /// its samples in the window).
     baseline: Option<Duration>,
+    /// Each kind's baseline and samples (see [`Kind`]).
+    kinds: Vec<Kind>,
     window_start: Instant,
     samples: u32,
-    sum_nanos: u128,
-    /// Sum of squared latencies (seconds²), for the standard error of the window's mean.
-    sum_sq: f64,
+    /// This window's latencies of the samples whose kind had a baseline, and the sum of those
+    /// baselines (nanoseconds): has latency doubled already?
+    known_nanos: u128,
+    expected_nanos: u128,
     max_in_flight: usize,
     /// The most in flight lately: each window's most, decaying by [`PEAK_DECAY`] per window.
     peak: f64,
@@ -159,10 +237,11 @@ impl Gradient {
             settings: settings.clone(),
             max_limit,
             baseline: None,
+            kinds: Vec::new(),
             window_start: now,
             samples: 0,
-            sum_nanos: 0,
-            sum_sq: 0.0,
+            known_nanos: 0,
+            expected_nanos: 0,
             max_in_flight: 0,
             peak: 0.0,
             bound: false,
@@ -204,6 +283,18 @@ impl Gradient {
     #[cfg(test)]
     pub fn assume_measured(&mut self, baseline: Duration) {
         self.baseline = Some(baseline);
+        if self.kinds.is_empty() {
+            self.kinds.push(Kind::default());
+        }
+        if let Some(k) = self.kinds.first_mut() {
+            k.baseline = Some(baseline);
+        }
+    }
+
+    /// The kinds of request seen, with each one's no-load latency once measured (tests).
+    #[cfg(test)]
+    pub fn kinds(&self) -> Vec<(u64, Option<Duration>)> {
+        self.kinds.iter().map(|k| (k.key, k.baseline)).collect()
     }
 
     /// Whether the last window showed requests queueing at the upstream (latency above the
@@ -260,50 +351,89 @@ impl Gradient {
         self.limit
     }
 
-    /// Adds one successful upstream latency sample; may close the window and move the limit
-    /// (then it returns true).
+    /// Adds one successful upstream latency sample of a request of kind 0; see
+    /// [`Gradient::sample_kind`].
     pub fn sample(&mut self, rtt: Duration, now: Instant) -> bool {
+        self.sample_kind(rtt, 0, now)
+    }
+
+    /// Adds one successful upstream latency sample of a request of `kind` (a key of its route,
+    /// see [`kind_key`]); may close the window and move the limit (then it returns true). Each
+    /// kind's latency is compared with its own no-load latency: a cluster's window is queued
+    /// when its requests took longer than their kinds take unloaded, not when more of them are
+    /// of a slower kind.
+    pub fn sample_kind(&mut self, rtt: Duration, kind: u64, now: Instant) -> bool {
+        if self.kinds.len() < MAX_KINDS && !self.kinds.iter().any(|k| k.key == kind) {
+            self.kinds.push(Kind { key: kind, ..Kind::default() });
+        }
+        // Beyond the most kinds told apart, the last one stands for the rest.
+        let i = self.kinds.iter().position(|k| k.key == kind).unwrap_or(MAX_KINDS - 1);
+        let Some(k) = self.kinds.get_mut(i) else {
+            return false;
+        };
         self.samples += 1;
-        self.sum_nanos += rtt.as_nanos();
-        self.sum_sq += rtt.as_secs_f64() * rtt.as_secs_f64();
+        let secs = rtt.as_secs_f64();
+        k.n += 1;
+        k.sum += secs;
+        k.sum_sq += secs * secs;
+        k.window_n += 1;
+        k.window_nanos += rtt.as_nanos();
+        if let Some(b) = k.baseline {
+            self.known_nanos += rtt.as_nanos();
+            self.expected_nanos += b.as_nanos();
+        }
         if self.samples < MIN_SAMPLES {
             return false;
         }
-        let mean = Duration::from_nanos(u64::try_from(self.sum_nanos / u128::from(self.samples)).unwrap_or(u64::MAX));
         let window = self.baseline.unwrap_or(MIN_WINDOW).max(MIN_WINDOW);
         // A window closes after one baseline latency, or at once when latency has already
         // doubled (an overload starting: shrink now rather than a window later).
-        let doubled = self.baseline.is_some_and(|b| mean > b * 2) && !self.probing;
+        let doubled = self.expected_nanos > 0 && self.known_nanos > 2 * self.expected_nanos && !self.probing;
         if now.saturating_duration_since(self.window_start) < window && !doubled {
             return false;
         }
-        self.close_window(mean, now);
+        self.close_window(now);
         true
     }
 
-    fn close_window(&mut self, mean: Duration, now: Instant) {
-        let n = f64::from(self.samples);
-        let mean_s = mean.as_secs_f64();
-        let variance = (self.sum_sq / n - mean_s * mean_s).max(0.0) * n / (n - 1.0).max(1.0);
-        let noise = NOISE_SE * (variance / n).sqrt();
+    /// The window's latency over its no-load latency (the kinds' baselines, for the kinds
+    /// measured) and that no-load latency per request; `None` when no sample has a baseline.
+    fn window_ratio(&self) -> Option<(f64, Duration)> {
+        let (mut actual, mut expected, mut n) = (0u128, 0u128, 0u32);
+        for k in &self.kinds {
+            if let (Some(b), true) = (k.baseline, k.window_n > 0) {
+                actual += k.window_nanos;
+                expected += b.as_nanos() * u128::from(k.window_n);
+                n += k.window_n;
+            }
+        }
+        (n > 0 && expected > 0).then(|| (actual as f64 / expected as f64, nanos(expected / u128::from(n))))
+    }
+
+    fn close_window(&mut self, now: Instant) {
         let binding = self.bound || self.max_in_flight as f64 >= self.limit.floor();
         self.peak = (self.peak * PEAK_DECAY).max(self.max_in_flight as f64);
         if self.probing {
-            // The probe window ran at half the limit: its latency is the new baseline.
-            self.baseline = Some(mean);
+            // The probe window ran at half the limit: its latencies are the new baselines.
+            for k in &mut self.kinds {
+                k.remeasure();
+            }
+            self.baseline = self.window_ratio().map(|(_, mix)| mix).or(self.baseline);
             self.probing = false;
             self.next_probe = now + self.settings.probe_interval;
             // Its in flight was set by the probe, not by the limit: no move to learn from.
             self.last_bound = None;
         } else {
-            // The lowest mean seen, less sure the noisier it was.
-            let candidate = Duration::from_secs_f64(mean_s + noise);
-            let baseline = *self.baseline.get_or_insert(candidate);
-            let baseline = baseline.min(candidate);
-            self.baseline = Some(baseline);
-            let base_s = baseline.as_secs_f64().max(1e-9);
-            let doubled = mean > baseline * 2;
-            let ratio = (mean_s / base_s).max(1e-3);
+            // Each kind's lowest mean seen, less sure the noisier it was.
+            let first = self.kinds.iter().all(|k| k.baseline.is_none());
+            for k in &mut self.kinds {
+                k.settle_candidate(first);
+            }
+            let (ratio, mix) = self.window_ratio().unwrap_or((1.0, self.baseline.unwrap_or(MIN_WINDOW)));
+            self.baseline = Some(mix);
+            let base_s = mix.as_secs_f64().max(1e-9);
+            let doubled = ratio > 2.0;
+            let ratio = ratio.max(1e-3);
             let in_flight = self.average_in_flight(now);
             // Requests queued at the upstream, on average, by Little's law.
             let queued = in_flight * (1.0 - 1.0 / ratio);
@@ -319,16 +449,20 @@ impl Gradient {
                 && in_flight >= self.limit * 0.9 - 1.0
                 && in_flight <= self.limit * 1.1 + 1.0;
             if clean {
-                self.learn_elasticity(in_flight, mean_s);
+                self.learn_elasticity(in_flight, ratio);
             }
             self.queueing = risen && (ratio > INELASTIC_MAX_RATIO || self.elasticity() >= QUEUEING_ELASTICITY);
             if self.queueing && self.limit <= self.settings.min_limit as f64 {
                 // Latency above the baseline with the fewest requests in flight the limit
-                // allows: this window is as unloaded as the limit can make it, so the baseline
-                // (the lowest window mean seen, which a noisy upstream's luckiest window puts
-                // too low) is what is wrong. It is re-measured here, as by a probe; without
-                // this, the limit would stay at its minimum until the next probe.
-                self.baseline = Some(mean);
+                // allows: this window is as unloaded as the limit can make it, so the
+                // baselines (each kind's lowest window mean seen, which a noisy upstream's
+                // luckiest window puts too low) are what is wrong. They are re-measured here,
+                // as by a probe; without this, the limit would stay at its minimum until the
+                // next probe.
+                for k in &mut self.kinds {
+                    k.remeasure();
+                }
+                self.baseline = self.window_ratio().map(|(_, mix)| mix).or(self.baseline);
                 self.queueing = false;
             }
             // The window after a move only waits, unless latency doubled while its requests
@@ -353,8 +487,11 @@ impl Gradient {
         }
         self.window_start = now;
         self.samples = 0;
-        self.sum_nanos = 0;
-        self.sum_sq = 0.0;
+        self.known_nanos = 0;
+        self.expected_nanos = 0;
+        for k in &mut self.kinds {
+            (k.window_n, k.window_nanos) = (0, 0);
+        }
         self.max_in_flight = 0;
         self.bound = false;
         self.in_flight_sum = 0;
@@ -368,11 +505,11 @@ impl Gradient {
     /// flight does once it rises), and only windows held at the limit: their requests were all
     /// admitted under it, so their latency is the upstream's answer to that many in flight,
     /// not to a queue built before.
-    fn learn_elasticity(&mut self, in_flight: f64, mean_s: f64) {
+    fn learn_elasticity(&mut self, in_flight: f64, ratio: f64) {
         if in_flight < 0.5 {
             return;
         }
-        let point = (in_flight.ln(), mean_s.max(1e-9).ln());
+        let point = (in_flight.ln(), ratio.max(1e-9).ln());
         if let Some((x0, y0)) = self.last_bound {
             let (dx, dy) = (point.0 - x0, point.1 - y0);
             if dx.abs() < MIN_MOVE {
@@ -627,5 +764,37 @@ mod tests {
             g.sample(Duration::from_millis(20), now);
         }
         assert_eq!(g.baseline(), Some(Duration::from_millis(20)), "baseline re-measured upwards");
+    }
+
+    #[test]
+    fn a_shift_of_the_mix_towards_a_slow_route_is_not_queueing() {
+        // Two routes to one cluster, 2 ms and 200 ms, every window held at the limit. When the
+        // slow route's share grows from 2% to 30%, the mean latency grows 18-fold, but each
+        // route's latency stays at its own no-load level: nothing is cut. Judged by the
+        // cluster's mean (one kind for both), the same run is cut down to the minimum.
+        for kinds in [true, false] {
+            let mut now = Instant::now();
+            let no_probe = AdaptiveConcurrency { probe_interval: Duration::from_secs(3600), ..settings() };
+            let mut g = Gradient::new(&no_probe, 1024, now);
+            let mut lowest = usize::MAX;
+            for i in 0..20_000u32 {
+                let slow_every = if i < 5_000 { 50 } else { 3 };
+                let slow = i % slow_every == 0;
+                now += Duration::from_millis(1);
+                g.observe_in_flight(g.limit());
+                let (rtt, kind) = if slow { (Duration::from_millis(200), 2) } else { (Duration::from_millis(2), 1) };
+                g.sample_kind(rtt, if kinds { kind } else { 1 }, now);
+                if i >= 5_000 {
+                    lowest = lowest.min(g.limit());
+                }
+            }
+            if kinds {
+                assert!(!g.queueing(), "the shift read as queueing");
+                assert!(lowest >= 16, "cut to {lowest} for a change of mix");
+                assert!(g.limit() > 100, "the limit grew with the slow route's share: {}", g.limit());
+            } else {
+                assert_eq!(lowest, 2, "one kind for both: the shift reads as queueing");
+            }
+        }
     }
 }

@@ -405,7 +405,7 @@ impl Limiter {
         self.observe_wait(rank, now.saturating_duration_since(queued), now);
         if waiter.granted.get() {
             guard.admitted = true;
-            Admission::Admitted(Permit { limiter: Rc::clone(self), started: None })
+            Admission::Admitted(Permit { limiter: Rc::clone(self), started: None, kind: 0 })
         } else {
             Admission::Shed
         }
@@ -430,7 +430,7 @@ impl Limiter {
 
     fn grant(self: &Rc<Self>) -> Permit {
         self.take_slot();
-        Permit { limiter: Rc::clone(self), started: None }
+        Permit { limiter: Rc::clone(self), started: None, kind: 0 }
     }
 
     /// One more request in flight (the adaptive limit notes the concurrency reached).
@@ -528,9 +528,18 @@ fn headroom(limit: usize) -> usize {
 pub struct Permit {
     limiter: Rc<Limiter>,
     started: Option<Instant>,
+    /// The request's kind for the adaptive limit (its route's key, see
+    /// [`super::gradient::kind_key`]).
+    kind: u64,
 }
 
 impl Permit {
+    /// Names the request's kind (its route's key): its latency is compared with what its own
+    /// kind takes unloaded.
+    pub fn set_kind(&mut self, kind: u64) {
+        self.kind = kind;
+    }
+
     /// Marks the moment the request was sent upstream.
     pub fn start(&mut self) {
         self.start_at(Instant::now());
@@ -545,7 +554,7 @@ impl Permit {
     pub fn success(&mut self) {
         if let (Some(started), Some((c, _))) = (self.started.take(), &self.limiter.control) {
             let now = Instant::now();
-            c.sample(now.saturating_duration_since(started), now);
+            c.sample_kind(now.saturating_duration_since(started), self.kind, now);
         }
     }
 }

@@ -325,3 +325,29 @@ fn a_slot_freed_at_one_worker_goes_to_a_first_class_request_waiting_at_another()
         assert!(matches!(normal.await, Admission::Admitted(_)));
     });
 }
+
+#[test]
+fn each_route_s_latency_reaches_the_adaptive_limit_as_its_own_kind() {
+    run(async {
+        let mut c = cluster(64, 8);
+        c.adaptive_concurrency.enabled = true;
+        c.adaptive_concurrency.initial_limit = 16;
+        let shared = Arc::new(Controller::new(&c.adaptive_concurrency, 64, 1, Instant::now()));
+        let l = Rc::new(Limiter::with_controller(&c, policy(true), |_| Arc::clone(&shared), 0));
+        let (fast, slow) = (crate::admission::gradient::kind_key("fast"), crate::admission::gradient::kind_key("slow"));
+        assert_ne!(fast, slow);
+        for (kind, ms) in [(fast, 1), (slow, 30), (fast, 1), (slow, 30), (fast, 1), (slow, 30)] {
+            let mut p = admitted(l.admit(2, far()).await);
+            p.set_kind(kind);
+            p.start();
+            monoio::time::sleep(Duration::from_millis(ms)).await;
+            p.success();
+        }
+        let kinds = shared.kinds();
+        let keys: Vec<u64> = kinds.iter().map(|k| k.0).collect();
+        assert_eq!(keys, [fast, slow], "one kind per route");
+        // The first window (five samples) measured each route's own no-load latency.
+        let (f, s) = (kinds[0].1.expect("fast measured"), kinds[1].1.expect("slow measured"));
+        assert!(f < Duration::from_millis(15) && s >= Duration::from_millis(30), "fast {f:?}, slow {s:?}");
+    });
+}

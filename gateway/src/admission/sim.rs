@@ -47,7 +47,8 @@ enum Upstream {
     /// No concurrency limit; `slow_share` of the requests take `slow`, the others `fast` (a
     /// cluster serving long and short requests alike); "halving" it multiplies `slow_share` by
     /// `shift` (the mix changes).
-    Mixed { fast: f64, slow: f64, slow_share: f64, shift: f64 },
+    /// `kinds`: the slow and the fast requests come by routes of their own.
+    Mixed { fast: f64, slow: f64, slow_share: f64, shift: f64, kinds: bool },
     /// `fast_share` of the requests answered in `fast` without queueing (a cache in front, or
     /// cheap requests); the others go to a `Pool` (FIFO without bound).
     FastPath { fast: f64, fast_share: f64, pool: Box<Upstream> },
@@ -55,8 +56,23 @@ enum Upstream {
 
 impl Upstream {
     /// When a request sent at `t` with `in_flight` requests in flight (itself included)
-    /// completes.
-    fn serve(&mut self, t: f64, in_flight: usize, rng: &mut Rng) -> f64 {
+    /// completes, and its kind (the route it came by: the mixed upstream's slow requests are
+    /// kind 1 when `kinds`, as routes of their own; a fast path shares its route with the pool's
+    /// requests, as a cache in front of an application does).
+    fn serve(&mut self, t: f64, in_flight: usize, rng: &mut Rng) -> (f64, u64) {
+        match self {
+            Upstream::Mixed { fast, slow, slow_share, kinds, .. } => {
+                if rng.unit() < *slow_share {
+                    (t + *slow, u64::from(*kinds))
+                } else {
+                    (t + *fast, 0)
+                }
+            }
+            other => (other.serve_one(t, in_flight, rng), 0),
+        }
+    }
+
+    fn serve_one(&mut self, t: f64, in_flight: usize, rng: &mut Rng) -> f64 {
         match self {
             Upstream::Pool { service, free_at, .. } => {
                 let (i, start) =
@@ -70,12 +86,12 @@ impl Upstream {
                 let sigma = p99_over_p50.ln() / 2.326;
                 t + *median * (sigma * rng.normal()).exp()
             }
-            Upstream::Mixed { fast, slow, slow_share, .. } => t + if rng.unit() < *slow_share { *slow } else { *fast },
+            Upstream::Mixed { .. } => self.serve(t, in_flight, rng).0,
             Upstream::FastPath { fast, fast_share, pool } => {
                 if rng.unit() < *fast_share {
                     t + *fast
                 } else {
-                    pool.serve(t, in_flight, rng)
+                    pool.serve_one(t, in_flight, rng)
                 }
             }
         }
@@ -193,8 +209,8 @@ fn simulate_workers(
     };
     let mut in_flight = vec![0usize; shares.len()];
     let mut rng = Rng(seed);
-    // Completions: (time in ns, sent at in ns, worker).
-    let mut flying: BinaryHeap<Reverse<(u64, u64, usize)>> = BinaryHeap::new();
+    // Completions: (time in ns, sent at in ns, worker, kind).
+    let mut flying: BinaryHeap<Reverse<(u64, u64, usize, u64)>> = BinaryHeap::new();
     let ns = |t: f64| (t * 1e9) as u64;
     let mut t = 0.0;
     let mut out = Vec::new();
@@ -211,7 +227,7 @@ fn simulate_workers(
                 t = end;
                 break;
             }
-            while let Some(&Reverse((done, sent, w))) = flying.peek() {
+            while let Some(&Reverse((done, sent, w, kind))) = flying.peek() {
                 if done > ns(t) {
                     break;
                 }
@@ -221,11 +237,11 @@ fn simulate_workers(
                 match &mut limits {
                     Limits::Own(gs) => {
                         gs[w].set_in_flight(in_flight[w], now);
-                        gs[w].sample(rtt, now);
+                        gs[w].sample_kind(rtt, kind, now);
                     }
                     Limits::Shared(c) => {
                         c.released(now);
-                        c.sample(rtt, now);
+                        c.sample_kind(rtt, kind, now);
                     }
                 }
             }
@@ -265,10 +281,10 @@ fn simulate_workers(
                 }
                 Limits::Shared(c) => c.taken(at(t)),
             }
-            let done = upstream.serve(t, flying.len() + 1, &mut rng);
+            let (done, kind) = upstream.serve(t, flying.len() + 1, &mut rng);
             p.latencies.push(done - t);
             p.peak = p.peak.max(n);
-            flying.push(Reverse((ns(done), ns(t), w)));
+            flying.push(Reverse((ns(done), ns(t), w, kind)));
         }
         out.push(phase);
     }
@@ -469,23 +485,39 @@ fn a_step_from_the_usual_load_to_twice_it_finds_room() {
 }
 
 #[test]
-fn a_cluster_whose_share_of_slow_requests_grows_is_shed_for_it() {
+fn a_shift_towards_slow_requests_is_shed_unless_they_come_by_routes_of_their_own() {
     // Why the adaptive limit is not on where no class is named: 1 ms requests and 700 ms ones,
     // the slow ones growing from 1% to 20% of 500 req/s. Nothing queues (no concurrency limit),
-    // but the mean latency rises 20-fold with the requests in flight, which the controller
-    // reads as queueing. A characterization of a known limitation (docs/overload.md), not a
-    // target: should the controller learn to tell the two apart, this test says so.
-    let mut shed_heavily = 0;
+    // but the mean latency rises 20-fold with the requests in flight. Judged by the cluster's
+    // mean (slow and fast requests by one route) that reads as queueing: 8-92% of the requests
+    // after the shift refused. With the slow requests on a route of their own, each route's
+    // latency is compared with its own no-load latency and stays there: 5-12% refused,
+    // while the limit grows from about 13 to the 70 now needed (a limit binding at the start
+    // of the shift also lets a due probe halve it). A characterization of a known limitation
+    // (docs/overload.md), not a target: should the controller learn to tell the two apart
+    // within one route, this test says so.
+    let mut one_route_shed_heavily = 0;
     for seed in 1..=3 {
-        let mut up = Upstream::Mixed { fast: 0.001, slow: 0.7, slow_share: 0.01, shift: 20.0 };
-        let phases = simulate(&mut up, &[(500.0, 10.0, false), (500.0, 20.0, true)], seed);
-        let after = &phases[1];
-        eprintln!("1% -> 20% slow, seed {seed}: refused {} of {} after the shift", after.refused, after.arrived);
-        if after.refused_share() > 0.5 {
-            shed_heavily += 1;
+        for kinds in [false, true] {
+            let mut up = Upstream::Mixed { fast: 0.001, slow: 0.7, slow_share: 0.01, shift: 20.0, kinds };
+            let phases = simulate(&mut up, &[(500.0, 10.0, false), (500.0, 20.0, true)], seed);
+            let after = &phases[1];
+            eprintln!(
+                "1% -> 20% slow, {} route(s), seed {seed}: refused {} of {} after the shift, {} of {} before",
+                if kinds { 2 } else { 1 },
+                after.refused,
+                after.arrived,
+                phases[0].refused,
+                phases[0].arrived
+            );
+            if kinds {
+                assert!(after.refused_share() < 0.15, "seed {seed}: refused {} of {}", after.refused, after.arrived);
+            } else if after.refused_share() > 0.5 {
+                one_route_shed_heavily += 1;
+            }
         }
     }
-    assert!(shed_heavily >= 1, "the mixed cluster is no longer shed for its mix: update docs/overload.md");
+    assert!(one_route_shed_heavily >= 1, "one route's mix shift is no longer shed for: update docs/overload.md");
 }
 
 #[test]

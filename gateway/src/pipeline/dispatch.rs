@@ -101,7 +101,8 @@ pub async fn dispatch<'l>(worker: &Worker, local: &'l Local, req: &Request<'_>, 
         worker.stats.requests_queued.inc();
     }
     match admission {
-        Admission::Admitted(permit) => {
+        Admission::Admitted(mut permit) => {
+            permit.set_kind(local.route(index).map_or(0, |r| r.kind));
             count(ClassOutcome::Served);
             Verdict::Proxy(Forward { action, permit, deadline, websocket })
         }

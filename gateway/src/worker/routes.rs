@@ -21,6 +21,8 @@ pub struct RouteState {
     /// The route's mirror copies in flight on this worker. Kept across reloads by route name,
     /// so copies started on an older snapshot still count against the bound.
     pub mirror_in_flight: Rc<Cell<usize>>,
+    /// The route's kind for its clusters' adaptive limits (a key of its name).
+    pub kind: u64,
 }
 
 /// The state of every route of `snap`, indexed like its routes, reusing `previous`'s limiters
@@ -76,6 +78,7 @@ pub fn for_snapshot(
                 limit,
                 splits,
                 mirror_in_flight: before.map(|(_, s)| Rc::clone(&s.mirror_in_flight)).unwrap_or_default(),
+                kind: crate::admission::gradient::kind_key(&route.name),
             }
         })
         .collect();

@@ -63,7 +63,10 @@
 //!   lowest mean of its samples, gathered over windows until there are five), and a window's
 //!   ratio is its latencies over the sum of their kinds' baselines; the baseline Little's law
 //!   and the window length use is that sum per request, the window's mix. A change of mix
-//!   moves both alike; queueing raises the first only. Kinds within one route are not told
+//!   moves both alike; queueing raises the first only. A probe, or a window at the minimum
+//!   limit, re-measures a kind from its own samples when the window holds at least five of
+//!   them, else scales its baseline by the window's ratio (the upstream got slower or faster
+//!   for all kinds alike; one or two samples of a kind are noise). Kinds within one route are not told
 //!   apart (a cache in front of an application looks like one route, whose fast answers must
 //!   not hide the application's queue).
 //! - **Noise is not a baseline.** The baseline is the lowest window mean plus two standard errors
@@ -143,11 +146,16 @@ impl Kind {
         (self.window_n > 0).then(|| nanos(self.window_nanos / u128::from(self.window_n)))
     }
 
-    /// Takes this window's mean as the kind's baseline (a probe, or the limit at its minimum),
-    /// starting its next candidate afresh.
-    fn remeasure(&mut self) {
-        if let Some(mean) = self.window_mean() {
-            self.baseline = Some(mean);
+    /// Re-measures the kind's baseline from this window (a probe, or the limit at its minimum),
+    /// starting its next candidate afresh: its own mean when the window holds enough of its
+    /// samples (or it had no baseline), else its baseline times `ratio`, the window's latency
+    /// over the baselines of all its samples (a few samples of one kind are noise; the
+    /// upstream got slower or faster for all kinds alike).
+    fn remeasure(&mut self, ratio: Option<f64>) {
+        let own = self.window_mean().filter(|_| self.window_n >= MIN_SAMPLES || self.baseline.is_none());
+        let scaled = || Duration::try_from_secs_f64(self.baseline?.as_secs_f64() * ratio?).ok();
+        if let Some(b) = own.or_else(scaled) {
+            self.baseline = Some(b);
             (self.n, self.sum, self.sum_sq) = (0, 0.0, 0.0);
         }
     }
@@ -415,8 +423,9 @@ impl Gradient {
         self.peak = (self.peak * PEAK_DECAY).max(self.max_in_flight as f64);
         if self.probing {
             // The probe window ran at half the limit: its latencies are the new baselines.
+            let ratio = self.window_ratio().map(|(r, _)| r);
             for k in &mut self.kinds {
-                k.remeasure();
+                k.remeasure(ratio);
             }
             self.baseline = self.window_ratio().map(|(_, mix)| mix).or(self.baseline);
             self.probing = false;
@@ -459,8 +468,9 @@ impl Gradient {
                 // luckiest window puts too low) are what is wrong. They are re-measured here,
                 // as by a probe; without this, the limit would stay at its minimum until the
                 // next probe.
+                let ratio = self.window_ratio().map(|(r, _)| r);
                 for k in &mut self.kinds {
-                    k.remeasure();
+                    k.remeasure(ratio);
                 }
                 self.baseline = self.window_ratio().map(|(_, mix)| mix).or(self.baseline);
                 self.queueing = false;
@@ -755,7 +765,9 @@ mod tests {
         now += Duration::from_secs(11);
         let before = g.limit();
         for _ in 0..5 {
-            g.observe_in_flight(before);
+            // The limit binds (a request found no slot), at the load seen before: a probe is due.
+            g.observe_in_flight(16);
+            g.note_bound();
             g.sample(Duration::from_millis(20), now);
         }
         assert!(g.limit() < before, "probe halves the limit");

@@ -117,8 +117,12 @@ const PEAK_DECAY: f64 = 0.98;
 /// probe in a row, up to 4x); one window after any other cut.
 const HOLD_WINDOWS: u32 = 4;
 const MAX_HOLD_SHIFT: u32 = 2;
-/// Kinds of request told apart (routes of the cluster); later ones share the last.
+/// Kinds of request told apart (routes of the cluster); samples of further ones count towards
+/// the window and its throughput but not its latency.
 const MAX_KINDS: usize = 64;
+/// Probe intervals after which a kind not seen since is forgotten (a route removed or renamed
+/// by a reload: the controller outlives reloads that keep the cluster's settings).
+const FORGET_PROBES: u32 = 10;
 
 /// One kind of request of a cluster (a route): its own no-load latency, so that a cluster
 /// serving long and short requests alike is judged by how each kind's latency moves, and a
@@ -138,6 +142,8 @@ struct Kind {
     /// This window's samples of the kind: count and sum of latencies (nanoseconds).
     window_n: u32,
     window_nanos: u128,
+    /// When the kind was last sampled.
+    seen: Option<Instant>,
 }
 
 impl Kind {
@@ -152,6 +158,10 @@ impl Kind {
     /// over the baselines of all its samples (a few samples of one kind are noise; the
     /// upstream got slower or faster for all kinds alike).
     fn remeasure(&mut self, ratio: Option<f64>) {
+        if self.window_n == 0 {
+            // Not in this window: nothing to re-measure it from.
+            return;
+        }
         let own = self.window_mean().filter(|_| self.window_n >= MIN_SAMPLES || self.baseline.is_none());
         let scaled = || Duration::try_from_secs_f64(self.baseline?.as_secs_f64() * ratio?).ok();
         if let Some(b) = own.or_else(scaled) {
@@ -162,18 +172,35 @@ impl Kind {
 
     /// Lowers the baseline to the candidate of the samples gathered since the last one (their
     /// mean, less sure the noisier they were) once there are enough of them, or at once for a
-    /// kind not measured yet when `first` (no kind of the cluster is).
-    fn settle_candidate(&mut self, first: bool) {
+    /// kind not measured yet when `first` (no kind of the cluster is). A kind first measured
+    /// while the others' latency is `ratio` times their baselines (a queue) takes its candidate
+    /// divided by that ratio: its samples waited in the same queue.
+    fn settle_candidate(&mut self, first: bool, ratio: Option<f64>) {
         if self.n == 0 || (self.n < MIN_SAMPLES && !(first && self.baseline.is_none())) {
             return;
         }
         let n = f64::from(self.n);
         let mean = self.sum / n;
         let variance = (self.sum_sq / n - mean * mean).max(0.0) * n / (n - 1.0).max(1.0);
-        let candidate = Duration::from_secs_f64(mean + NOISE_SE * (variance / n).sqrt());
+        let mut candidate = mean + NOISE_SE * (variance / n).sqrt();
+        if self.baseline.is_none() {
+            candidate /= ratio.unwrap_or(1.0).max(1.0);
+        }
+        let candidate = Duration::try_from_secs_f64(candidate).unwrap_or(Duration::MAX);
         self.baseline = Some(self.baseline.map_or(candidate, |b| b.min(candidate)));
         (self.n, self.sum, self.sum_sq) = (0, 0.0, 0.0);
     }
+}
+
+/// A window's latency against its requests' no-load latencies (their kinds' baselines).
+struct WindowRatio {
+    /// Latency over no-load latency, over the samples of measured kinds.
+    ratio: f64,
+    /// Their no-load latency per request: the window's mix.
+    mix: Duration,
+    /// The sum of their no-load latencies (seconds): over the window's span, what the upstream
+    /// served at once (Little's law).
+    work: f64,
 }
 
 /// The kind key of a route (FNV-1a of its name): the same across reloads, so a route keeps its
@@ -198,8 +225,9 @@ pub struct Gradient {
     kinds: Vec<Kind>,
     window_start: Instant,
     samples: u32,
-    /// This window's latencies of the samples whose kind had a baseline, and the sum of those
-    /// baselines (nanoseconds): has latency doubled already?
+    /// This window's count and latencies of the samples whose kind had a baseline, and the sum
+    /// of those baselines (nanoseconds): has latency doubled already?
+    known: u32,
     known_nanos: u128,
     expected_nanos: u128,
     max_in_flight: usize,
@@ -248,6 +276,7 @@ impl Gradient {
             kinds: Vec::new(),
             window_start: now,
             samples: 0,
+            known: 0,
             known_nanos: 0,
             expected_nanos: 0,
             max_in_flight: 0,
@@ -374,21 +403,10 @@ impl Gradient {
         if self.kinds.len() < MAX_KINDS && !self.kinds.iter().any(|k| k.key == kind) {
             self.kinds.push(Kind { key: kind, ..Kind::default() });
         }
-        // Beyond the most kinds told apart, the last one stands for the rest.
-        let i = self.kinds.iter().position(|k| k.key == kind).unwrap_or(MAX_KINDS - 1);
-        let Some(k) = self.kinds.get_mut(i) else {
-            return false;
-        };
         self.samples += 1;
-        let secs = rtt.as_secs_f64();
-        k.n += 1;
-        k.sum += secs;
-        k.sum_sq += secs * secs;
-        k.window_n += 1;
-        k.window_nanos += rtt.as_nanos();
-        if let Some(b) = k.baseline {
-            self.known_nanos += rtt.as_nanos();
-            self.expected_nanos += b.as_nanos();
+        // Beyond the most kinds told apart, a sample counts towards the window only.
+        if let Some(k) = self.kinds.iter_mut().find(|k| k.key == kind) {
+            Self::add(k, &mut self.known, &mut self.known_nanos, &mut self.expected_nanos, rtt, now);
         }
         if self.samples < MIN_SAMPLES {
             return false;
@@ -396,7 +414,7 @@ impl Gradient {
         let window = self.baseline.unwrap_or(MIN_WINDOW).max(MIN_WINDOW);
         // A window closes after one baseline latency, or at once when latency has already
         // doubled (an overload starting: shrink now rather than a window later).
-        let doubled = self.expected_nanos > 0 && self.known_nanos > 2 * self.expected_nanos && !self.probing;
+        let doubled = self.known >= MIN_SAMPLES && self.known_nanos > 2 * self.expected_nanos && !self.probing;
         if now.saturating_duration_since(self.window_start) < window && !doubled {
             return false;
         }
@@ -404,9 +422,33 @@ impl Gradient {
         true
     }
 
-    /// The window's latency over its no-load latency (the kinds' baselines, for the kinds
-    /// measured) and that no-load latency per request; `None` when no sample has a baseline.
-    fn window_ratio(&self) -> Option<(f64, Duration)> {
+    /// Adds a sample to its kind `k` and, when the kind has a baseline, to the window's sums of
+    /// latencies and baselines.
+    fn add(
+        k: &mut Kind,
+        known: &mut u32,
+        known_nanos: &mut u128,
+        expected_nanos: &mut u128,
+        rtt: Duration,
+        now: Instant,
+    ) {
+        let secs = rtt.as_secs_f64();
+        k.n += 1;
+        k.sum += secs;
+        k.sum_sq += secs * secs;
+        k.window_n += 1;
+        k.window_nanos += rtt.as_nanos();
+        k.seen = Some(now);
+        if let Some(b) = k.baseline {
+            *known += 1;
+            *known_nanos += rtt.as_nanos();
+            *expected_nanos += b.as_nanos();
+        }
+    }
+
+    /// The window's latency against its no-load latency, over the samples of the kinds
+    /// measured; `None` when fewer than [`MIN_SAMPLES`] of them (too few to judge by).
+    fn window_ratio(&self) -> Option<WindowRatio> {
         let (mut actual, mut expected, mut n) = (0u128, 0u128, 0u32);
         for k in &self.kinds {
             if let (Some(b), true) = (k.baseline, k.window_n > 0) {
@@ -415,7 +457,11 @@ impl Gradient {
                 n += k.window_n;
             }
         }
-        (n > 0 && expected > 0).then(|| (actual as f64 / expected as f64, nanos(expected / u128::from(n))))
+        (n >= MIN_SAMPLES && expected > 0).then(|| WindowRatio {
+            ratio: actual as f64 / expected as f64,
+            mix: nanos(expected / u128::from(n)),
+            work: expected as f64 * 1e-9,
+        })
     }
 
     fn close_window(&mut self, now: Instant) {
@@ -423,11 +469,14 @@ impl Gradient {
         self.peak = (self.peak * PEAK_DECAY).max(self.max_in_flight as f64);
         if self.probing {
             // The probe window ran at half the limit: its latencies are the new baselines.
-            let ratio = self.window_ratio().map(|(r, _)| r);
+            let ratio = self.window_ratio().map(|w| w.ratio);
             for k in &mut self.kinds {
                 k.remeasure(ratio);
             }
-            self.baseline = self.window_ratio().map(|(_, mix)| mix).or(self.baseline);
+            self.baseline = self.window_ratio().map(|w| w.mix).or(self.baseline);
+            // Routes not seen for a while are gone (removed or renamed by a reload).
+            let forget = self.settings.probe_interval * FORGET_PROBES;
+            self.kinds.retain(|k| k.seen.is_some_and(|seen| now.saturating_duration_since(seen) < forget));
             self.probing = false;
             self.next_probe = now + self.settings.probe_interval;
             // Its in flight was set by the probe, not by the limit: no move to learn from.
@@ -435,12 +484,16 @@ impl Gradient {
         } else {
             // Each kind's lowest mean seen, less sure the noisier it was.
             let first = self.kinds.iter().all(|k| k.baseline.is_none());
+            let before = self.window_ratio().map(|w| w.ratio);
             for k in &mut self.kinds {
-                k.settle_candidate(first);
+                k.settle_candidate(first, before);
             }
-            let (ratio, mix) = self.window_ratio().unwrap_or((1.0, self.baseline.unwrap_or(MIN_WINDOW)));
+            let Some(WindowRatio { ratio, mix, work }) = self.window_ratio() else {
+                // Too few samples of measured kinds (new routes): nothing to judge by.
+                self.reset_window(now);
+                return;
+            };
             self.baseline = Some(mix);
-            let base_s = mix.as_secs_f64().max(1e-9);
             let doubled = ratio > 2.0;
             let ratio = ratio.max(1e-3);
             let in_flight = self.average_in_flight(now);
@@ -451,7 +504,6 @@ impl Gradient {
             // requests all admitted under the current limit (not a window that drains a cut
             // or still carries requests admitted before the limit moved).
             let span = now.saturating_duration_since(self.window_start).as_secs_f64().max(1e-6);
-            let throughput = f64::from(self.samples) / span;
             let clean = binding
                 && risen
                 && !self.settling
@@ -468,12 +520,14 @@ impl Gradient {
                 // luckiest window puts too low) are what is wrong. They are re-measured here,
                 // as by a probe; without this, the limit would stay at its minimum until the
                 // next probe.
-                let ratio = self.window_ratio().map(|(r, _)| r);
+                let ratio = self.window_ratio().map(|w| w.ratio);
                 for k in &mut self.kinds {
                     k.remeasure(ratio);
                 }
-                self.baseline = self.window_ratio().map(|(_, mix)| mix).or(self.baseline);
+                self.baseline = self.window_ratio().map(|w| w.mix).or(self.baseline);
                 self.queueing = false;
+                // The next point of the latency curve is against the new baselines.
+                self.last_bound = None;
             }
             // The window after a move only waits, unless latency doubled while its requests
             // were all admitted under the limit (an overload starting; not a queue built
@@ -485,7 +539,7 @@ impl Gradient {
                 // What the upstream serves at once, by Little's law: its throughput in this
                 // window times its no-load latency (unlike in flight / ratio, this does not lag
                 // while a queue built before a cut drains).
-                let served = throughput * base_s;
+                let served = work / span;
                 self.adjust(ratio, served, binding, risen);
                 self.settling = self.limit != before;
             }
@@ -495,8 +549,14 @@ impl Gradient {
                 self.probing = true;
             }
         }
+        self.reset_window(now);
+    }
+
+    /// Starts the next window at `now`.
+    fn reset_window(&mut self, now: Instant) {
         self.window_start = now;
         self.samples = 0;
+        self.known = 0;
         self.known_nanos = 0;
         self.expected_nanos = 0;
         for k in &mut self.kinds {
@@ -808,5 +868,69 @@ mod tests {
                 assert_eq!(lowest, 2, "one kind for both: the shift reads as queueing");
             }
         }
+    }
+
+    #[test]
+    fn routes_beyond_the_most_told_apart_count_but_do_not_move_the_latency() {
+        let mut now = Instant::now();
+        let no_probe = AdaptiveConcurrency { probe_interval: Duration::from_secs(3600), ..settings() };
+        let mut g = Gradient::new(&no_probe, 1024, now);
+        for round in 0..10u64 {
+            for kind in 0..MAX_KINDS as u64 {
+                now += Duration::from_millis(1);
+                g.observe_in_flight(4);
+                g.sample_kind(Duration::from_millis(2 + round % 2), kind, now);
+            }
+        }
+        assert_eq!(g.kinds().len(), MAX_KINDS);
+        assert!(g.kinds().iter().all(|k| k.1.is_some()), "every route measured");
+        // A further route, 100 times slower, held at the limit: not a kind of its own, and its
+        // latency says nothing about the others'.
+        for _ in 0..500 {
+            now += Duration::from_millis(1);
+            g.observe_in_flight(g.limit());
+            g.note_bound();
+            g.sample_kind(Duration::from_millis(200), 1000, now);
+            g.sample_kind(Duration::from_millis(2), 1, now);
+        }
+        assert_eq!(g.kinds().len(), MAX_KINDS);
+        assert!(!g.queueing() && g.limit() >= 16, "limit {}", g.limit());
+    }
+
+    #[test]
+    fn a_route_first_seen_in_a_queue_is_measured_without_it_and_an_absent_one_keeps_its_own() {
+        let mut now = Instant::now();
+        let mut g = Gradient::new(&settings(), 1024, now);
+        for _ in 0..20 {
+            now += Duration::from_millis(5);
+            g.observe_in_flight(2);
+            g.sample_kind(Duration::from_millis(10), 1, now);
+            g.sample_kind(Duration::from_millis(50), 3, now);
+        }
+        // The upstream queues: route 1 takes twice its no-load latency. Route 2, new, takes
+        // 40 ms, of which 20 were the queue.
+        for _ in 0..20 {
+            now += Duration::from_millis(5);
+            g.observe_in_flight(2);
+            g.sample_kind(Duration::from_millis(20), 1, now);
+            g.sample_kind(Duration::from_millis(40), 2, now);
+        }
+        let kinds = g.kinds();
+        let of = |key: u64| kinds.iter().find(|k| k.0 == key).and_then(|k| k.1).expect("measured");
+        assert_eq!(of(1), Duration::from_millis(10));
+        let two = of(2);
+        assert!(two < Duration::from_millis(25), "route 2 measured in the queue: {two:?}");
+        // A probe re-measures the routes in its window; route 3 sent nothing and keeps its own.
+        now += Duration::from_secs(11);
+        for _ in 0..40 {
+            now += Duration::from_millis(5);
+            g.observe_in_flight(2);
+            g.note_bound();
+            g.sample_kind(Duration::from_millis(12), 1, now);
+        }
+        let kinds = g.kinds();
+        let of = |key: u64| kinds.iter().find(|k| k.0 == key).and_then(|k| k.1).expect("measured");
+        assert_eq!(of(1), Duration::from_millis(12), "re-measured by the probe");
+        assert_eq!(of(3), Duration::from_millis(50), "not in the probe window: kept");
     }
 }

@@ -400,13 +400,29 @@ impl Gradient {
     /// when its requests took longer than their kinds take unloaded, not when more of them are
     /// of a slower kind.
     pub fn sample_kind(&mut self, rtt: Duration, kind: u64, now: Instant) -> bool {
-        if self.kinds.len() < MAX_KINDS && !self.kinds.iter().any(|k| k.key == kind) {
-            self.kinds.push(Kind { key: kind, ..Kind::default() });
-        }
+        let i = match self.kinds.iter().position(|k| k.key == kind) {
+            Some(i) => Some(i),
+            None if self.kinds.len() < MAX_KINDS => {
+                self.kinds.push(Kind { key: kind, ..Kind::default() });
+                Some(self.kinds.len() - 1)
+            }
+            // Beyond the most kinds told apart, a sample counts towards the window only.
+            None => None,
+        };
         self.samples += 1;
-        // Beyond the most kinds told apart, a sample counts towards the window only.
-        if let Some(k) = self.kinds.iter_mut().find(|k| k.key == kind) {
-            Self::add(k, &mut self.known, &mut self.known_nanos, &mut self.expected_nanos, rtt, now);
+        if let Some(k) = i.and_then(|i| self.kinds.get_mut(i)) {
+            let secs = rtt.as_secs_f64();
+            k.n += 1;
+            k.sum += secs;
+            k.sum_sq += secs * secs;
+            k.window_n += 1;
+            k.window_nanos += rtt.as_nanos();
+            k.seen = Some(now);
+            if let Some(b) = k.baseline {
+                self.known += 1;
+                self.known_nanos += rtt.as_nanos();
+                self.expected_nanos += b.as_nanos();
+            }
         }
         if self.samples < MIN_SAMPLES {
             return false;
@@ -420,30 +436,6 @@ impl Gradient {
         }
         self.close_window(now);
         true
-    }
-
-    /// Adds a sample to its kind `k` and, when the kind has a baseline, to the window's sums of
-    /// latencies and baselines.
-    fn add(
-        k: &mut Kind,
-        known: &mut u32,
-        known_nanos: &mut u128,
-        expected_nanos: &mut u128,
-        rtt: Duration,
-        now: Instant,
-    ) {
-        let secs = rtt.as_secs_f64();
-        k.n += 1;
-        k.sum += secs;
-        k.sum_sq += secs * secs;
-        k.window_n += 1;
-        k.window_nanos += rtt.as_nanos();
-        k.seen = Some(now);
-        if let Some(b) = k.baseline {
-            *known += 1;
-            *known_nanos += rtt.as_nanos();
-            *expected_nanos += b.as_nanos();
-        }
     }
 
     /// The window's latency against its no-load latency, over the samples of the kinds
@@ -464,16 +456,22 @@ impl Gradient {
         })
     }
 
+    /// Takes this window's latencies as the no-load latencies (a probe, or the limit at its
+    /// minimum): each kind in it is re-measured (see [`Kind::remeasure`]).
+    fn remeasure(&mut self) {
+        let ratio = self.window_ratio().map(|w| w.ratio);
+        for k in &mut self.kinds {
+            k.remeasure(ratio);
+        }
+        self.baseline = self.window_ratio().map(|w| w.mix).or(self.baseline);
+    }
+
     fn close_window(&mut self, now: Instant) {
         let binding = self.bound || self.max_in_flight as f64 >= self.limit.floor();
         self.peak = (self.peak * PEAK_DECAY).max(self.max_in_flight as f64);
         if self.probing {
             // The probe window ran at half the limit: its latencies are the new baselines.
-            let ratio = self.window_ratio().map(|w| w.ratio);
-            for k in &mut self.kinds {
-                k.remeasure(ratio);
-            }
-            self.baseline = self.window_ratio().map(|w| w.mix).or(self.baseline);
+            self.remeasure();
             // Routes not seen for a while are gone (removed or renamed by a reload).
             let forget = self.settings.probe_interval * FORGET_PROBES;
             self.kinds.retain(|k| k.seen.is_some_and(|seen| now.saturating_duration_since(seen) < forget));
@@ -520,11 +518,7 @@ impl Gradient {
                 // luckiest window puts too low) are what is wrong. They are re-measured here,
                 // as by a probe; without this, the limit would stay at its minimum until the
                 // next probe.
-                let ratio = self.window_ratio().map(|w| w.ratio);
-                for k in &mut self.kinds {
-                    k.remeasure(ratio);
-                }
-                self.baseline = self.window_ratio().map(|w| w.mix).or(self.baseline);
+                self.remeasure();
                 self.queueing = false;
                 // The next point of the latency curve is against the new baselines.
                 self.last_bound = None;

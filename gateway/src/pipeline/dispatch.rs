@@ -48,14 +48,15 @@ pub async fn dispatch<'l>(worker: &Worker, local: &'l Local, req: &Request<'_>, 
     };
     let started = ex.started.unwrap_or_else(Instant::now);
     let class = crate::admission::class_of(config, req, index);
+    let state = local.route(index);
     let count = |outcome| {
         worker.metrics.count_class(class, outcome);
-        if let Some(r) = local.route(index) {
+        if let Some(r) = state {
             r.metrics.decide(outcome);
         }
     };
     // The rate limit first (it applies to every kind of route), then the cluster's admission.
-    let limit = local.route(index).and_then(|r| Some((r.limit.as_ref()?, &r.metrics))).zip(route.rate_limit.as_ref());
+    let limit = state.and_then(|r| Some((r.limit.as_ref()?, &r.metrics))).zip(route.rate_limit.as_ref());
     if let Some(((limit, metrics), settings)) = limit {
         let workers = worker.workers();
         let fields =
@@ -78,7 +79,7 @@ pub async fn dispatch<'l>(worker: &Worker, local: &'l Local, req: &Request<'_>, 
         }
     };
     // Before admission, which is per cluster: a split route's target decides the cluster.
-    let counters = local.route(index).map_or(&[][..], |r| &r.splits);
+    let counters = state.map_or(&[][..], |r| &r.splits);
     let action = crate::route::split::action(route, proxy, counters, &req.fields, &worker.rng);
     // A WebSocket handshake is forwarded as one only where the route allows it; elsewhere (and
     // for any other Upgrade) the Upgrade field is dropped and the request is served as plain
@@ -102,7 +103,7 @@ pub async fn dispatch<'l>(worker: &Worker, local: &'l Local, req: &Request<'_>, 
     }
     match admission {
         Admission::Admitted(mut permit) => {
-            permit.set_kind(local.route(index).map_or(0, |r| r.kind));
+            permit.set_kind(state.map_or(0, |r| r.kind));
             count(ClassOutcome::Served);
             Verdict::Proxy(Forward { action, permit, deadline, websocket })
         }

@@ -295,7 +295,10 @@ fn a_slot_freed_at_one_worker_goes_to_a_first_class_request_waiting_at_another()
         c.adaptive_concurrency.initial_limit = 4;
         let shared = Arc::new(Controller::new(&c.adaptive_concurrency, 8, 2, Instant::now()));
         shared.assume_measured(Duration::from_millis(40));
-        let worker = |i| Rc::new(Limiter::with_controller(&c, policy(true), |_| Arc::clone(&shared), i));
+        // A middle class waits up to 2 s here (not 40 ms): on a loaded test machine the first
+        // class's look for the freed slot can take longer than one no-load latency.
+        let patient = Policy { queue_wait_factor: 50.0, ..policy(true) };
+        let worker = |i| Rc::new(Limiter::with_controller(&c, patient, |_| Arc::clone(&shared), i));
         let (a, b) = (worker(0), worker(1));
         assert_eq!((a.limit(), b.limit()), (2, 2), "the limit of 4, split evenly before any demand");
         let mut at_a: Vec<Permit> = vec![admitted(a.admit(2, far()).await), admitted(a.admit(2, far()).await)];

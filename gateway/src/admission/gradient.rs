@@ -40,13 +40,20 @@
 //!   requests in flight: one more request in flight is one more request waiting, and throughput
 //!   stays flat. At an upstream whose latency merely grows with load (say 20 ms + 0.2 ms per
 //!   request in flight) it grows far less than in proportion, and more in flight still buys
-//!   throughput. The controller measures which it is from its own moves: between consecutive
-//!   windows in which the limit bound (so the requests in flight were set by the limit), the
-//!   log-log slope of mean latency over average in flight (the elasticity), an exponentially
-//!   weighted least-squares estimate over the last few moves, with a small prior towards 1
-//!   (queueing) until moves show otherwise. Only windows held at the limit with latency risen
-//!   are points of that curve (below the rise, at a pool with free workers, latency does not
-//!   depend on in flight at all). Latency above the tolerance counts as queueing when that
+//!   throughput. The controller measures which it is from the moves of in flight: between
+//!   consecutive windows with latency risen, the log-log slope of mean latency over average
+//!   in flight (the elasticity), an exponentially weighted least-squares estimate over the
+//!   last few moves, with a small prior towards 1 (queueing) until moves show otherwise. Only
+//!   windows with latency risen are points of that curve (below the rise, at a pool with free
+//!   workers, latency does not depend on in flight at all): windows held at the limit (so the
+//!   requests in flight were set by it), and windows in which the limit did not bind and had
+//!   not just been cut (in flight set by the load: a step of the load is a move too, and
+//!   latency that follows in flight because the upstream slowed down reads as queueing, the
+//!   safe side). A steady load teaches nothing (its windows move in flight by less than 5%),
+//!   so the first windows at the limit after a step of the load are judged against the last
+//!   window before it, and that point outlives a probe (its latency taken against the new
+//!   baselines): without it, the prior took them for queueing and cut the limit request by
+//!   request, moves too small to outweigh the prior, for about a second. Latency above the tolerance counts as queueing when that
 //!   elasticity is at least 0.4, or when latency is above 1.5 times the baseline whatever the
 //!   estimate says (it comes from a few moves and can be wrong: this bounds what trusting it
 //!   costs). Latency risen without queueing lets a binding limit grow by a tenth per window.
@@ -471,14 +478,22 @@ impl Gradient {
         self.peak = (self.peak * PEAK_DECAY).max(self.max_in_flight as f64);
         if self.probing {
             // The probe window ran at half the limit: its latencies are the new baselines.
+            let before = self.window_ratio().map(|w| w.mix);
             self.remeasure();
             // Routes not seen for a while are gone (removed or renamed by a reload).
             let forget = self.settings.probe_interval * FORGET_PROBES;
             self.kinds.retain(|k| k.seen.is_some_and(|seen| now.saturating_duration_since(seen) < forget));
             self.probing = false;
             self.next_probe = now + self.settings.probe_interval;
-            // Its in flight was set by the probe, not by the limit: no move to learn from.
-            self.last_bound = None;
+            // Its in flight was set by the probe, not by the limit: no point of the latency
+            // curve. The last point stays, its latency against the new baselines (a step of
+            // the load that finds a probe due is a move to learn from).
+            self.last_bound = match (self.last_bound, before, self.baseline) {
+                (Some((x, y)), Some(before), Some(after)) if !after.is_zero() => {
+                    Some((x, y + (before.as_secs_f64() / after.as_secs_f64()).ln()))
+                }
+                _ => None,
+            };
         } else {
             // Each kind's lowest mean seen, less sure the noisier it was.
             let first = self.kinds.iter().all(|k| k.baseline.is_none());
@@ -498,15 +513,13 @@ impl Gradient {
             // Requests queued at the upstream, on average, by Little's law.
             let queued = in_flight * (1.0 - 1.0 / ratio);
             let risen = ratio > 1.0 + self.settings.tolerance && (queued >= MIN_QUEUE || ratio > 2.0);
-            // A point of the latency curve: latency risen, the limit binding and the window's
-            // requests all admitted under the current limit (not a window that drains a cut
-            // or still carries requests admitted before the limit moved).
+            // A point of the latency curve: latency risen, and either the limit binding and the
+            // window's requests all admitted under the current limit (not a window that drains
+            // a cut or still carries requests admitted before the limit moved), or the limit
+            // not binding and not just cut (the load set in flight).
             let span = now.saturating_duration_since(self.window_start).as_secs_f64().max(1e-6);
-            let clean = binding
-                && risen
-                && !self.settling
-                && in_flight >= self.limit * 0.9 - 1.0
-                && in_flight <= self.limit * 1.1 + 1.0;
+            let held = in_flight >= self.limit * 0.9 - 1.0 && in_flight <= self.limit * 1.1 + 1.0;
+            let clean = risen && !self.settling && if binding { held } else { self.hold == 0 };
             if clean {
                 self.learn_elasticity(in_flight, ratio);
             }
@@ -537,6 +550,19 @@ impl Gradient {
                 self.adjust(ratio, served, binding, risen);
                 self.settling = self.limit != before;
             }
+            tracing::trace!(
+                limit = self.limit,
+                ratio,
+                in_flight,
+                peak = self.peak,
+                binding,
+                risen,
+                queueing = self.queueing,
+                elasticity = self.elasticity(),
+                hold = self.hold,
+                baseline_us = mix.as_micros() as u64,
+                "adaptive limit window"
+            );
             if now >= self.next_probe && binding {
                 // A probe halves the limit; one that does not bind has nothing to re-measure
                 // (and halving it could shed what the upstream serves well): it waits.
@@ -566,9 +592,10 @@ impl Gradient {
     /// Adds the move from the last point of the latency curve to this one to the elasticity
     /// estimate. Only points where latency has risen count (below that, at a pool with free
     /// workers, latency does not depend on in flight, which says nothing about what more in
-    /// flight does once it rises), and only windows held at the limit: their requests were all
+    /// flight does once it rises), and only windows held at the limit (their requests were all
     /// admitted under it, so their latency is the upstream's answer to that many in flight,
-    /// not to a queue built before.
+    /// not to a queue built before) or not bound by it and not just after a cut (in flight set
+    /// by the load).
     fn learn_elasticity(&mut self, in_flight: f64, ratio: f64) {
         if in_flight < 0.5 {
             return;

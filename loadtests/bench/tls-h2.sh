@@ -16,7 +16,8 @@
 #                          IDLE_CONNECTIONS=500), for a quick check that everything works
 #   PROXIES ["gateway-uring gateway-epoll nginx haproxy"]; also gateway-baseline
 #                          (BASELINE_GATEWAY_BIN, io_uring: another build of the gateway, e.g.
-#                          an older commit, measured in the same run)
+#                          an older commit, measured in the same run) and gateway-baseline-epoll
+#                          (the same build on the epoll driver)
 #   HANDSHAKE_CLIENTS [8]  parallel `openssl s_time -new` processes
 #   H2_CONNECTIONS [16]    h2load connections (-c)
 #   H2_STREAMS [32]        h2load concurrent streams per connection (-m)
@@ -36,7 +37,11 @@
 # keeps upstream connections alive. The proxies for tests 1 and 2 are started once and kept
 # running across rounds; test 3 starts a fresh instance per run (no memory left over from the
 # load tests). Proxy CPU: utime+stime (+cutime+cstime) of all its processes from /proc/PID/stat
-# before and after each measured run; memory: Pss (and VmRSS) summed over its processes.
+# before and after each measured run; memory: Pss (and VmRSS) summed over its processes. The
+# HTTP/2 runs also record the origin's CPU time, and the proxy's over it (`cpu_per_origin_cpu`
+# in the JSON, as in h1-small.sh): for A/Bs of two gateway builds (gateway-baseline and
+# gateway-baseline-epoll), it moves less between rounds than the CPU per request does (on
+# 2 December 2026: 11-12% from round to round against 26-30%; h1-small's moves 1-5%).
 #
 # Writes loadtests/results/tls-h2-<UTC timestamp>.{json,md} and prints the table.
 
@@ -127,9 +132,9 @@ check_params() {
     for v in $PROXIES; do
         case $v in
         gateway-uring | gateway-epoll | nginx | haproxy) ;;
-        gateway-baseline) [[ -x ${BASELINE_GATEWAY_BIN:-} ]] || die "gateway-baseline needs BASELINE_GATEWAY_BIN (an executable)" ;;
+        gateway-baseline | gateway-baseline-epoll) [[ -x ${BASELINE_GATEWAY_BIN:-} ]] || die "$v needs BASELINE_GATEWAY_BIN (an executable)" ;;
         gateway) die "PROXIES: 'gateway' is now gateway-uring (io_driver = io_uring) or gateway-epoll" ;;
-        *) die "unknown proxy '$v' in PROXIES (gateway-uring gateway-epoll gateway-baseline nginx haproxy)" ;;
+        *) die "unknown proxy '$v' in PROXIES (gateway-uring gateway-epoll gateway-baseline gateway-baseline-epoll nginx haproxy)" ;;
         esac
     done
 }
@@ -193,15 +198,15 @@ start_proxy() {
     PLAIN_PORT=$PORT
     pick_port
     case $name in
-    gateway-uring | gateway-epoll | gateway-baseline)
+    gateway-uring | gateway-epoll | gateway-baseline | gateway-baseline-epoll)
         local bin=$GATEWAY_BIN
-        if [[ $name == gateway-baseline ]]; then
+        if [[ $name == gateway-baseline* ]]; then
             bin=$BASELINE_GATEWAY_BIN
         elif [[ -n $GATEWAY_SKIP ]]; then
             SKIP_REASON=$GATEWAY_SKIP
             return 1
         fi
-        gateway_config "$dir" "$([[ $name == gateway-epoll ]] && echo epoll || echo io_uring)" >"$dir/proxy.conf"
+        gateway_config "$dir" "$([[ $name == *epoll ]] && echo epoll || echo io_uring)" >"$dir/proxy.conf"
         if ! out=$("$bin" check --config "$dir/proxy.conf" 2>&1); then
             log "ERROR: the gateway ($bin) rejects the TLS listener config $dir/proxy.conf:"
             printf '%s\n' "$out" | tail -n 15 >&2
@@ -423,17 +428,22 @@ measure_handshakes() { # NAME ROUND
 }
 
 measure_h2() { # NAME ROUND
-    local name=$1 round=$2 port=${PROXY_PORT[$1]} out=$WORK/h2load-$1-$2.txt pids c0 c1
+    local name=$1 round=$2 port=${PROXY_PORT[$1]} out=$WORK/h2load-$1-$2.txt pids origin_pids c0 c1 o0 o1
     local cmd=(taskset -c "$LOAD_CPU" h2load -t 1 -c "$H2_CONNECTIONS" -m "$H2_STREAMS")
     read -r -a pids <<<"$(proxy_pids "$name")"
+    # The origin answers one HTTP/1.1 request per h2 request: its CPU over the run cancels what
+    # slows the whole machine between runs (as in h1-small.sh), for A/Bs of one proxy.
+    read -r -a origin_pids <<<"$ORIGIN_PID $(descendants "$ORIGIN_PID")"
     ((WARMUP > 0)) && { "${cmd[@]}" -D "$WARMUP" "https://127.0.0.1:$port/" >"$WORK/h2load-warmup.txt" 2>&1 || true; }
     c0=$(cpu_ticks "${pids[@]}")
+    o0=$(cpu_ticks "${origin_pids[@]}")
     if ! "${cmd[@]}" -D "$DURATION" "https://127.0.0.1:$port/" >"$out" 2>&1; then
         tail -n 5 "$out" >&2
         log "round $round h2 $name: h2load failed, run not recorded"
         return 0
     fi
     c1=$(cpu_ticks "${pids[@]}")
+    o1=$(cpu_ticks "${origin_pids[@]}")
     # bench-report parses h2load's summary (loadtests/src/suite/h2load.rs, unit-tested).
     if ! "$REPORT_BIN" parse h2load "$out" >"$out.json" 2>"$out.err"; then
         cat "$out.err" >&2
@@ -451,11 +461,14 @@ measure_h2() { # NAME ROUND
         '"\(.finished_in_us / 1e6) \(.done) \(.succeeded) \(.failed) \(.errored) \(.timeout)"' "$out.json")
     record "$(jq -cn --arg proxy "$name" --argjson round "$round" --argjson secs "$secs" \
         --argjson completed "$completed" --argjson ok "$ok" --argjson failed "$failed" --argjson errored "$errored" \
-        --argjson timeout "$timeout" --argjson ticks "$((c1 - c0))" --argjson tck "$CLK_TCK" '
+        --argjson timeout "$timeout" --argjson ticks "$((c1 - c0))" --argjson tck "$CLK_TCK" \
+        --argjson origin_ticks "$((o1 - o0))" '
         {test: "h2", proxy: $proxy, round: $round, requests: $completed, succeeded: $ok,
          failed: ($failed + $errored + $timeout), seconds: $secs, per_s: ($ok / $secs),
          proxy_cpu_s: ($ticks / $tck),
-         cpu_us_per_op: (if $completed > 0 then $ticks * 1e6 / $tck / $completed else null end)}')"
+         cpu_us_per_op: (if $completed > 0 then $ticks * 1e6 / $tck / $completed else null end),
+         origin_cpu_s: ($origin_ticks / $tck),
+         cpu_per_origin_cpu: (if $origin_ticks > 0 then $ticks / $origin_ticks else null end)}')"
 }
 
 # measure_idle NAME ROUND tls|plain: a fresh instance of the proxy; its Pss and RSS before and

@@ -26,8 +26,10 @@ pub async fn handle(
 ) {
     worker.stats.requests_total.inc();
     worker.stats.requests_active.inc();
-    // The stream's panic boundary: a panic in its pipeline ends this stream only.
-    let served = CatchUnwind::new(serve_stream(&worker, &ctx, req, &mut respond)).await;
+    // The stream's panic boundary: a panic in its pipeline ends this stream only. The pipeline's
+    // future is boxed here, once: spawning a task moves its future several times, and this
+    // one's state (the whole pipeline) would make every move a copy of kilobytes.
+    let served = CatchUnwind::new(Box::pin(serve_stream(&worker, &ctx, req, &mut respond))).await;
     if let Err(panic) = served {
         worker.stats.panics_stream.inc();
         tracing::error!(

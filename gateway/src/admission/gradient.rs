@@ -52,11 +52,12 @@
 //!   safe side). A steady load teaches nothing (its windows move in flight by less than 5%),
 //!   so the first windows at the limit after a step of the load are judged against the last
 //!   window before it, and that point outlives a probe (its latency taken against the new
-//!   baselines): without it, the prior took them for queueing and cut the limit request by
-//!   request, moves too small to outweigh the prior, for about a second. Latency above the tolerance counts as queueing when that
-//!   elasticity is at least 0.4, or when latency is above 1.5 times the baseline whatever the
-//!   estimate says (it comes from a few moves and can be wrong: this bounds what trusting it
-//!   costs). Latency risen without queueing lets a binding limit grow by a tenth per window.
+//!   baselines); otherwise the prior took them for queueing and cut the limit by one request
+//!   per move, too little to outweigh it, for about a second. Latency above the tolerance
+//!   counts as queueing when that elasticity is at least 0.4, or when latency is above 1.5
+//!   times the baseline whatever the estimate says (it comes from a few moves and can be
+//!   wrong: this bounds what trusting it costs). Latency risen without queueing lets a binding
+//!   limit grow by a tenth per window.
 //! - **A limit at rest stays above the load's swings.** An unused limit decays towards twice
 //!   the recent peak of requests in flight (each window's most, forgotten by 2% per window), not
 //!   twice the last window's, and one at rest below twice that peak (where slow start or a cut
@@ -464,13 +465,16 @@ impl Gradient {
     }
 
     /// Takes this window's latencies as the no-load latencies (a probe, or the limit at its
-    /// minimum): each kind in it is re-measured (see [`Kind::remeasure`]).
-    fn remeasure(&mut self) {
-        let ratio = self.window_ratio().map(|w| w.ratio);
+    /// minimum): each kind in it is re-measured (see [`Kind::remeasure`]). Returns the window's
+    /// no-load latency before (its mix of the old baselines), when it had enough samples.
+    fn remeasure(&mut self) -> Option<Duration> {
+        let before = self.window_ratio();
+        let ratio = before.as_ref().map(|w| w.ratio);
         for k in &mut self.kinds {
             k.remeasure(ratio);
         }
         self.baseline = self.window_ratio().map(|w| w.mix).or(self.baseline);
+        before.map(|w| w.mix)
     }
 
     fn close_window(&mut self, now: Instant) {
@@ -478,8 +482,7 @@ impl Gradient {
         self.peak = (self.peak * PEAK_DECAY).max(self.max_in_flight as f64);
         if self.probing {
             // The probe window ran at half the limit: its latencies are the new baselines.
-            let before = self.window_ratio().map(|w| w.mix);
-            self.remeasure();
+            let before = self.remeasure();
             // Routes not seen for a while are gone (removed or renamed by a reload).
             let forget = self.settings.probe_interval * FORGET_PROBES;
             self.kinds.retain(|k| k.seen.is_some_and(|seen| now.saturating_duration_since(seen) < forget));
@@ -531,7 +534,7 @@ impl Gradient {
                 // luckiest window puts too low) are what is wrong. They are re-measured here,
                 // as by a probe; without this, the limit would stay at its minimum until the
                 // next probe.
-                self.remeasure();
+                let _ = self.remeasure();
                 self.queueing = false;
                 // The next point of the latency curve is against the new baselines.
                 self.last_bound = None;

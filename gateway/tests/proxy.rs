@@ -131,6 +131,25 @@ fn bodies_larger_than_every_buffer_arrive_intact() {
 }
 
 #[test]
+fn responses_at_the_edges_of_the_response_buffer_arrive_intact() {
+    // The upstream's response is read into a 32 KiB buffer after 512 bytes kept for the
+    // rewritten head: bodies that end just before, at and after its edges (and those of the
+    // 16 KiB buffers) arrive whole, one after another on one client connection.
+    each_driver(|d| {
+        let o = origin();
+        let gw = start(d, &o);
+        let mut r = BufReader::new(connect(gw.addr));
+        for n in [0, 1, 16_383, 16_384, 16_385, 32_000, 32_255, 32_256, 32_257, 32_768, 32_769, 65_536, 100_001] {
+            let req = format!("GET /bytes/{n} HTTP/1.1\r\nhost: a\r\n\r\n");
+            r.get_mut().write_all(req.as_bytes()).unwrap();
+            let resp = read_response(&mut r, false).unwrap();
+            assert_eq!(resp.status, 200, "{d}: {n}");
+            assert!(resp.body == loadtests::origin::pattern(n), "{d}: a {n}-byte body differs");
+        }
+    });
+}
+
+#[test]
 fn upstream_connections_are_reused() {
     each_driver(|d| {
         let o = origin();

@@ -26,8 +26,9 @@ pub struct UpHead {
     pub scratch: HeadScratch,
 }
 
-/// Reads the response head into a pooled buffer (given back on failure), after [`HEAD_ROOM`]
-/// unused bytes: the head starts at the returned offset, never at 0.
+/// Reads the response head into a pooled response buffer (given back on failure; large enough
+/// for a head and 16 KiB of body), after [`HEAD_ROOM`] unused bytes: the head starts at the
+/// returned offset, never at 0.
 pub async fn read_response_head_pooled(
     worker: &Rc<Worker>,
     up: &mut UpConn,
@@ -37,7 +38,7 @@ pub async fn read_response_head_pooled(
     interim: &mut interim::Interim<'_>,
     deadline: Instant,
 ) -> Result<UpHead, UpstreamError> {
-    let mut ubuf = worker.buffers.take();
+    let mut ubuf = worker.buffers.take_response();
     ubuf.resize(HEAD_ROOM, 0);
     let mut scratch = worker.take_scratch(server.limits.max_headers);
     let read = read_response_head(

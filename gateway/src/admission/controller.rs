@@ -173,6 +173,16 @@ impl Controller {
         self.in_flight.load(Relaxed) < self.limit.load(Relaxed)
     }
 
+    /// Whether the process has room under the limit for a request of a later class than the
+    /// first at a worker whose part is full: two free slots at least (the last is the first
+    /// class's to take, as a worker's reserve holds it), and no first-class request waiting
+    /// at any worker. While the cluster's limit does not bind, the workers' parts (which follow
+    /// their demand only when a window closes, and are a few slots each at a light load over
+    /// several workers) do not refuse what the upstream has room for.
+    pub fn has_room_for_later_classes(&self) -> bool {
+        self.in_flight.load(Relaxed) + 1 < self.limit.load(Relaxed) && self.first_waiting.load(Relaxed) == 0
+    }
+
     /// First-class requests waiting for a slot at any worker.
     pub fn first_waiting(&self) -> usize {
         self.first_waiting.load(Relaxed)

@@ -83,6 +83,18 @@
 //!   every window looks queued and the limit falls to `min_limit`; a window there that still
 //!   looks queued is as unloaded as the limit can make it, so its mean becomes the baseline
 //!   (as a probe's would) and the limit grows again, rather than waiting for the next probe.
+//!   The lowest of many candidates is still luck, and the lowest only ever lowers the
+//!   baseline; a probe, which can raise it, waits for the limit to bind. At a noisy upstream
+//!   whose limit does not bind, the baseline sank within seconds to about 0.7 times the mean
+//!   latency (in the real noisy benchmark: 14-16 ms for a mean of 22), every window read as
+//!   risen, the limit at rest stopped growing towards twice the peak, and the first window
+//!   that bound after the load doubled (1.6 times that baseline) was taken for queueing. So
+//!   while the limit does not bind a candidate takes 64 samples, not 5, and when a probe is
+//!   due and the limit bound in at most a tenth of the windows since the last re-measure, each
+//!   kind's baseline becomes the mean of its samples in the windows the limit did not bind
+//!   (the load set their in flight: that is the upstream's latency at that load). While the
+//!   limit binds nothing changed: candidates of 5 samples (a pool's latency never goes below
+//!   its no-load latency) and probes.
 //!
 //! Measured in the open-loop simulations of `super::sim` (requests refused at the limit, what the last
 //! class sees): an upstream whose latency is 20 ms + 0.2 ms per request in flight, at twice its
@@ -97,6 +109,19 @@ use gateway_config::AdaptiveConcurrency;
 
 /// Minimum samples per window.
 const MIN_SAMPLES: u32 = 5;
+/// Samples behind each candidate for a measured kind's baseline (a kind not measured yet takes
+/// its first at [`MIN_SAMPLES`]) while the limit does not bind. The baseline is the lowest
+/// candidate: of many means of a few noisy samples, the lowest is far below the no-load latency
+/// (at an upstream with p99 three times p50, the lowest of a few hundred 10-sample means is
+/// about 0.7 times the mean; of 32-sample means over 5 s at 1000 req/s, 0.89 times; of
+/// 64-sample means, above 0.9 times).
+const CANDIDATE_SAMPLES: u32 = 64;
+/// Of the windows since the last re-measure, the share in which the limit did not bind for
+/// their latencies to re-measure the baselines when a probe is due (see
+/// [`Gradient::remeasure_unbound`]).
+const UNBOUND_SHARE: f64 = 0.9;
+/// The fewest windows such a re-measure looks back over.
+const UNBOUND_WINDOWS: u32 = 20;
 /// Minimum window length when no baseline is known yet.
 const MIN_WINDOW: Duration = Duration::from_millis(20);
 /// Requests queued upstream (on average over a window) that count as queueing: less is noise
@@ -150,6 +175,10 @@ struct Kind {
     /// This window's samples of the kind: count and sum of latencies (nanoseconds).
     window_n: u32,
     window_nanos: u128,
+    /// Samples of the kind in windows the limit did not bind since the last re-measure: count
+    /// and sum (seconds).
+    unbound_n: u32,
+    unbound_sum: f64,
     /// When the kind was last sampled.
     seen: Option<Instant>,
 }
@@ -178,13 +207,27 @@ impl Kind {
         }
     }
 
+    /// Re-measures the kind's baseline from its samples in the windows the limit did not bind
+    /// since the last re-measure (their mean), when there are enough of them.
+    fn remeasure_unbound(&mut self) {
+        if self.unbound_n >= CANDIDATE_SAMPLES {
+            let mean = self.unbound_sum / f64::from(self.unbound_n);
+            if let Ok(b) = Duration::try_from_secs_f64(mean) {
+                self.baseline = Some(b);
+                (self.n, self.sum, self.sum_sq) = (0, 0.0, 0.0);
+            }
+        }
+        (self.unbound_n, self.unbound_sum) = (0, 0.0);
+    }
+
     /// Lowers the baseline to the candidate of the samples gathered since the last one (their
     /// mean, less sure the noisier they were) once there are enough of them, or at once for a
     /// kind not measured yet when `first` (no kind of the cluster is). A kind first measured
     /// while the others' latency is `ratio` times their baselines (a queue) takes its candidate
     /// divided by that ratio: its samples waited in the same queue.
-    fn settle_candidate(&mut self, first: bool, ratio: Option<f64>) {
-        if self.n == 0 || (self.n < MIN_SAMPLES && !(first && self.baseline.is_none())) {
+    fn settle_candidate(&mut self, first: bool, ratio: Option<f64>, enough: u32) {
+        let enough = if self.baseline.is_some() { enough } else { MIN_SAMPLES };
+        if self.n == 0 || (self.n < enough && !(first && self.baseline.is_none())) {
             return;
         }
         let n = f64::from(self.n);
@@ -271,6 +314,10 @@ pub struct Gradient {
     settling: bool,
     /// The last window's latency was above the baseline's tolerance: requests queue upstream.
     queueing: bool,
+    /// Windows closed since the baselines were last re-measured, and of those, windows in which
+    /// the limit did not bind.
+    since_remeasure: u32,
+    unbound_windows: u32,
 }
 
 impl Gradient {
@@ -307,6 +354,8 @@ impl Gradient {
             failed_probes: 0,
             settling: false,
             queueing: false,
+            since_remeasure: 0,
+            unbound_windows: 0,
         }
     }
 
@@ -488,6 +537,7 @@ impl Gradient {
             self.kinds.retain(|k| k.seen.is_some_and(|seen| now.saturating_duration_since(seen) < forget));
             self.probing = false;
             self.next_probe = now + self.settings.probe_interval;
+            self.forget_unbound();
             // Its in flight was set by the probe, not by the limit: no point of the latency
             // curve. The last point stays, its latency against the new baselines (a step of
             // the load that finds a probe due is a move to learn from).
@@ -498,11 +548,26 @@ impl Gradient {
                 _ => None,
             };
         } else {
+            self.since_remeasure = self.since_remeasure.saturating_add(1);
+            if !binding {
+                // The load set this window's in flight: its latencies are the upstream's at
+                // that load, for the next re-measure without a probe.
+                self.unbound_windows = self.unbound_windows.saturating_add(1);
+                for k in &mut self.kinds {
+                    k.unbound_n = k.unbound_n.saturating_add(k.window_n);
+                    k.unbound_sum += k.window_nanos as f64 * 1e-9;
+                }
+            }
             // Each kind's lowest mean seen, less sure the noisier it was.
             let first = self.kinds.iter().all(|k| k.baseline.is_none());
             let before = self.window_ratio().map(|w| w.ratio);
+            // While the limit binds, a pool's latency never goes below its no-load latency and
+            // a probe's re-measure may have caught a queue: small candidates correct it soon.
+            // While it does not, the lowest of many small candidates is luck (see
+            // [`CANDIDATE_SAMPLES`]).
+            let enough = if binding { MIN_SAMPLES } else { CANDIDATE_SAMPLES };
             for k in &mut self.kinds {
-                k.settle_candidate(first, before);
+                k.settle_candidate(first, before, enough);
             }
             let Some(WindowRatio { ratio, mix, work }) = self.window_ratio() else {
                 // Too few samples of measured kinds (new routes): nothing to judge by.
@@ -570,9 +635,64 @@ impl Gradient {
                 // A probe halves the limit; one that does not bind has nothing to re-measure
                 // (and halving it could shed what the upstream serves well): it waits.
                 self.probing = true;
+            } else if now >= self.next_probe {
+                if f64::from(self.unbound_windows) < UNBOUND_SHARE * f64::from(self.since_remeasure) {
+                    // The limit bound too often since the last re-measure (a cold start, a
+                    // burst): look back no further than now, and re-measure once enough
+                    // windows it did not bind follow.
+                    self.forget_unbound();
+                } else if self.since_remeasure >= UNBOUND_WINDOWS {
+                    // The limit (nearly) never bound since the last re-measure: the load, not
+                    // the limit, set what the upstream saw, and its latencies over that time
+                    // are what it takes at that load.
+                    self.remeasure_unbound(now);
+                }
             }
         }
         self.reset_window(now);
+    }
+
+    /// Re-measures the baselines without a probe, when one is due and the limit (nearly) never
+    /// bound since the last re-measure: each kind's baseline becomes the mean of its samples in
+    /// the windows the limit did not bind (see [`Kind::remeasure_unbound`]).
+    ///
+    /// The lowest candidate only ever lowers a baseline, and a probe (which can raise it) waits
+    /// for the limit to bind; at an upstream whose latency is noisy and whose limit does not
+    /// bind, the baseline sank to the luckiest candidate (about 0.7 times the mean latency at p99
+    /// three times p50), so that every window read as risen, with the elasticity learned from
+    /// in flight that followed latency (Little's law, not queueing). At the first window the
+    /// limit bound, latency 1.6 times that baseline was taken for queueing.
+    fn remeasure_unbound(&mut self, now: Instant) {
+        let before = self.window_ratio().map(|w| w.mix);
+        for k in &mut self.kinds {
+            k.remeasure_unbound();
+        }
+        let after = self.window_ratio().map(|w| w.mix);
+        self.baseline = after.or(self.baseline);
+        tracing::debug!(
+            before_us = before.map_or(0, |d| d.as_micros() as u64),
+            after_us = after.map_or(0, |d| d.as_micros() as u64),
+            windows = self.since_remeasure,
+            "adaptive limit: baselines re-measured from the windows the limit did not bind"
+        );
+        // The last point of the latency curve, against the new baselines.
+        self.last_bound = match (self.last_bound, before, after) {
+            (Some((x, y)), Some(before), Some(after)) if !after.is_zero() => {
+                Some((x, y + (before.as_secs_f64() / after.as_secs_f64()).ln()))
+            }
+            (last, _, _) => last,
+        };
+        self.next_probe = now + self.settings.probe_interval;
+        self.forget_unbound();
+    }
+
+    /// Starts counting the windows towards the next re-measure afresh.
+    fn forget_unbound(&mut self) {
+        self.since_remeasure = 0;
+        self.unbound_windows = 0;
+        for k in &mut self.kinds {
+            (k.unbound_n, k.unbound_sum) = (0, 0.0);
+        }
     }
 
     /// Starts the next window at `now`.
@@ -892,6 +1012,75 @@ mod tests {
                 assert_eq!(lowest, 2, "one kind for both: the shift reads as queueing");
             }
         }
+    }
+
+    /// Log-normal latencies (median 20 ms, p99 three times p50) from a fixed xorshift
+    /// sequence, with the sequence's mean.
+    fn noisy_latencies(n: usize) -> (Vec<Duration>, f64) {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut uniform = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let sigma = 3f64.ln() / 2.326;
+        let all: Vec<f64> = (0..n)
+            .map(|_| {
+                let (u1, u2) = (uniform().max(1e-12), uniform());
+                let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+                0.020 * (sigma * z).exp()
+            })
+            .collect();
+        let mean = all.iter().sum::<f64>() / n as f64;
+        (all.into_iter().map(Duration::from_secs_f64).collect(), mean)
+    }
+
+    #[test]
+    fn a_noisy_upstream_whose_limit_does_not_bind_keeps_its_baseline_near_its_mean() {
+        // 1000 req/s for 25 s, 4 in flight under a limit of 16 or more: it never binds. The
+        // lowest candidate alone took the baseline to the luckiest of many means; the
+        // re-measure when a probe is due (at 10 and 20 s) takes it back to the mean.
+        let mut now = Instant::now();
+        let mut g = Gradient::new(&settings(), 1024, now);
+        let (latencies, mean) = noisy_latencies(25_000);
+        let mut lowest = f64::MAX;
+        for (i, rtt) in latencies.into_iter().enumerate() {
+            now += Duration::from_millis(1);
+            g.observe_in_flight(4);
+            g.sample(rtt, now);
+            if i > 1000 {
+                lowest = lowest.min(g.baseline().expect("measured").as_secs_f64());
+            }
+        }
+        let b = g.baseline().expect("measured").as_secs_f64();
+        assert!(b > 0.9 * mean && b < 1.1 * mean, "baseline {b} for a mean latency of {mean}");
+        // In between, the candidates of 64 samples kept it from sinking far.
+        assert!(lowest > 0.75 * mean, "lowest baseline {lowest} for a mean latency of {mean}");
+        // The unused limit rests at twice the peak in flight.
+        assert!(g.limit() >= 8, "limit {}", g.limit());
+    }
+
+    #[test]
+    fn a_limit_that_binds_is_re_measured_by_its_probe_only() {
+        // A pool of 4 x 10 ms held at its limit for 25 s: every window binds, none counts
+        // towards a re-measure without a probe, and the probes (due every 10 s) run.
+        let mut now = Instant::now();
+        let end = now + Duration::from_secs(25);
+        let mut g = Gradient::new(&settings(), 1024, now);
+        let mut probes = 0;
+        while now < end {
+            let c = g.limit();
+            let rtt = latency(c, 4, Duration::from_millis(10));
+            now += rtt / 5;
+            g.observe_in_flight(c);
+            let was = g.probing;
+            g.sample(rtt, now);
+            probes += usize::from(g.probing && !was);
+            assert_eq!(g.unbound_windows, 0, "a window the limit did not bind");
+        }
+        assert!(probes >= 2, "{probes} probes in 25 s");
+        assert!((4..=5).contains(&g.limit()), "limit {} for capacity 4", g.limit());
     }
 
     #[test]

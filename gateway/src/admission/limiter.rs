@@ -268,9 +268,14 @@ impl Limiter {
         }
         // The classes after the first leave the last free slot to the first for a moment.
         let usable = if rank == 0 { limit } else { self.reserve.others(in_flight, limit, || self.baseline()).limit };
-        // The first class may also take a slot another worker leaves unused: the cluster's
-        // limit has room (the workers' parts only follow their demand once a window closes).
-        let room = in_flight < usable || (rank == 0 && self.control.as_ref().is_some_and(|(c, _)| c.has_room()));
+        // A slot another worker leaves unused may be taken too: the cluster's limit has room
+        // (the workers' parts only follow their demand once a window closes). The first class
+        // takes any; later classes leave the last one, and any while a first-class request
+        // waits at some worker.
+        let borrow = self.control.as_ref().is_some_and(|(c, _)| {
+            c.workers() > 1 && if rank == 0 { c.has_room() } else { c.has_room_for_later_classes() }
+        });
+        let room = in_flight < usable || borrow;
         if room && !self.waiting_at_or_above(rank) {
             // A free slot nobody of this class or better waits for.
             if let Some(d) = self.delays.borrow_mut().get_mut(rank) {

@@ -282,7 +282,10 @@ fn simulate_arrivals(
             if let Limits::Shared(c) = &limits {
                 c.arrival(w, 0);
             }
-            if in_flight[w] >= limits.limit(w) {
+            // A worker whose part is full may take a slot the others leave unused (as the
+            // limiter's later classes do: two free at least).
+            let borrow = matches!(&limits, Limits::Shared(c) if shares.len() > 1 && c.has_room_for_later_classes());
+            if in_flight[w] >= limits.limit(w) && !borrow {
                 match &mut limits {
                     Limits::Own(gs) => gs[w].note_bound(),
                     Limits::Shared(c) => c.note_bound(),
@@ -407,9 +410,10 @@ fn workers_sharing_one_limit_hold_the_upstream_at_its_capacity_and_none_starves(
     // that another worker's requests caused looks to each controller like latency that does not
     // follow its own requests in flight, so their limits sum to 11-59 for a capacity of 8 or 4
     // and p99 grows to 115-835 ms (one worker: under 76 ms at capacity 8). With the limit
-    // shared (`--nocapture` prints both), the workers' limits sum to the capacity (8-9 for 8,
-    // 5-6 for 4) and p99 is 65-89 ms at capacity 8 (93-155 ms after the halving); each worker
-    // is served in proportion to its share.
+    // shared (`--nocapture` prints both), the workers' limits sum to the capacity (8-10 for 8,
+    // 5-6 for 4) and p99 is 70-84 ms at capacity 8 (104-144 ms after the halving; 65-89 and
+    // 93-155 ms before later classes could take a slot another worker leaves unused); each
+    // worker is served in proportion to its share.
     for shares in [&[0.7, 0.3][..], &[0.4, 0.3, 0.2, 0.1][..]] {
         for seed in 1..=3 {
             let own = pool_over_workers(shares, false, seed);
@@ -447,11 +451,15 @@ fn workers_sharing_one_limit_hold_the_upstream_at_its_capacity_and_none_starves(
 #[test]
 fn workers_sharing_one_limit_do_not_shed_an_upstream_that_does_not_queue() {
     // The no-false-shedding upstreams of the single-worker simulations above, with the load
-    // spread unevenly over two and four workers sharing one limit. At twice the usual load
-    // (issue 18's check) 0.04-0.2% are refused. The start is rougher than with one worker: in
-    // the 9 s after the first second, up to 4.7% (and 20% for one seed, whose first window's
-    // five lucky samples set the baseline far too low; without the re-measure at the minimum
-    // limit it was 88%, the limit stuck at its minimum until the probe 10 s later).
+    // spread unevenly over two and four workers sharing one limit. A worker's part of the limit
+    // is a few slots at the usual load over four workers, and follows its demand only when a
+    // window closes: until later classes could take a slot another worker left unused (while
+    // the process is two or more under the limit), 0.04-0.2% were refused at twice the usual
+    // load, up to 4.7% in the 9 s after the first second (20% for one seed, whose first
+    // window's five lucky samples set the baseline far too low), and 9-46% in the first second.
+    // Now: none at twice the usual load for the noisy upstream, up to 0.02% for the
+    // load-dependent one; none in the 9 s after the first second but for one seed (0.5%); 2-21%
+    // in the first second (the limit starts at 16 and finds the load).
     for shares in [&[0.7, 0.3][..], &[0.4, 0.3, 0.2, 0.1][..]] {
         for seed in 1..=3 {
             let mut up = Upstream::LoadDependent { base: 0.020, per_request: 0.0002 };
@@ -478,7 +486,7 @@ fn workers_sharing_one_limit_do_not_shed_an_upstream_that_does_not_queue() {
                 eprintln!("{name} {shares:?} seed {seed}: refused per phase {refused:?}");
                 let (refused, arrived) = refused.get(2).copied().unwrap_or_default();
                 assert!(
-                    (refused as f64) < 0.005 * arrived as f64,
+                    (refused as f64) < 0.0005 * arrived as f64,
                     "{name} {shares:?} seed {seed}: refused {refused} of {arrived} at twice the usual load"
                 );
             }
@@ -519,6 +527,24 @@ fn a_paced_step_from_the_usual_load_to_twice_it_is_not_taken_for_queueing() {
     let step = &phases[1];
     eprintln!("paced 500 -> 1000 req/s: refused {} of {}", step.refused, step.arrived);
     assert!(step.refused_share() < 0.002, "refused {} of {}", step.refused, step.arrived);
+}
+
+#[test]
+fn a_paced_step_of_a_noisy_upstream_is_not_shed() {
+    // The benchmark's noisy scenario: evenly spaced requests, 500 req/s for 10 s, then twice
+    // that, at an upstream whose latency is log-normal (median 20 ms, p99 three times p50)
+    // whatever the load. None refused, before and after the baselines were re-measured from
+    // windows the limit did not bind (the real runs refused 12 of 30,000 before: their
+    // baseline had sunk to 0.7 times the mean latency, which this simulation's did not show
+    // as refusals; see `gradient.rs`).
+    for seed in 1..=3 {
+        let mut up = Upstream::Noisy { median: 0.020, p99_over_p50: 3.0 };
+        let phases = simulate_paced(&mut up, &[(500.0, 10.0, false), (1000.0, 30.0, false)], seed);
+        for (i, p) in phases.iter().enumerate() {
+            eprintln!("paced noisy seed {seed} phase {i}: refused {} of {}", p.refused, p.arrived);
+            assert_eq!(p.refused, 0, "seed {seed} phase {i}: refused {} of {}", p.refused, p.arrived);
+        }
+    }
 }
 
 #[test]

@@ -254,6 +254,18 @@ struct WindowRatio {
     work: f64,
 }
 
+/// A point of the latency curve (ln in flight, ln latency over the window's no-load latency
+/// `before`) against the window's no-load latency `after` the baselines were re-measured; `None`
+/// when either is unknown.
+fn rebased(point: Option<(f64, f64)>, before: Option<Duration>, after: Option<Duration>) -> Option<(f64, f64)> {
+    match (point, before, after) {
+        (Some((x, y)), Some(before), Some(after)) if !after.is_zero() => {
+            Some((x, y + (before.as_secs_f64() / after.as_secs_f64()).ln()))
+        }
+        _ => None,
+    }
+}
+
 /// The kind key of a route (FNV-1a of its name): the same across reloads, so a route keeps its
 /// no-load latency while its place in the route table moves.
 pub fn kind_key(route: &str) -> u64 {
@@ -541,12 +553,7 @@ impl Gradient {
             // Its in flight was set by the probe, not by the limit: no point of the latency
             // curve. The last point stays, its latency against the new baselines (a step of
             // the load that finds a probe due is a move to learn from).
-            self.last_bound = match (self.last_bound, before, self.baseline) {
-                (Some((x, y)), Some(before), Some(after)) if !after.is_zero() => {
-                    Some((x, y + (before.as_secs_f64() / after.as_secs_f64()).ln()))
-                }
-                _ => None,
-            };
+            self.last_bound = rebased(self.last_bound, before, self.baseline);
         } else {
             self.since_remeasure = self.since_remeasure.saturating_add(1);
             if !binding {
@@ -676,12 +683,7 @@ impl Gradient {
             "adaptive limit: baselines re-measured from the windows the limit did not bind"
         );
         // The last point of the latency curve, against the new baselines.
-        self.last_bound = match (self.last_bound, before, after) {
-            (Some((x, y)), Some(before), Some(after)) if !after.is_zero() => {
-                Some((x, y + (before.as_secs_f64() / after.as_secs_f64()).ln()))
-            }
-            (last, _, _) => last,
-        };
+        self.last_bound = rebased(self.last_bound, before, after).or(self.last_bound);
         self.next_probe = now + self.settings.probe_interval;
         self.forget_unbound();
     }

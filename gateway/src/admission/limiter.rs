@@ -272,10 +272,10 @@ impl Limiter {
         // (the workers' parts only follow their demand once a window closes). The first class
         // takes any; later classes leave the last one, and any while a first-class request
         // waits at some worker.
-        let borrow = self.control.as_ref().is_some_and(|(c, _)| {
-            c.workers() > 1 && if rank == 0 { c.has_room() } else { c.has_room_for_later_classes() }
-        });
-        let room = in_flight < usable || borrow;
+        let room = in_flight < usable
+            || self.control.as_ref().is_some_and(|(c, _)| {
+                c.workers() > 1 && if rank == 0 { c.has_room() } else { c.has_room_for_later_classes() }
+            });
         if room && !self.waiting_at_or_above(rank) {
             // A free slot nobody of this class or better waits for.
             if let Some(d) = self.delays.borrow_mut().get_mut(rank) {

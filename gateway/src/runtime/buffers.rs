@@ -7,7 +7,7 @@
 //! upstream's HTTP/1.1 response is read into a [`RESPONSE_BUF_SIZE`] one: it holds
 //! [`HEAD_ROOM`](crate::pipeline::response_head::HEAD_ROOM), the upstream's head and 16 KiB of
 //! body, so a response of that size arrives in one read and leaves in one write (with 16 KiB
-//! buffers it took two of each: 11% less CPU per 16 KiB response on both drivers,
+//! buffers it took two of each: 12-14% less CPU per 16 KiB response on both drivers,
 //! `loadtests/results/response-buffer-20261202.md`). Only an exchange in flight holds one, so
 //! a connection that sends a slow request head (the buffer an attacker can make the gateway
 //! hold) still holds a small one.

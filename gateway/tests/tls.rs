@@ -456,3 +456,63 @@ fn the_server_picks_the_cipher_suite_whatever_the_client_order() {
         }
     });
 }
+
+/// HTTP/1.1 over TLS after the handshake (on io_uring the connection goes back to completion
+/// mode: `runtime::uring_tls`): a large body each way, requests pipelined in one write, a key
+/// update from the client, ends with close_notify, and a damaged record, which closes its own
+/// connection only.
+#[test]
+fn http1_over_tls_carries_bodies_pipelines_and_key_updates_and_refuses_damaged_records() {
+    use std::io::{BufReader, Read};
+    each_driver(|d| {
+        let o = origin();
+        let certs = Certs::new("h1io");
+        let gw = tls_gateway(d, &o, &certs, "", "");
+        let cfg = client_config(&certs.pki.ca_pem(), &opts(&[b"http/1.1"]));
+        let mut r = BufReader::new(tls_connect(gw.addr, "a.test", cfg.clone()).unwrap());
+        // A 1 MB body echoed back.
+        let body = loadtests::origin::pattern(1_000_000);
+        let head = format!("POST /echo HTTP/1.1\r\nhost: a.test\r\ncontent-length: {}\r\n\r\n", body.len());
+        r.get_mut().write_all(head.as_bytes()).unwrap();
+        r.get_mut().write_all(&body).unwrap();
+        r.get_mut().flush().unwrap();
+        let resp = read_response(&mut r, false).unwrap();
+        assert_eq!(resp.status, 200, "{d}");
+        assert!(resp.body == body, "{d}: the echoed body differs ({} bytes)", resp.body.len());
+        // Two requests in one write, answered in order on the same connection.
+        r.get_mut()
+            .write_all(
+                b"GET /bytes/10 HTTP/1.1\r\nhost: a.test\r\n\r\nGET /bytes/40000 HTTP/1.1\r\nhost: a.test\r\n\r\n",
+            )
+            .unwrap();
+        r.get_mut().flush().unwrap();
+        for n in [10, 40_000] {
+            let resp = read_response(&mut r, false).unwrap();
+            assert_eq!((resp.status, resp.body.len()), (200, n), "{d}");
+            assert!(resp.body == loadtests::origin::pattern(n), "{d}");
+        }
+        // The client renews its keys (and asks the gateway to renew its own): the connection
+        // goes on.
+        r.get_mut().conn.refresh_traffic_keys().unwrap();
+        r.get_mut().write_all(b"GET /bytes/5 HTTP/1.1\r\nhost: a.test\r\n\r\n").unwrap();
+        r.get_mut().flush().unwrap();
+        let resp = read_response(&mut r, false).unwrap();
+        assert_eq!((resp.status, resp.body), (200, loadtests::origin::pattern(5)), "{d}");
+        // close_notify: the gateway answers with its own, then its end of stream.
+        r.get_mut().conn.send_close_notify();
+        r.get_mut().flush().unwrap();
+        let mut rest = Vec::new();
+        assert_eq!(r.read_to_end(&mut rest).unwrap(), 0, "{d}: a clean end after close_notify");
+
+        // A damaged application-data record: that connection fails, the gateway serves on.
+        let mut s = tls_connect(gw.addr, "a.test", cfg.clone()).unwrap();
+        let mut record = vec![0x17, 0x03, 0x03, 0x00, 0x40];
+        record.extend((0..0x40u8).map(|i| i.wrapping_mul(37)));
+        s.sock.write_all(&record).unwrap();
+        let mut got = Vec::new();
+        let read = s.read_to_end(&mut got);
+        assert!(read.is_err() || got.is_empty(), "{d}: nothing served on a damaged record");
+        let r = tls_exchange(gw.addr, "a.test", cfg, b"GET /bytes/100 HTTP/1.1\r\nhost: a.test\r\n\r\n");
+        assert_eq!((r.status, r.body), (200, loadtests::origin::pattern(100)), "{d}");
+    });
+}

@@ -15,6 +15,7 @@ use super::proxy_protocol::Accept;
 use crate::request::{Client, Edge, TlsFacts};
 use crate::runtime::signal::ListenerHandle;
 use crate::runtime::stream::Stream;
+use crate::runtime::uring_tls::UringTls;
 use crate::tls::{ClientIdentity, ServerTls};
 use crate::worker::Worker;
 
@@ -214,9 +215,25 @@ pub(crate) async fn serve_tls(
     if alpn_h2 {
         Box::pin(super::h2::serve(worker, stream, client)).await;
     } else {
-        let stream = Stream::TlsServer(stream);
+        let Some(stream) = completion_mode(stream, peer) else { return };
         // TLS connections are never parked (`h1::park`).
         let _ = Box::pin(conn::serve(worker, stream, client, Vec::new())).await;
+    }
+}
+
+/// An HTTP/1.1 connection after its handshake: on io_uring back in completion mode
+/// (`runtime::uring_tls`), on epoll as it is. `None`: the socket could not be switched (closed).
+fn completion_mode(stream: Box<crate::runtime::stream::TlsServerIo>, peer: SocketAddr) -> Option<Stream> {
+    if monoio::utils::is_legacy() {
+        return Some(Stream::TlsServer(stream));
+    }
+    let (io, session) = stream.into_inner();
+    match io.try_into_comp_io() {
+        Ok(tcp) => Some(Stream::TlsUring(Box::new(UringTls::new(tcp, session)))),
+        Err((e, _)) => {
+            tracing::debug!(%peer, error = %e, "switching a TLS connection to completion mode failed");
+            None
+        }
     }
 }
 

@@ -14,6 +14,7 @@ pub mod peek;
 pub mod quickack;
 pub mod signal;
 pub mod stream;
+pub mod uring_tls;
 
 use std::panic::AssertUnwindSafe;
 use std::sync::mpsc;

@@ -3,7 +3,10 @@
 //! Plain connections keep monoio's owned-buffer I/O (io_uring reads straight into the pooled
 //! buffer). TLS runs rustls through tokio-rustls over monoio's poll-mode socket (`poll-io`):
 //! h2 over monoio's own TLS stream panicked under concurrent flush and write (field notes),
-//! while this combination held up in both directions. HTTP/1.1 code sees one API for both.
+//! while this combination held up in both directions. A client's HTTP/1.1 connection on
+//! io_uring goes back to completion mode after its handshake ([`super::uring_tls`]): one ring
+//! `recv` and one `send` per request instead of poll-mode syscalls. HTTP/1.1 code sees one API
+//! for all of them.
 
 use std::future::poll_fn;
 use std::io;
@@ -16,6 +19,8 @@ use monoio::net::tcp::stream_poll::TcpStreamPoll;
 use monoio::net::TcpStream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use super::uring_tls::{PollTls, UringTls};
+
 /// A TLS connection accepted from a client.
 pub type TlsServerIo = tokio_rustls::server::TlsStream<TcpStreamPoll>;
 /// A TLS connection opened to an upstream.
@@ -25,6 +30,8 @@ pub enum Stream {
     Tcp(TcpStream),
     TlsServer(Box<TlsServerIo>),
     TlsClient(Box<TlsClientIo>),
+    /// A client's TLS connection on the completion-based driver (HTTP/1.1).
+    TlsUring(Box<UringTls>),
     /// The connection was handed to a tunnel ([`Stream::take_poll`]); every operation fails.
     Detached,
 }
@@ -35,6 +42,7 @@ pub enum PollStream {
     Tcp(TcpStreamPoll),
     TlsServer(Box<TlsServerIo>),
     TlsClient(Box<TlsClientIo>),
+    TlsUring(Box<PollTls>),
 }
 
 impl Stream {
@@ -52,6 +60,9 @@ impl Stream {
             }
             Stream::TlsServer(s) => poll_read_append(s.as_mut(), buf).await,
             Stream::TlsClient(s) => poll_read_append(s.as_mut(), buf).await,
+            // Boxed (one allocation per read of a TLS connection): its state would otherwise
+            // size every plain connection's task and every request's future.
+            Stream::TlsUring(s) => Box::pin(s.read_append(buf)).await,
             Stream::Detached => (Err(detached()), buf),
         }
     }
@@ -71,16 +82,23 @@ impl Stream {
                 let res = poll_write_all(s.as_mut(), buf.get(range).unwrap_or_default()).await;
                 (res, buf)
             }
+            Stream::TlsUring(s) => {
+                // Boxed, as the read.
+                let res = Box::pin(s.write_all(buf.get(range).unwrap_or_default())).await;
+                (res, buf)
+            }
             Stream::Detached => (Err(detached()), buf),
         }
     }
 
     /// Waits until a plain TCP stream has bytes to read (or an error / end of stream to
-    /// report), without holding a buffer. TLS streams cannot tell without decrypting: they
-    /// report ready at once and the caller reads (see `conn::wait_for_request`).
+    /// report), without holding a buffer; a TLS stream in completion mode too (its socket has
+    /// bytes, or rustls holds some). Poll-mode TLS streams cannot tell without decrypting: they
+    /// report ready at once and the caller reads (see [`Stream::waits_by_reading`]).
     pub async fn readable(&mut self, relaxed: bool) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.readable(relaxed).await,
+            Stream::TlsUring(s) => s.readable(relaxed).await,
             Stream::TlsServer(_) | Stream::TlsClient(_) => Ok(()),
             Stream::Detached => Err(detached()),
         }
@@ -98,11 +116,20 @@ impl Stream {
             Stream::TlsClient(s) => {
                 let _ = poll_fn(|cx| Pin::new(s.as_mut()).poll_shutdown(cx)).await;
             }
+            Stream::TlsUring(s) => {
+                let _ = s.shutdown().await;
+            }
             Stream::Detached => {}
         }
     }
 
     pub fn is_tls(&self) -> bool {
+        matches!(self, Stream::TlsServer(_) | Stream::TlsClient(_) | Stream::TlsUring(_))
+    }
+
+    /// Whether waiting for bytes takes a read (poll-mode TLS: only decrypting tells whether
+    /// a request is there), rather than [`Stream::readable`].
+    pub fn waits_by_reading(&self) -> bool {
         matches!(self, Stream::TlsServer(_) | Stream::TlsClient(_))
     }
 
@@ -114,6 +141,7 @@ impl Stream {
             Stream::Tcp(s) => s.into_poll_io().map(PollStream::Tcp),
             Stream::TlsServer(s) => Ok(PollStream::TlsServer(s)),
             Stream::TlsClient(s) => Ok(PollStream::TlsClient(s)),
+            Stream::TlsUring(s) => s.into_poll().map(|s| PollStream::TlsUring(Box::new(s))),
             Stream::Detached => Err(detached()),
         }
     }
@@ -125,6 +153,7 @@ impl AsyncRead for PollStream {
             PollStream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
             PollStream::TlsServer(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
             PollStream::TlsClient(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            PollStream::TlsUring(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
         }
     }
 }
@@ -135,6 +164,7 @@ impl AsyncWrite for PollStream {
             PollStream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
             PollStream::TlsServer(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
             PollStream::TlsClient(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            PollStream::TlsUring(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
         }
     }
 
@@ -143,6 +173,7 @@ impl AsyncWrite for PollStream {
             PollStream::Tcp(s) => Pin::new(s).poll_flush(cx),
             PollStream::TlsServer(s) => Pin::new(s.as_mut()).poll_flush(cx),
             PollStream::TlsClient(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            PollStream::TlsUring(s) => Pin::new(s.as_mut()).poll_flush(cx),
         }
     }
 
@@ -151,6 +182,7 @@ impl AsyncWrite for PollStream {
             PollStream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
             PollStream::TlsServer(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
             PollStream::TlsClient(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            PollStream::TlsUring(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
     }
 }

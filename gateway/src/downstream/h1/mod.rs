@@ -295,11 +295,12 @@ async fn wait_for_request(worker: &Rc<Worker>, conn: &mut Conn, ended: Option<In
     let since = ended.unwrap_or_else(Instant::now);
     let deadline = since.checked_add(limit).unwrap_or(since);
     let park_at = since.checked_add(park::PARK_AFTER).unwrap_or(since);
-    if conn.stream.is_tls() {
+    if conn.stream.waits_by_reading() {
         let expiry = worker.idle_timer.at(deadline);
         return if wait_for_tls_request(worker, conn, expiry, ended).await { Wait::Ready } else { Wait::Close };
     }
-    let park = parkable && park_at < deadline && !conn.closing();
+    // Only plain connections park (`park::park`).
+    let park = parkable && matches!(conn.stream, Stream::Tcp(_)) && park_at < deadline && !conn.closing();
     // One timer entry: the park time when the connection may park, else its deadline.
     let expiry = worker.idle_timer.at(if park { park_at } else { deadline });
     // On epoll, relaxed readiness can be stale; io_uring polls for real either way.

@@ -283,7 +283,9 @@ fn tunnels_work_over_tls() {
         let (status, fields) = read_head(&mut r);
         assert_eq!(status, 101, "{d}: {fields:?}");
         assert_eq!(field(&fields, "sec-websocket-accept"), Some(websocket_accept(KEY).as_str()));
-        for (i, len) in [(1, 10), (2, 40_000), (3, 5)] {
+        // 300 KB: more than rustls holds to send (64 KiB), so the tunnel's TLS side waits for
+        // the socket in both directions.
+        for (i, len) in [(1, 10), (2, 40_000), (3, 5), (4, 300_000)] {
             let m = frame(i, len);
             r.get_mut().write_all(&m).unwrap();
             r.get_mut().flush().unwrap();

@@ -126,12 +126,13 @@ impl UringTls {
         loop {
             let n = self.session.writer().write(data)?;
             data = data.get(n..).unwrap_or_default();
+            let held = self.session.wants_write();
             self.flush().await?;
             if data.is_empty() {
                 return Ok(());
             }
-            if n == 0 {
-                // Nothing taken with nothing left to send: rustls would never take it.
+            if n == 0 && !held {
+                // Refused with nothing of its own to send: rustls would never take it.
                 return Err(io::ErrorKind::WriteZero.into());
             }
         }
@@ -323,16 +324,19 @@ impl AsyncWrite for PollTls {
         let me = self.get_mut();
         loop {
             let n = me.session.writer().write(buf)?;
-            let sent = me.poll_send(cx);
-            if let Poll::Ready(Err(e)) = sent {
-                return Poll::Ready(Err(e));
-            }
             if n > 0 || buf.is_empty() {
+                // Sent as far as the socket takes it now; the rest by the next write or flush.
+                if let Poll::Ready(Err(e)) = me.poll_send(cx) {
+                    return Poll::Ready(Err(e));
+                }
                 return Poll::Ready(Ok(n));
             }
-            // rustls was full: write again once its records left.
-            if sent.is_pending() {
-                return Poll::Pending;
+            // rustls is full: write again once its records left.
+            let held = me.session.wants_write();
+            std::task::ready!(me.poll_send(cx))?;
+            if !held {
+                // Refused with nothing of its own to send: rustls would never take it.
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
         }
     }

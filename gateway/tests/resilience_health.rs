@@ -275,6 +275,52 @@ fn health_checks_speak_tls_to_tls_clusters() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// HTTP/1.1 to a TLS upstream on both drivers (on io_uring the upstream connection goes back
+/// to completion mode after its handshake: `runtime::uring_tls`): responses larger than the
+/// response buffer, a request body, and requests that reuse the pooled connection.
+#[test]
+fn http1_over_tls_to_upstreams_carries_bodies_both_ways_on_reused_connections() {
+    let pki = common::tls::TestPki::new();
+    let (chain, key) = pki.leaf(&["origin.test"]);
+    let dir = common::tls::temp_dir("upstream-tls-h1");
+    let ca = pki.write(&dir, "ca.pem", &pki.ca_pem());
+    let server = {
+        use rustls_pki_types::pem::PemObject;
+        let certs: Vec<_> =
+            rustls_pki_types::CertificateDer::pem_slice_iter(chain.as_bytes()).map(Result::unwrap).collect();
+        let key = rustls_pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
+        let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .unwrap();
+        std::sync::Arc::new(config)
+    };
+    each_driver(|d| {
+        let o = vec![SwitchOrigin::start_with("tls", Some(std::sync::Arc::clone(&server)))];
+        let gw = gateway(d, 1, &o, &format!("tls = {{ sni = \"origin.test\", ca = \"{}\" }}", ca.display()));
+        for n in [0, 10, 40_000, 100_000] {
+            let r = get(gw.addr, &format!("/bytes/{n}"));
+            assert_eq!((r.status, r.body.len()), (200, n), "{d}");
+            assert!(r.body == loadtests::origin::pattern(n), "{d}: {n} bytes differ");
+        }
+        let body = loadtests::origin::pattern(200_000);
+        let mut raw = format!("POST /echo HTTP/1.1\r\nhost: a\r\ncontent-length: {}\r\n\r\n", body.len()).into_bytes();
+        raw.extend_from_slice(&body);
+        let r = exchange(gw.addr, &raw);
+        assert_eq!(r.status, 200, "{d}");
+        assert!(r.body == body, "{d}: the echoed body differs ({} bytes)", r.body.len());
+        assert_eq!(send(&gw, 20), [200; 20], "{d}");
+        assert_eq!(o[0].hits(), 25, "{d}");
+        // Kept alive: far fewer connections than requests.
+        let connects = gw.total("upstream_connects");
+        assert!((1..=5).contains(&connects), "{d}: {connects} connections");
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn all_unhealthy_fails_fast_or_panics_as_configured() {
     for (mode, expected) in [("fail", 503), ("panic", 200)] {

@@ -14,8 +14,7 @@ use super::h1 as conn;
 use super::proxy_protocol::Accept;
 use crate::request::{Client, Edge, TlsFacts};
 use crate::runtime::signal::ListenerHandle;
-use crate::runtime::stream::Stream;
-use crate::runtime::uring_tls::UringTls;
+use crate::runtime::stream::{completion_mode, Stream, TlsIo};
 use crate::tls::{ClientIdentity, ServerTls};
 use crate::worker::Worker;
 
@@ -215,25 +214,15 @@ pub(crate) async fn serve_tls(
     if alpn_h2 {
         Box::pin(super::h2::serve(worker, stream, client)).await;
     } else {
-        let Some(stream) = completion_mode(stream, peer) else { return };
+        let stream = match completion_mode(TlsIo::Server(stream)) {
+            Ok(stream) => stream,
+            Err(e) => {
+                tracing::debug!(%peer, error = %e, "switching a TLS connection to completion mode failed");
+                return;
+            }
+        };
         // TLS connections are never parked (`h1::park`).
         let _ = Box::pin(conn::serve(worker, stream, client, Vec::new())).await;
-    }
-}
-
-/// An HTTP/1.1 connection after its handshake: on io_uring back in completion mode
-/// (`runtime::uring_tls`), on epoll as it is. `None`: the socket could not be switched (closed).
-fn completion_mode(stream: Box<crate::runtime::stream::TlsServerIo>, peer: SocketAddr) -> Option<Stream> {
-    if monoio::utils::is_legacy() {
-        return Some(Stream::TlsServer(stream));
-    }
-    let (io, session) = stream.into_inner();
-    match io.try_into_comp_io() {
-        Ok(tcp) => Some(Stream::TlsUring(Box::new(UringTls::new(tcp, session)))),
-        Err((e, _)) => {
-            tracing::debug!(%peer, error = %e, "switching a TLS connection to completion mode failed");
-            None
-        }
     }
 }
 

@@ -72,7 +72,8 @@ async fn connect(
     let tls_stream = monoio::time::timeout(left, Box::pin(connector.connect(tls.server_name.clone(), io)))
         .await
         .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
-    Ok(Stream::TlsClient(Box::new(tls_stream)))
+    // HTTP/1.1 to the upstream: on io_uring in completion mode from here (`runtime::uring_tls`).
+    crate::runtime::stream::completion_mode(crate::runtime::stream::TlsIo::Client(Box::new(tls_stream)))
 }
 
 /// `Ok` when a request that failed on a reused pooled connection before any response byte may

@@ -3,9 +3,9 @@
 //! Plain connections keep monoio's owned-buffer I/O (io_uring reads straight into the pooled
 //! buffer). TLS runs rustls through tokio-rustls over monoio's poll-mode socket (`poll-io`):
 //! h2 over monoio's own TLS stream panicked under concurrent flush and write (field notes),
-//! while this combination held up in both directions. A client's HTTP/1.1 connection on
-//! io_uring goes back to completion mode after its handshake ([`super::uring_tls`]): one ring
-//! `recv` and one `send` per request instead of poll-mode syscalls. HTTP/1.1 code sees one API
+//! while this combination held up in both directions. An HTTP/1.1 connection on io_uring (from
+//! a client or to an upstream) goes back to completion mode after its handshake
+//! ([`super::uring_tls`]): ring `recv`s and `send`s instead of poll-mode syscalls. HTTP/1.1 code sees one API
 //! for all of them.
 
 use std::future::poll_fn;
@@ -30,7 +30,8 @@ pub enum Stream {
     Tcp(TcpStream),
     TlsServer(Box<TlsServerIo>),
     TlsClient(Box<TlsClientIo>),
-    /// A client's TLS connection on the completion-based driver (HTTP/1.1).
+    /// A TLS connection on the completion-based driver (HTTP/1.1, from a client or to an
+    /// upstream).
     TlsUring(Box<UringTls>),
     /// The connection was handed to a tunnel ([`Stream::take_poll`]); every operation fails.
     Detached,
@@ -185,6 +186,36 @@ impl AsyncWrite for PollStream {
             PollStream::TlsUring(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
     }
+}
+
+/// A TLS connection whose handshake tokio-rustls completed, back in completion mode on io_uring
+/// ([`super::uring_tls`]); on epoll as it is. An error: the socket could not be switched (the
+/// connection is gone).
+pub fn completion_mode(tls: TlsIo) -> io::Result<Stream> {
+    if monoio::utils::is_legacy() {
+        return Ok(match tls {
+            TlsIo::Server(s) => Stream::TlsServer(s),
+            TlsIo::Client(s) => Stream::TlsClient(s),
+        });
+    }
+    let (io, session) = match tls {
+        TlsIo::Server(s) => {
+            let (io, session) = s.into_inner();
+            (io, rustls::Connection::Server(session))
+        }
+        TlsIo::Client(s) => {
+            let (io, session) = s.into_inner();
+            (io, rustls::Connection::Client(session))
+        }
+    };
+    let tcp = io.try_into_comp_io().map_err(|(e, _)| e)?;
+    Ok(Stream::TlsUring(Box::new(UringTls::new(tcp, session))))
+}
+
+/// A connection tokio-rustls completed the handshake of, either side.
+pub enum TlsIo {
+    Server(Box<TlsServerIo>),
+    Client(Box<TlsClientIo>),
 }
 
 fn detached() -> io::Error {

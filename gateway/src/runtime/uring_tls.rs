@@ -1,5 +1,6 @@
-//! TLS from clients on the completion-based driver: rustls fed from io_uring reads and written
-//! through io_uring sends, for HTTP/1.1 connections after their handshake.
+//! TLS on the completion-based driver: rustls fed from io_uring reads and written through
+//! io_uring sends, for HTTP/1.1 connections after their handshake (from clients, and to
+//! upstreams).
 //!
 //! The handshake runs through tokio-rustls over monoio's poll-mode socket, as on the epoll
 //! driver. On io_uring that mode costs, per request: a share of an `epoll_wait` (monoio keeps
@@ -24,17 +25,17 @@ use monoio::buf::SliceMut;
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt, IntoPollIo};
 use monoio::net::tcp::stream_poll::TcpStreamPoll;
 use monoio::net::TcpStream;
-use rustls::ServerConnection;
+use rustls::Connection;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// Decrypted bytes rustls may hold before it refuses further ciphertext (its own limit, checked
 /// before each `read_tls`, is 16 KiB): ciphertext read beyond that waits in `pending`.
 const PLAINTEXT_HELD: usize = 16 * 1024;
 
-/// A client's TLS connection on the completion-based driver, after its handshake.
+/// A TLS connection on the completion-based driver, after its handshake.
 pub struct UringTls {
     tcp: TcpStream,
-    session: ServerConnection,
+    session: Connection,
     /// Ciphertext read from the socket that rustls did not take yet (it held
     /// [`PLAINTEXT_HELD`] of plaintext): fed to it before the socket is read again.
     pending: Vec<u8>,
@@ -42,7 +43,7 @@ pub struct UringTls {
 
 impl UringTls {
     /// Takes over a connection whose handshake is complete. `tcp` must be in completion mode.
-    pub fn new(tcp: TcpStream, session: ServerConnection) -> Self {
+    pub fn new(tcp: TcpStream, session: Connection) -> Self {
         UringTls { tcp, session, pending: Vec::new() }
     }
 
@@ -61,7 +62,7 @@ impl UringTls {
         self.tcp.readable(relaxed).await
     }
 
-    /// Reads plaintext into the spare capacity of `buf` (appending). `Ok(0)` is the client's
+    /// Reads plaintext into the spare capacity of `buf` (appending). `Ok(0)` is the peer's
     /// close_notify; a TCP end without one is `UnexpectedEof` (as tokio-rustls reports it).
     /// The ciphertext is received into that same spare capacity and copied into rustls.
     pub async fn read_append(&mut self, mut buf: Vec<u8>) -> (io::Result<usize>, Vec<u8>) {
@@ -98,7 +99,7 @@ impl UringTls {
                         self.pending.extend_from_slice(rest);
                     }
                 }),
-                // The client's end of stream: rustls then reports a close_notify seen (`Ok(0)`)
+                // The peer's end of stream: rustls then reports a close_notify seen (`Ok(0)`)
                 // or a truncation.
                 _ => self.session.read_tls(&mut io::empty()).map(drop),
             };
@@ -166,7 +167,7 @@ impl UringTls {
 
 /// Copies the plaintext rustls holds into the spare capacity of `buf`: `None` when it holds
 /// none and the connection goes on (more ciphertext is needed).
-fn take_plaintext(session: &mut ServerConnection, buf: &mut Vec<u8>) -> Option<io::Result<usize>> {
+fn take_plaintext(session: &mut Connection, buf: &mut Vec<u8>) -> Option<io::Result<usize>> {
     let start = buf.len();
     let mut reader = session.reader();
     loop {
@@ -194,7 +195,7 @@ fn take_plaintext(session: &mut ServerConnection, buf: &mut Vec<u8>) -> Option<i
 /// Gives rustls the ciphertext in `data` and decrypts it, until it holds [`PLAINTEXT_HELD`] of
 /// plaintext; returns how much of `data` it took. A record that fails is `InvalidData` (rustls
 /// then has an alert queued).
-fn feed(session: &mut ServerConnection, data: &[u8]) -> io::Result<usize> {
+fn feed(session: &mut Connection, data: &[u8]) -> io::Result<usize> {
     let mut rest = data;
     let mut held = 0;
     while !rest.is_empty() && held <= PLAINTEXT_HELD {
@@ -208,10 +209,10 @@ fn feed(session: &mut ServerConnection, data: &[u8]) -> io::Result<usize> {
     Ok(data.len() - rest.len())
 }
 
-/// A client's TLS connection in poll mode, taken over from [`UringTls`] (a tunnel).
+/// A TLS connection in poll mode, taken over from [`UringTls`] (a tunnel).
 pub struct PollTls {
     io: TcpStreamPoll,
-    session: ServerConnection,
+    session: Connection,
     /// As [`UringTls::pending`]: fed before the socket is read.
     pending: Vec<u8>,
     /// close_notify was queued.
@@ -285,7 +286,7 @@ impl AsyncRead for PollTls {
                 let mut reader = me.session.reader();
                 match reader.fill_buf() {
                     Ok(chunk) => {
-                        // Empty: the client's close_notify (end of stream).
+                        // Empty: the peer's close_notify (end of stream).
                         let take = chunk.len().min(buf.remaining());
                         buf.put_slice(chunk.get(..take).unwrap_or_default());
                         reader.consume(take);
@@ -365,12 +366,12 @@ mod tests {
     use std::sync::Arc;
 
     use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
-    use rustls::{ClientConfig, ClientConnection, ServerConfig};
+    use rustls::{ClientConfig, ClientConnection, ServerConfig, ServerConnection};
 
     use super::*;
 
     /// A client and a server connection, handshaken in memory.
-    fn pair() -> (ClientConnection, ServerConnection) {
+    fn pair() -> (ClientConnection, Connection) {
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let cert = rcgen::generate_simple_self_signed(vec!["a.test".to_owned()]).unwrap();
         let der = CertificateDer::from(cert.cert.der().to_vec());
@@ -390,7 +391,7 @@ mod tests {
             .with_no_client_auth();
         let name = ServerName::try_from("a.test").unwrap();
         let mut c = ClientConnection::new(Arc::new(client), name).unwrap();
-        let mut s = ServerConnection::new(Arc::new(server)).unwrap();
+        let mut s = Connection::Server(ServerConnection::new(Arc::new(server)).unwrap());
         while c.is_handshaking() || s.is_handshaking() {
             let sent = to_server(&mut c, &mut s);
             let mut wire = Vec::new();
@@ -403,7 +404,7 @@ mod tests {
     }
 
     /// Moves what the client has to send into the server; returns how many bytes.
-    fn to_server(c: &mut ClientConnection, s: &mut ServerConnection) -> usize {
+    fn to_server(c: &mut ClientConnection, s: &mut Connection) -> usize {
         let mut wire = Vec::new();
         c.write_tls(&mut wire).unwrap();
         let n = wire.len();

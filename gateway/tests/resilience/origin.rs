@@ -141,10 +141,28 @@ fn serve(stream: impl Read + Write, name: &str, state: &State) {
         } else {
             state.hits.fetch_add(1, SeqCst);
         }
-        let close = head.to_ascii_lowercase().contains("connection: close");
-        let response = format!("HTTP/1.1 {status} X\r\ncontent-length: {}\r\n\r\n{name}", name.len());
+        let lower = head.to_ascii_lowercase();
+        let close = lower.contains("connection: close");
+        // A request body (content-length only) is read whole: `/echo` answers with it.
+        let length = lower
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .map_or(0, |v| v.trim().parse::<usize>().unwrap());
+        let mut body = vec![0; length];
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        // `/bytes/{n}`: n bytes of the origin pattern; `/echo`: the request body; else the name.
+        let path = head.split(' ').nth(1).unwrap_or("");
+        let body = match (path.strip_prefix("/bytes/"), path) {
+            (Some(n), _) => loadtests::origin::pattern(n.parse().unwrap()),
+            (None, "/echo") => body,
+            _ => name.as_bytes().to_vec(),
+        };
+        let mut response = format!("HTTP/1.1 {status} X\r\ncontent-length: {}\r\n\r\n", body.len()).into_bytes();
+        response.extend_from_slice(&body);
         let out = reader.get_mut();
-        if out.write_all(response.as_bytes()).and_then(|()| out.flush()).is_err() || close {
+        if out.write_all(&response).and_then(|()| out.flush()).is_err() || close {
             return;
         }
     }

@@ -96,12 +96,13 @@ pub fn evaluate(s: &Summary) -> Vec<Target> {
         added("nginx", false),
         ("nginx", 1.0, "µs"),
     ));
+    // Issue 17's bar: p50 and p99 no worse than nginx's (the 1.5x of earlier reports was ours).
     out.push(at_most(
-        "added latency per hop: p99 ≤ 1.5x nginx's".into(),
+        "added latency per hop: p99 ≤ nginx's".into(),
         "latency",
         added(GATEWAY, true),
         added("nginx", true),
-        ("nginx", 1.5, "µs"),
+        ("nginx", 1.0, "µs"),
     ));
     for (what, key) in [
         ("plain", (|r: &TlsRow| r.idle_plain_kib) as fn(&TlsRow) -> Option<Stat>),

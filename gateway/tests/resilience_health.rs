@@ -243,26 +243,30 @@ fn reloads_keep_health_and_the_checker_follows_the_config() {
     assert!(o[1].health_hits() <= checks + 1, "checks of a removed endpoint stop");
 }
 
-#[test]
-fn health_checks_speak_tls_to_tls_clusters() {
+/// A TLS origin's server config for `origin.test`, its CA written into a new directory
+/// (returned: the CA file and the directory, for the test to remove).
+fn tls_origin(tag: &str) -> (std::sync::Arc<rustls::ServerConfig>, std::path::PathBuf, std::path::PathBuf) {
+    use rustls_pki_types::pem::PemObject;
     let pki = common::tls::TestPki::new();
     let (chain, key) = pki.leaf(&["origin.test"]);
-    let dir = common::tls::temp_dir("resilience-tls");
+    let dir = common::tls::temp_dir(tag);
     let ca = pki.write(&dir, "ca.pem", &pki.ca_pem());
-    let server = {
-        use rustls_pki_types::pem::PemObject;
-        let certs: Vec<_> =
-            rustls_pki_types::CertificateDer::pem_slice_iter(chain.as_bytes()).map(Result::unwrap).collect();
-        let key = rustls_pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
-        let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(certs, key)
-            .unwrap();
-        std::sync::Arc::new(config)
-    };
+    let certs: Vec<_> =
+        rustls_pki_types::CertificateDer::pem_slice_iter(chain.as_bytes()).map(Result::unwrap).collect();
+    let key = rustls_pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    (std::sync::Arc::new(config), ca, dir)
+}
+
+#[test]
+fn health_checks_speak_tls_to_tls_clusters() {
+    let (server, ca, dir) = tls_origin("resilience-tls");
     let o = vec![SwitchOrigin::start_with("tls", Some(server))];
     let keys = format!("tls = {{ sni = \"origin.test\", ca = \"{}\" }}\n{HEALTH}", ca.display());
     let gw = gateway("epoll", 1, &o, &keys);
@@ -280,24 +284,7 @@ fn health_checks_speak_tls_to_tls_clusters() {
 /// response buffer, a request body, and requests that reuse the pooled connection.
 #[test]
 fn http1_over_tls_to_upstreams_carries_bodies_both_ways_on_reused_connections() {
-    let pki = common::tls::TestPki::new();
-    let (chain, key) = pki.leaf(&["origin.test"]);
-    let dir = common::tls::temp_dir("upstream-tls-h1");
-    let ca = pki.write(&dir, "ca.pem", &pki.ca_pem());
-    let server = {
-        use rustls_pki_types::pem::PemObject;
-        let certs: Vec<_> =
-            rustls_pki_types::CertificateDer::pem_slice_iter(chain.as_bytes()).map(Result::unwrap).collect();
-        let key = rustls_pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
-        let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(certs, key)
-            .unwrap();
-        std::sync::Arc::new(config)
-    };
+    let (server, ca, dir) = tls_origin("upstream-tls-h1");
     each_driver(|d| {
         let o = vec![SwitchOrigin::start_with("tls", Some(std::sync::Arc::clone(&server)))];
         let gw = gateway(d, 1, &o, &format!("tls = {{ sni = \"origin.test\", ca = \"{}\" }}", ca.display()));

@@ -510,8 +510,11 @@ fn http1_over_tls_carries_bodies_pipelines_and_key_updates_and_refuses_damaged_r
         record.extend((0..0x40u8).map(|i| i.wrapping_mul(37)));
         s.sock.write_all(&record).unwrap();
         let mut got = Vec::new();
-        let read = s.read_to_end(&mut got);
-        assert!(read.is_err() || got.is_empty(), "{d}: nothing served on a damaged record");
+        let err = s.read_to_end(&mut got).expect_err("a damaged record must fail its connection");
+        assert!(got.is_empty(), "{d}: nothing served on a damaged record");
+        // The gateway says why before it closes: the record did not authenticate.
+        let alert = err.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>());
+        assert_eq!(alert, Some(&rustls::Error::AlertReceived(rustls::AlertDescription::BadRecordMac)), "{d}: {err}");
         let r = tls_exchange(gw.addr, "a.test", cfg, b"GET /bytes/100 HTTP/1.1\r\nhost: a.test\r\n\r\n");
         assert_eq!((r.status, r.body), (200, loadtests::origin::pattern(100)), "{d}");
     });

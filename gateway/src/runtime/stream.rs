@@ -134,6 +134,12 @@ impl Stream {
         matches!(self, Stream::TlsServer(_) | Stream::TlsClient(_))
     }
 
+    /// Whether an idle connection on this stream can be parked (`runtime::park` keeps a bare
+    /// socket): plain TCP only. A TLS session holds state the parking set does not keep.
+    pub fn parks(&self) -> bool {
+        matches!(self, Stream::Tcp(_))
+    }
+
     /// Takes the connection out, in poll mode, leaving [`Stream::Detached`] behind. Plain TCP
     /// is switched from completion-based to poll-based I/O (TLS already is). On error the
     /// connection is gone too (closed).

@@ -299,8 +299,7 @@ async fn wait_for_request(worker: &Rc<Worker>, conn: &mut Conn, ended: Option<In
         let expiry = worker.idle_timer.at(deadline);
         return if wait_for_tls_request(worker, conn, expiry, ended).await { Wait::Ready } else { Wait::Close };
     }
-    // Only plain connections park (`park::park`).
-    let park = parkable && matches!(conn.stream, Stream::Tcp(_)) && park_at < deadline && !conn.closing();
+    let park = parkable && conn.stream.parks() && park_at < deadline && !conn.closing();
     // One timer entry: the park time when the connection may park, else its deadline.
     let expiry = worker.idle_timer.at(if park { park_at } else { deadline });
     // On epoll, relaxed readiness can be stale; io_uring polls for real either way.

@@ -38,7 +38,7 @@ pub(super) fn park(worker: &Rc<Worker>, conn: &mut Conn, since: Instant, deadlin
     if conn.closing() {
         return false;
     }
-    if !matches!(conn.stream, Stream::Tcp(_)) {
+    if !conn.stream.parks() {
         return false;
     }
     let Stream::Tcp(tcp) = std::mem::replace(&mut conn.stream, Stream::Detached) else { return false };

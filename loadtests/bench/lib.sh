@@ -454,10 +454,11 @@ EOF
     log "origin: nginx on 127.0.0.1:$ORIGIN_PORT (CPU $LOAD_CPU), $ORIGIN_BODY_SIZE-byte answers"
 }
 
-# write_haproxy_config PORT MAXCONN [BIND_OPTIONS [PLAIN_PORT]]: HAProxy with one thread,
-# keep-alive on both sides (http-reuse always), no log, proxying everything to ORIGIN_PORT.
-# BIND_OPTIONS (e.g. "ssl crt FILE alpn h2,http/1.1") are appended to PORT's bind line;
-# PLAIN_PORT, if given, is a second, plain bind of the same frontend.
+# write_haproxy_config PORT MAXCONN [BIND_OPTIONS [PLAIN_PORT [H2C_PORT]]]: HAProxy with one
+# thread, keep-alive on both sides (http-reuse always), no log, proxying everything to
+# ORIGIN_PORT. BIND_OPTIONS (e.g. "ssl crt FILE alpn h2,http/1.1") are appended to PORT's bind
+# line; PLAIN_PORT, if not empty, is a second, plain bind of the same frontend; H2C_PORT, if not
+# empty, a plain bind that speaks only HTTP/2 (`proto h2`: h2c with prior knowledge).
 write_haproxy_config() {
     cat <<EOF
 global
@@ -477,6 +478,7 @@ defaults
 frontend bench
     bind 127.0.0.1:$1 ${3:-}
 $([[ -z ${4:-} ]] || echo "    bind 127.0.0.1:$4")
+$([[ -z ${5:-} ]] || echo "    bind 127.0.0.1:$5 proto h2")
     maxconn $2
     default_backend origin
 

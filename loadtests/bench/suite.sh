@@ -15,8 +15,9 @@
 #   https     h1-small.sh SCENARIO=https TLS 1.3 keep-alive, HTTP/1.1
 #   latency   h1-small.sh SCENARIO=latency   one connection, one request at a time
 #   openloop  h1-small.sh SCENARIO=openloop  constant-rate latency at fractions of each peak
-#   tls-h2    tls-h2.sh              handshakes, HTTP/2 over TLS (h2load), 10,000 idle
-#                                    keep-alive connections, TLS and plain
+#   tls-h2    tls-h2.sh              handshakes, HTTP/2 over TLS and over h2c (cleartext,
+#                                    prior knowledge; h2load), 10,000 idle keep-alive
+#                                    connections, TLS and plain
 #   overload  overload.sh            the overload issue's scenario
 #
 # Environment (defaults in brackets):
@@ -126,7 +127,7 @@ scenario() {
         fi
         ;;
     tls-h2)
-        script=tls-h2.sh
+        script="tls-h2.sh"
         env+=(ROUNDS="$ROUNDS" DURATION="$DURATION")
         ((SMOKE)) && env+=(SMOKE=1 WARMUP=1 PROXIES="gateway-uring" IDLE_CONNECTIONS=200)
         ;;

@@ -2,14 +2,16 @@
 # tls-h2: TLS termination through the gateway, nginx and HAProxy, side by side in one run:
 #   1. full TLS 1.3 handshakes, one connection per request (openssl s_time -new);
 #   2. HTTP/2 over TLS with many streams (h2load -c 16 -m 32);
-#   3. memory per idle keep-alive connection, TLS and plain (tls-idle.py opens IDLE_CONNECTIONS,
+#   3. the same load over cleartext HTTP/2 with prior knowledge (h2c, to a plain listener that
+#      speaks only HTTP/2): what HTTP/2 costs each proxy without TLS;
+#   4. memory per idle keep-alive connection, TLS and plain (tls-idle.py opens IDLE_CONNECTIONS,
 #      makes one request on each and holds them open).
 #
 #   loadtests/bench/tls-h2.sh
 #   SMOKE=1 PROXIES="gateway-uring nginx" loadtests/bench/tls-h2.sh   # one short round
 #
 # Environment (defaults in brackets):
-#   DURATION [10]          seconds of each measured handshake and h2 run
+#   DURATION [10]          seconds of each measured handshake, h2 and h2c run
 #   WARMUP [2]             seconds of the unmeasured run before each of them
 #   ROUNDS [3]             interleaved rounds: in each, every proxy once per test, in PROXIES order
 #   SMOKE [0]              1: one short round (defaults ROUNDS=1, DURATION=3, WARMUP=1,
@@ -19,11 +21,13 @@
 #                          an older commit, measured in the same run) and gateway-baseline-epoll
 #                          (the same build on the epoll driver)
 #   HANDSHAKE_CLIENTS [8]  parallel `openssl s_time -new` processes
-#   H2_CONNECTIONS [16]    h2load connections (-c)
-#   H2_STREAMS [32]        h2load concurrent streams per connection (-m)
+#   H2_CONNECTIONS [16]    h2load connections (-c), h2 and h2c
+#   H2_STREAMS [32]        h2load concurrent streams per connection (-m), h2 and h2c
 #   IDLE_CONNECTIONS [10000] idle connections held open for the memory tests
-#   TESTS ["handshake h2 idle idle_plain"] the tests to run (idle: TLS, idle_plain: plain TCP);
-#                          e.g. TESTS=idle_plain for the memory per idle plain connection alone
+#   TESTS ["handshake h2 h2c idle idle_plain"] the tests to run (h2c: cleartext HTTP/2 with prior
+#                          knowledge; idle: TLS, idle_plain: plain TCP); e.g. TESTS=idle_plain
+#                          for the memory per idle plain connection alone. Without h2c, the
+#                          proxies get no h2c listener (their configs are as before the h2c test)
 #   PROXY_CPU [0]          CPU the proxies are pinned to
 #   LOAD_CPU [1]           CPU the origin and the load generators share
 #   SKIP_BUILD [0]         1: do not build the gateway, use GATEWAY_BIN as it is
@@ -34,14 +38,18 @@
 # The origin is nginx (1 worker, `return 200 "ok"`, plain HTTP/1.1), as in h1-small. Every proxy
 # terminates TLS 1.2 and 1.3 with the same ECDSA P-256 certificate (made here by openssl, signed
 # by a throwaway CA), offers ALPN h2 and http/1.1, has one worker/thread, no access log, and
-# keeps upstream connections alive. The proxies for tests 1 and 2 are started once and kept
-# running across rounds; test 3 starts a fresh instance per run (no memory left over from the
-# load tests). Proxy CPU: utime+stime (+cutime+cstime) of all its processes from /proc/PID/stat
-# before and after each measured run; memory: Pss (and VmRSS) summed over its processes. The
-# HTTP/2 runs also record the origin's CPU time, and the proxy's over it (`cpu_per_origin_cpu`
-# in the JSON, as in h1-small.sh): for A/Bs of two gateway builds (gateway-baseline and
-# gateway-baseline-epoll), it moves less between rounds than the CPU per request does (on
-# 2 December 2026: 11-12% from round to round against 26-30%; h1-small's moves 1-5%).
+# keeps upstream connections alive. With h2c in TESTS, each also listens on a plain port for
+# h2c with prior knowledge (gateway: a listener with protocols = ["h2"] and no TLS; nginx:
+# `listen ... http2` without ssl; HAProxy: `bind ... proto h2`), checked with curl
+# --http2-prior-knowledge before measuring. The proxies for tests 1 to 3 are started once and
+# kept running across rounds; test 4 starts a fresh instance per run (no memory left over from
+# the load tests). Proxy CPU: utime+stime (+cutime+cstime) of all its processes from
+# /proc/PID/stat before and after each measured run; memory: Pss (and VmRSS) summed over its
+# processes. The HTTP/2 runs (h2 and h2c) also record the origin's CPU time, and the proxy's over
+# it (`cpu_per_origin_cpu` in the JSON, as in h1-small.sh): for A/Bs of two gateway builds
+# (gateway-baseline and gateway-baseline-epoll), it moves less between rounds than the CPU per
+# request does (on 2 December 2026, h2: 11-12% from round to round against 26-30%; h1-small's
+# moves 1-5%).
 #
 # Writes loadtests/results/tls-h2-<UTC timestamp>.{json,md} and prints the table.
 
@@ -59,7 +67,7 @@ HANDSHAKE_CLIENTS=${HANDSHAKE_CLIENTS:-8}
 H2_CONNECTIONS=${H2_CONNECTIONS:-16}
 H2_STREAMS=${H2_STREAMS:-32}
 IDLE_CONNECTIONS=${IDLE_CONNECTIONS:-10000}
-TESTS=${TESTS:-"handshake h2 idle idle_plain"}
+TESTS=${TESTS:-"handshake h2 h2c idle idle_plain"}
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 SKIP_BUILD=${SKIP_BUILD:-0}
@@ -76,9 +84,10 @@ GATEWAY_BIN=${GATEWAY_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/gateway}
 IDLE_CLIENT=$SCRIPT_DIR/tls-idle.py
 REPORT_BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/bench-report
 PKI=$WORK/pki
-declare -A PROXY_PID=()    # proxy name -> PID of its (main) process, for tests 1 and 2
+declare -A PROXY_PID=()    # proxy name -> PID of its (main) process, for tests 1 to 3
 declare -A PROXY_PORT=()   # proxy name -> its TLS port
-ACTIVE=()                  # proxies that started and passed the TLS checks
+declare -A PROXY_H2C_PORT=() # proxy name -> its h2c (prior knowledge) port, for test 3
+ACTIVE=()                  # proxies that started and passed the TLS (and h2c) checks
 SKIPPED_JSON=()            # {"proxy":..,"reason":..}
 GATEWAY_SKIP=""            # why the gateway cannot run (build failed, no binary)
 SKIP_REASON=""             # set by start_proxy when it returns 1
@@ -86,6 +95,7 @@ HAPROXY=""
 ORIGIN_PID=""
 ORIGIN_PORT=""
 PLAIN_PORT=""              # set by start_proxy: the proxy's plain-HTTP listener (idle test)
+H2C_PORT=""                # set by start_proxy: the proxy's h2c listener, empty without h2c
 LOADAVG=""
 
 main() {
@@ -125,8 +135,8 @@ check_params() {
         die "DURATION, ROUNDS, HANDSHAKE_CLIENTS, H2_CONNECTIONS, H2_STREAMS, IDLE_CONNECTIONS must be > 0"
     for v in $TESTS; do
         case $v in
-        handshake | h2 | idle | idle_plain) ;;
-        *) die "unknown test '$v' in TESTS (handshake h2 idle idle_plain)" ;;
+        handshake | h2 | h2c | idle | idle_plain) ;;
+        *) die "unknown test '$v' in TESTS (handshake h2 h2c idle idle_plain)" ;;
         esac
     done
     for v in $PROXIES; do
@@ -172,30 +182,48 @@ skip() { # PROXY REASON
 # Processes
 
 
-# The proxies for the handshake and h2 tests, kept running across rounds.
+# The proxies for the handshake, h2 and h2c tests, kept running across rounds. With h2c in
+# TESTS, a proxy whose h2c listener fails its check is skipped (stopped) like one that fails the
+# TLS checks: every proxy in the report has run every test.
 start_proxies() {
-    local p
+    local p h2c=""
     for p in $PROXIES; do
-        if start_proxy "$p" "$WORK/$p"; then
-            PROXY_PID[$p]=$PID
-            PROXY_PORT[$p]=$PORT
-            ACTIVE+=("$p")
-            log "$p: TLS on 127.0.0.1:$PORT (CPU $PROXY_CPU), processes $PID $(descendants "$PID")"
-        else
+        if ! start_proxy "$p" "$WORK/$p"; then
             skip "$p" "$SKIP_REASON"
+            continue
         fi
+        if [[ -n $H2C_PORT ]]; then
+            if ! SKIP_REASON=$(h2c_check "$H2C_PORT"); then
+                log "ERROR: $p does not pass the h2c check: $SKIP_REASON"
+                stop "$PID"
+                skip "$p" "h2c on 127.0.0.1:$H2C_PORT: $SKIP_REASON"
+                continue
+            fi
+            h2c=", h2c on 127.0.0.1:$H2C_PORT"
+        fi
+        PROXY_PID[$p]=$PID
+        PROXY_PORT[$p]=$PORT
+        PROXY_H2C_PORT[$p]=$H2C_PORT
+        ACTIVE+=("$p")
+        log "$p: TLS on 127.0.0.1:$PORT$h2c (CPU $PROXY_CPU), processes $PID $(descendants "$PID")"
     done
     log "measuring: ${ACTIVE[*]:-nothing}"
 }
 
-# start_proxy NAME DIR: writes NAME's config for a fresh port into DIR, starts it on PROXY_CPU
-# and checks it over TLS; sets PID and PORT. Returns 1 with SKIP_REASON set (and the proxy
-# stopped) if it does not start or does not pass the checks.
+# start_proxy NAME DIR: writes NAME's config for fresh ports into DIR, starts it on PROXY_CPU
+# and checks it over TLS; sets PID, PORT, PLAIN_PORT and H2C_PORT (empty unless TESTS has h2c).
+# Returns 1 with SKIP_REASON set (and the proxy stopped) if it does not start or does not pass
+# the checks.
 start_proxy() {
     local name=$1 dir=$2 logfile out
     mkdir -p "$dir"
     pick_port
     PLAIN_PORT=$PORT
+    H2C_PORT=""
+    if wanted h2c; then
+        pick_port
+        H2C_PORT=$PORT
+    fi
     pick_port
     case $name in
     gateway-uring | gateway-epoll | gateway-baseline | gateway-baseline-epoll)
@@ -208,9 +236,9 @@ start_proxy() {
         fi
         gateway_config "$dir" "$([[ $name == *epoll ]] && echo epoll || echo io_uring)" >"$dir/proxy.conf"
         if ! out=$("$bin" check --config "$dir/proxy.conf" 2>&1); then
-            log "ERROR: the gateway ($bin) rejects the TLS listener config $dir/proxy.conf:"
+            log "ERROR: the gateway ($bin) rejects the listener config $dir/proxy.conf (TLS${H2C_PORT:+, h2c}):"
             printf '%s\n' "$out" | tail -n 15 >&2
-            SKIP_REASON="the gateway rejects the TLS config (gateway check): $(tr '\n' ' ' <<<"$out" | cut -c1-300)"
+            SKIP_REASON="the gateway rejects the config (gateway check): $(tr '\n' ' ' <<<"$out" | cut -c1-300)"
             return 1
         fi
         logfile=$dir/gateway.log
@@ -224,7 +252,7 @@ start_proxy() {
         ;;
     haproxy)
         write_haproxy_config "$PORT" $((IDLE_CONNECTIONS + 512)) \
-            "ssl crt $PKI/leaf-chain-key.pem alpn h2,http/1.1" "$PLAIN_PORT" >"$dir/proxy.conf"
+            "ssl crt $PKI/leaf-chain-key.pem alpn h2,http/1.1" "$PLAIN_PORT" "$H2C_PORT" >"$dir/proxy.conf"
         logfile=$dir/haproxy.log
         start_pinned "$PROXY_CPU" "$logfile" "$HAPROXY" -db -f "$dir/proxy.conf"
         ;;
@@ -267,9 +295,23 @@ tls_checks() {
     }
 }
 
+# h2c_check PORT: the proxy's h2c listener answers `GET /` over cleartext HTTP/2 with prior
+# knowledge (what h2load sends to an http:// URL); prints what failed and returns 1.
+h2c_check() {
+    local got
+    got=$(curl -sS --max-time 5 --http2-prior-knowledge -o "$WORK/check.body" -w '%{http_code} %{http_version}' \
+        "http://127.0.0.1:$1/" 2>&1) || true
+    [[ $got == "200 2" && $(<"$WORK/check.body") == ok ]] || {
+        echo "h2c with prior knowledge GET / (curl --http2-prior-knowledge): expected '200 2' and body ok, got '$got'"
+        return 1
+    }
+}
+
 # ---------------------------------------------------------------------------------------------
 # Proxy configs: TLS 1.2 + 1.3, the same certificate, ALPN h2 + http/1.1, one worker, no access
-# log, upstream keep-alive to the origin over plain HTTP/1.1. Each reads PORT and ORIGIN_PORT.
+# log, upstream keep-alive to the origin over plain HTTP/1.1; a plain HTTP/1.1 listener (idle
+# test) and, when H2C_PORT is set, a plain h2c (prior knowledge) one. Each reads PORT,
+# PLAIN_PORT, H2C_PORT and ORIGIN_PORT.
 
 gateway_config() { # DIR DRIVER
     cat <<EOF
@@ -289,6 +331,7 @@ idle = "120s"
 [[listeners]]
 name = "plain"
 address = "127.0.0.1:$PLAIN_PORT"
+$([[ -z $H2C_PORT ]] || printf '\n# No TLS: h2 is cleartext HTTP/2 with prior knowledge.\n[[listeners]]\nname = "h2c"\naddress = "127.0.0.1:%s"\nprotocols = ["h2"]\n' "$H2C_PORT")
 
 [[listeners]]
 name = "bench"
@@ -323,6 +366,7 @@ nginx_config() { # DIR
     server {
         listen 127.0.0.1:$PORT ssl http2 backlog=4096;
         listen 127.0.0.1:$PLAIN_PORT backlog=4096;
+$([[ -z $H2C_PORT ]] || echo "        listen 127.0.0.1:$H2C_PORT http2 backlog=4096;")
         client_header_timeout 120s;
         ssl_certificate $PKI/leaf-chain.pem;
         ssl_certificate_key $PKI/leaf.key;
@@ -353,6 +397,9 @@ run_rounds() {
             if wanted h2; then measure_h2 "$p" "$round"; fi
         done
         for p in "${ACTIVE[@]}"; do
+            if wanted h2c; then measure_h2c "$p" "$round"; fi
+        done
+        for p in "${ACTIVE[@]}"; do
             if wanted idle; then measure_idle "$p" "$round" tls; fi
             if wanted idle_plain; then measure_idle "$p" "$round" plain; fi
         done
@@ -374,7 +421,8 @@ record() {
         "round \(.round) \(.test) \(.proxy): " +
         if .test == "handshake" then
           "\(.per_s | floor) handshakes/s, \(.cpu_us_per_op | r(1)) us CPU/handshake, \(.bytes_per_conn) bytes/conn"
-        elif .test == "h2" then "\(.per_s | floor) req/s, \(.cpu_us_per_op | r(1)) us CPU/req, \(.failed) failed"
+        elif .test == "h2" or .test == "h2c" then
+          "\(.per_s | floor) req/s, \(.cpu_us_per_op | r(1)) us CPU/req, \(.cpu_per_origin_cpu | r(2)) x the origin'"'"'s CPU, \(.failed) failed"
         else "\(.opened) idle connections: \(.pss_kib_per_conn | r(2)) KiB Pss, \(.rss_kib_per_conn | r(2)) KiB RSS each (\(.sockets_added) sockets added)"
         end' <<<"$1")"
 }
@@ -427,19 +475,32 @@ measure_handshakes() { # NAME ROUND
          cpu_us_per_op: (if $n > 0 then $ticks * 1e6 / $tck / $n else null end), bytes_per_conn: $bytes}')"
 }
 
-measure_h2() { # NAME ROUND
-    local name=$1 round=$2 port=${PROXY_PORT[$1]} out=$WORK/h2load-$1-$2.txt pids origin_pids c0 c1 o0 o1
+measure_h2() { # NAME ROUND: HTTP/2 over TLS 1.3 to the TLS port
+    measure_h2load "$1" "$2" h2 "https://127.0.0.1:${PROXY_PORT[$1]}/" "h2 TLSv1.3" "HTTP/2 over TLS 1.3"
+}
+
+measure_h2c() { # NAME ROUND: cleartext HTTP/2 with prior knowledge to the h2c port
+    # h2load sends the HTTP/2 preface at once to an http:// URL (no Upgrade) and says "h2c".
+    measure_h2load "$1" "$2" h2c "http://127.0.0.1:${PROXY_H2C_PORT[$1]}/" "h2c null" "h2c without TLS"
+}
+
+# measure_h2load NAME ROUND TEST URL EXPECTED WHAT: one h2load run of H2_CONNECTIONS x
+# H2_STREAMS to URL after a warm-up, recorded as TEST if h2load's "application_protocol
+# tls_protocol" (as bench-report parses them, null when absent) is EXPECTED (WHAT says it in words).
+measure_h2load() {
+    local name=$1 round=$2 test=$3 url=$4 expected=$5 what=$6
+    local out=$WORK/h2load-$3-$1-$2.txt pids origin_pids c0 c1 o0 o1
     local cmd=(taskset -c "$LOAD_CPU" h2load -t 1 -c "$H2_CONNECTIONS" -m "$H2_STREAMS")
     read -r -a pids <<<"$(proxy_pids "$name")"
     # The origin answers one HTTP/1.1 request per h2 request: its CPU over the run cancels what
     # slows the whole machine between runs (as in h1-small.sh), for A/Bs of one proxy.
     read -r -a origin_pids <<<"$ORIGIN_PID $(descendants "$ORIGIN_PID")"
-    ((WARMUP > 0)) && { "${cmd[@]}" -D "$WARMUP" "https://127.0.0.1:$port/" >"$WORK/h2load-warmup.txt" 2>&1 || true; }
+    ((WARMUP > 0)) && { "${cmd[@]}" -D "$WARMUP" "$url" >"$WORK/h2load-warmup.txt" 2>&1 || true; }
     c0=$(cpu_ticks "${pids[@]}")
     o0=$(cpu_ticks "${origin_pids[@]}")
-    if ! "${cmd[@]}" -D "$DURATION" "https://127.0.0.1:$port/" >"$out" 2>&1; then
+    if ! "${cmd[@]}" -D "$DURATION" "$url" >"$out" 2>&1; then
         tail -n 5 "$out" >&2
-        log "round $round h2 $name: h2load failed, run not recorded"
+        log "round $round $test $name: h2load failed, run not recorded"
         return 0
     fi
     c1=$(cpu_ticks "${pids[@]}")
@@ -448,22 +509,22 @@ measure_h2() { # NAME ROUND
     if ! "$REPORT_BIN" parse h2load "$out" >"$out.json" 2>"$out.err"; then
         cat "$out.err" >&2
         tail -n 12 "$out" >&2
-        log "round $round h2 $name: could not read h2load's summary, run not recorded"
+        log "round $round $test $name: could not read h2load's summary, run not recorded"
         return 0
     fi
-    if [[ $(jq -r '"\(.application_protocol) \(.tls_protocol)"' "$out.json") != "h2 TLSv1.3" ]]; then
+    if [[ $(jq -r '"\(.application_protocol) \(.tls_protocol)"' "$out.json") != "$expected" ]]; then
         grep -E '^(TLS Protocol|Application protocol)' "$out" >&2 || tail -n 5 "$out" >&2
-        log "round $round h2 $name: not HTTP/2 over TLS 1.3, run not recorded"
+        log "round $round $test $name: not $what, run not recorded"
         return 0
     fi
     local secs completed ok failed errored timeout
     read -r secs completed ok failed errored timeout < <(jq -r \
         '"\(.finished_in_us / 1e6) \(.done) \(.succeeded) \(.failed) \(.errored) \(.timeout)"' "$out.json")
-    record "$(jq -cn --arg proxy "$name" --argjson round "$round" --argjson secs "$secs" \
+    record "$(jq -cn --arg test "$test" --arg proxy "$name" --argjson round "$round" --argjson secs "$secs" \
         --argjson completed "$completed" --argjson ok "$ok" --argjson failed "$failed" --argjson errored "$errored" \
         --argjson timeout "$timeout" --argjson ticks "$((c1 - c0))" --argjson tck "$CLK_TCK" \
         --argjson origin_ticks "$((o1 - o0))" '
-        {test: "h2", proxy: $proxy, round: $round, requests: $completed, succeeded: $ok,
+        {test: $test, proxy: $proxy, round: $round, requests: $completed, succeeded: $ok,
          failed: ($failed + $errored + $timeout), seconds: $secs, per_s: ($ok / $secs),
          proxy_cpu_s: ($ticks / $tck),
          cpu_us_per_op: (if $completed > 0 then $ticks * 1e6 / $tck / $completed else null end),
@@ -538,6 +599,7 @@ report() {
         --arg gateway_bin "$GATEWAY_BIN" \
         --arg cmd_handshake "$HANDSHAKE_CLIENTS x taskset -c $LOAD_CPU openssl s_time -connect 127.0.0.1:PORT -new -tls1_3 -www / -time $DURATION" \
         --arg cmd_h2 "taskset -c $LOAD_CPU h2load -t 1 -c $H2_CONNECTIONS -m $H2_STREAMS -D $DURATION https://127.0.0.1:PORT/" \
+        --arg cmd_h2c "taskset -c $LOAD_CPU h2load -t 1 -c $H2_CONNECTIONS -m $H2_STREAMS -D $DURATION http://127.0.0.1:H2C_PORT/" \
         --arg cmd_idle "taskset -c $LOAD_CPU python3 loadtests/bench/tls-idle.py --port PORT --count $IDLE_CONNECTIONS --request [--plain]"
 }
 
@@ -557,6 +619,8 @@ def of(test): map(select(.test == test));
                                    bytes_per_conn: stats(.bytes_per_conn)}),
     h2: (of("h2") | {runs: length, per_s: stats(.per_s), cpu_us: stats(.cpu_us_per_op),
                      failed: (map(.failed) | add // 0)}),
+    h2c: (of("h2c") | {runs: length, per_s: stats(.per_s), cpu_us: stats(.cpu_us_per_op),
+                       failed: (map(.failed) | add // 0)}),
     idle: (of("idle") | {runs: length, pss_kib: stats(.pss_kib_per_conn), rss_kib: stats(.rss_kib_per_conn),
                          opened: stats(.opened), sockets_added: stats(.sockets_added)}),
     idle_plain: (of("idle_plain") | {runs: length, pss_kib: stats(.pss_kib_per_conn),
@@ -568,7 +632,7 @@ def of(test): map(select(.test == test));
 | def vs(f): if $ng and ($ng | f) and f then (f / ($ng | f)) else null end;
 {
   benchmark: "tls-h2",
-  description: "TLS termination: full TLS 1.3 handshakes, HTTP/2 over TLS with many streams, memory per idle TLS connection",
+  description: "TLS termination: full TLS 1.3 handshakes, HTTP/2 over TLS with many streams (and the same over h2c, without TLS), memory per idle TLS connection",
   timestamp: $stamp,
   machine: {kernel: $kernel, nproc: $nproc, cpu_model: $cpu, nginx: $nginx, haproxy: $haproxy,
             h2load: $h2load, openssl: $openssl, python: $python, loadavg_before: $loadavg},
@@ -578,10 +642,11 @@ def of(test): map(select(.test == test));
            idle_connections: $idle, proxy_cpu: $pcpu, load_cpu: $lcpu, gateway_bin: $gateway_bin,
            origin: "nginx 1 worker, return 200 ok",
            certificate: "ECDSA P-256 leaf signed by a throwaway CA, no intermediate",
-           commands: {handshake: $cmd_handshake, h2: $cmd_h2, idle: $cmd_idle}},
+           commands: {handshake: $cmd_handshake, h2: $cmd_h2, h2c: $cmd_h2c, idle: $cmd_idle}},
   skipped: $skipped,
   summary: [($order | split(" ") | .[]) as $p | $by[$p] | select(. != null) | . + {
     vs_nginx: {handshake_cpu: vs(.handshake.cpu_us.median), h2_cpu: vs(.h2.cpu_us.median),
+               h2c_cpu: vs(.h2c.cpu_us.median),
                idle_pss: vs(.idle.pss_kib.median), idle_plain_pss: vs(.idle_plain.pss_kib.median)}
   }],
   runs: $runs
@@ -605,15 +670,16 @@ markdown() {
     "",
     "- handshakes: `\($p.commands.handshake)` — one TCP connection, one full TLS 1.3 handshake (no resumption: `-new`), one `GET / HTTP/1.0` proxied to the origin, close;",
     "- HTTP/2: `\($p.commands.h2)`;",
+    "- h2c: `\($p.commands.h2c // "–")` — the same load over cleartext HTTP/2 with prior knowledge, to the proxy'"'"'s h2c listener (no TLS);",
     "- idle: `\($p.commands.idle)` — TLS 1.3 handshake with ALPN http/1.1 (or plain TCP with `--plain`, to the proxy'"'"'s plain listener), one `GET /` and its answer, then nothing: keep-alive connections at rest.",
     "",
     "Machine: Linux \(.machine.kernel), \(.machine.nproc) CPUs (\(.machine.cpu_model)), load average \(.machine.loadavg_before) before the rounds; nginx \(.machine.nginx); HAProxy \(.machine.haproxy); h2load \(.machine.h2load); OpenSSL \(.machine.openssl); Python \(.machine.python); commit \(.git.commit)\(if .git.dirty then " (dirty tree)" else "" end).",
     "",
-    "| proxy | handshakes/s | µs CPU/handshake | h2 req/s | µs CPU/h2 req | h2 failed | idle TLS KiB/conn (Pss) | idle TLS KiB/conn (RSS) | idle plain KiB/conn (Pss) | idle plain KiB/conn (RSS) | CPU/handshake vs nginx | CPU/h2 req vs nginx | idle TLS Pss vs nginx | idle plain Pss vs nginx |",
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    (.summary[] | "| \(.proxy) | \(.handshake.per_s | cell(0)) | \(.handshake.cpu_us | cell(0)) | \(.h2.per_s | cell(0)) | \(.h2.cpu_us | cell(1)) | \(.h2.failed) | \(.idle.pss_kib | cell(2)) | \(.idle.rss_kib | cell(2)) | \(.idle_plain.pss_kib | cell(2)) | \(.idle_plain.rss_kib | cell(2)) | \(.vs_nginx.handshake_cpu | ratio) | \(.vs_nginx.h2_cpu | ratio) | \(.vs_nginx.idle_pss | ratio) | \(.vs_nginx.idle_plain_pss | ratio) |"),
+    "| proxy | handshakes/s | µs CPU/handshake | h2 req/s | µs CPU/h2 req | h2 failed | h2c req/s | µs CPU/h2c req | h2c failed | idle TLS KiB/conn (Pss) | idle TLS KiB/conn (RSS) | idle plain KiB/conn (Pss) | idle plain KiB/conn (RSS) | CPU/handshake vs nginx | CPU/h2 req vs nginx | CPU/h2c req vs nginx | idle TLS Pss vs nginx | idle plain Pss vs nginx |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    (.summary[] | "| \(.proxy) | \(.handshake.per_s | cell(0)) | \(.handshake.cpu_us | cell(0)) | \(.h2.per_s | cell(0)) | \(.h2.cpu_us | cell(1)) | \(.h2.failed) | \(.h2c.per_s | cell(0)) | \(.h2c.cpu_us | cell(1)) | \(.h2c.failed // "–") | \(.idle.pss_kib | cell(2)) | \(.idle.rss_kib | cell(2)) | \(.idle_plain.pss_kib | cell(2)) | \(.idle_plain.rss_kib | cell(2)) | \(.vs_nginx.handshake_cpu | ratio) | \(.vs_nginx.h2_cpu | ratio) | \(.vs_nginx.h2c_cpu | ratio) | \(.vs_nginx.idle_pss | ratio) | \(.vs_nginx.idle_plain_pss | ratio) |"),
     "",
-    "Handshakes/s and h2 req/s are bounded by the single load CPU (openssl s_time costs more CPU per handshake than any proxy here): **the µs CPU columns and KiB/conn compare the proxies**. Idle runs (TLS / plain): \([.summary[] | "\(.proxy) \(.idle.opened | cell(0)) / \(.idle_plain.opened | cell(0)) opened, \(.idle.sockets_added | cell(0)) / \(.idle_plain.sockets_added | cell(0)) sockets added"] | join("; ")).",
+    "Handshakes/s are bounded by the single load CPU (openssl s_time costs more CPU per handshake than any proxy here); h2 and h2c req/s by the proxy'"'"'s one CPU or h2load'"'"'s, whichever saturates first: **the µs CPU columns and KiB/conn compare the proxies**. Idle runs (TLS / plain): \([.summary[] | "\(.proxy) \(.idle.opened | cell(0)) / \(.idle_plain.opened | cell(0)) opened, \(.idle.sockets_added | cell(0)) / \(.idle_plain.sockets_added | cell(0)) sockets added"] | join("; ")).",
     (if (.skipped | length) > 0 then "", "Skipped: " + ([.skipped[] | "\(.proxy) (\(.reason))"] | join("; ")) else empty end)
     ' "$1"
 }

@@ -119,6 +119,23 @@ mod tests {
     }
 
     #[test]
+    fn h2c_run_for_a_duration() {
+        // h2load 1.52 against a plain listener with prior knowledge (tls-h2.sh's h2c test).
+        let r = parse_h2load(include_str!("fixtures/h2load-h2c-duration.txt")).unwrap();
+        assert_eq!((r.application_protocol.as_deref(), r.tls_protocol.as_deref()), (Some("h2c"), None));
+        assert_eq!((r.finished_in_us, r.requests_per_sec), (3_000_000.0, 100_569.33));
+        assert_eq!((r.total, r.started, r.done, r.succeeded), (301_708, 302_220, 301_708, 301_708));
+        assert_eq!((r.failed, r.errored, r.timeout, r.status_2xx), (0, 0, 0, 301_708));
+        assert_eq!(r.time_for_request.unwrap().mean_us, 5060.0);
+        // What tls-h2.sh compares: `"\(.application_protocol) \(.tls_protocol)"` is "h2c null".
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(
+            (&json["application_protocol"], &json["tls_protocol"]),
+            (&serde_json::json!("h2c"), &serde_json::Value::Null)
+        );
+    }
+
+    #[test]
     fn tls_run_for_a_duration() {
         let r = parse_h2load(include_str!("fixtures/h2load-tls.txt")).unwrap();
         assert_eq!(r.tls_protocol.as_deref(), Some("TLSv1.3"));

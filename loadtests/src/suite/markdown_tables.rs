@@ -73,7 +73,7 @@ pub fn latency(md: &mut String, sc: &HttpScenario) {
 
 pub fn tls_h2(md: &mut String, t: &TlsH2) {
     md.push_str("## tls-h2\n\n");
-    md.push_str("Full TLS 1.3 handshakes, HTTP/2 over TLS, PSS KiB per idle keep-alive connection (connections held in brackets).\n\n");
+    md.push_str("Full TLS 1.3 handshakes, HTTP/2 over TLS (h2), the same load over cleartext HTTP/2 with prior knowledge (h2c), PSS KiB per idle keep-alive connection (connections held in brackets).\n\n");
     let head = [
         "proxy",
         "handshakes/s",
@@ -84,6 +84,11 @@ pub fn tls_h2(md: &mut String, t: &TlsH2) {
         "vs nginx",
         "vs HAProxy",
         "h2 failed",
+        "h2c req/s",
+        "µs CPU/h2c req",
+        "vs nginx",
+        "vs HAProxy",
+        "h2c failed",
         "idle KiB/conn plain",
         "idle KiB/conn TLS",
     ];
@@ -96,6 +101,7 @@ pub fn tls_h2(md: &mut String, t: &TlsH2) {
         .iter()
         .map(|r| {
             let [h2_nginx, h2_haproxy] = ratios(r.h2_cpu_ratio);
+            let [h2c_nginx, h2c_haproxy] = ratios(r.h2c_cpu_ratio);
             vec![
                 r.proxy.clone(),
                 med(r.handshake_per_s),
@@ -106,6 +112,11 @@ pub fn tls_h2(md: &mut String, t: &TlsH2) {
                 h2_nginx,
                 h2_haproxy,
                 int(r.h2_failed),
+                med(r.h2c_per_s),
+                range(r.h2c_cpu_us),
+                h2c_nginx,
+                h2c_haproxy,
+                int(r.h2c_failed),
                 held(r.idle_plain_kib, r.idle_plain_opened),
                 held(r.idle_tls_kib, r.idle_tls_opened),
             ]
@@ -201,4 +212,45 @@ pub fn overload(md: &mut String, o: &Overload) {
     let goodput: Vec<Vec<String>> =
         o.rows.iter().map(|r| vec![r.proxy.clone(), opt(r.goodput_pct), r.rounds.to_string()]).collect();
     table(md, &["proxy", "goodput % of origin capacity", "rounds"], &goodput);
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::*;
+    use crate::suite::norm_tls;
+
+    fn tls_table(fixture: &str) -> Vec<Vec<String>> {
+        let doc: Value = serde_json::from_str(fixture).unwrap();
+        let mut md = String::new();
+        tls_h2(&mut md, &norm_tls::tls_h2(&doc, &mut Vec::new()));
+        let cells = |l: &str| l.trim_matches('|').split(" | ").map(|c| c.trim().to_owned()).collect::<Vec<_>>();
+        md.lines().filter(|l| l.starts_with("| ")).map(cells).collect()
+    }
+
+    #[test]
+    fn tls_h2_shows_h2c_next_to_h2() {
+        let rows = tls_table(include_str!("fixtures/tls-h2-h2c-smoke.json"));
+        let head = &rows[0];
+        let at = |name: &str| head.iter().position(|h| h == name).unwrap();
+        let h2c = at("µs CPU/h2c req");
+        assert_eq!(head[h2c - 1..h2c + 4], ["h2c req/s", "µs CPU/h2c req", "vs nginx", "vs HAProxy", "h2c failed"]);
+        assert_eq!(at("h2c req/s"), at("h2 failed") + 1);
+        let gw = &rows[1];
+        assert_eq!(gw.len(), head.len());
+        assert_eq!(gw[0], "gateway-uring");
+        assert_eq!(gw[h2c - 1..h2c + 4], ["100569", "9.65", "0.54x", "1.02x", "0"]);
+    }
+
+    #[test]
+    fn tls_h2_from_before_h2c_shows_dashes() {
+        let rows = tls_table(include_str!("fixtures/tls-h2-before-h2c.json"));
+        let h2c = rows[0].iter().position(|h| h == "h2c req/s").unwrap();
+        for row in &rows[1..] {
+            assert_eq!(row.len(), rows[0].len());
+            assert_eq!(row[h2c..h2c + 5], ["–", "–", "–", "–", "–"], "{row:?}");
+        }
+        assert_eq!(rows[1][5], "13.4 (11.3–20.0)");
+    }
 }

@@ -93,7 +93,9 @@ pub struct TlsH2 {
     pub rows: Vec<TlsRow>,
 }
 
-/// One proxy in tls-h2. Idle memory is PSS KiB per held connection.
+/// One proxy in tls-h2. Idle memory is PSS KiB per held connection. The h2c figures (cleartext
+/// HTTP/2 with prior knowledge, the h2 load without TLS) are `None` in files from before the
+/// h2c test.
 #[derive(Debug, Clone, Serialize)]
 pub struct TlsRow {
     pub proxy: String,
@@ -102,12 +104,16 @@ pub struct TlsRow {
     pub h2_per_s: Option<Stat>,
     pub h2_cpu_us: Option<Stat>,
     pub h2_failed: Option<u64>,
+    pub h2c_per_s: Option<Stat>,
+    pub h2c_cpu_us: Option<Stat>,
+    pub h2c_failed: Option<u64>,
     pub idle_tls_kib: Option<Stat>,
     pub idle_tls_opened: Option<f64>,
     pub idle_plain_kib: Option<Stat>,
     pub idle_plain_opened: Option<f64>,
     pub handshake_cpu_ratio: Ratios,
     pub h2_cpu_ratio: Ratios,
+    pub h2c_cpu_ratio: Ratios,
     pub idle_tls_ratio: Ratios,
     pub idle_plain_ratio: Ratios,
 }

@@ -61,16 +61,23 @@ fn cpu(s: &Summary, title: &str) -> String {
             let plain =
                 !t.rows.iter().any(|r| r.proxy == "gateway-uring") && t.rows.iter().any(|r| r.proxy == "gateway");
             if plain {
-                notes.push("h2 and handshake: tls-h2's \"gateway\" is shown as gateway-uring".into());
+                notes.push("h2, h2c and handshake: tls-h2's \"gateway\" is shown as gateway-uring".into());
             }
             let name = |p: &str| if plain && p == "gateway" { "gateway-uring".to_owned() } else { p.to_owned() };
             groups.push(("h2".into(), t.rows.iter().map(|r| (name(&r.proxy), r.h2_cpu_ratio.vs_nginx)).collect()));
+            // Files from before the h2c test have no h2c figures: a note, not an empty group.
+            if t.rows.iter().any(|r| r.h2c_cpu_us.is_some()) {
+                groups
+                    .push(("h2c".into(), t.rows.iter().map(|r| (name(&r.proxy), r.h2c_cpu_ratio.vs_nginx)).collect()));
+            } else {
+                notes.push("no h2c run in tls-h2.json".into());
+            }
             groups.push((
                 "handshake".into(),
                 t.rows.iter().map(|r| (name(&r.proxy), r.handshake_cpu_ratio.vs_nginx)).collect(),
             ));
         }
-        None => notes.push("no tls-h2.json (h2, handshake)".into()),
+        None => notes.push("no tls-h2.json (h2, h2c, handshake)".into()),
     }
     groups.retain(|(name, rows)| {
         let has = rows.iter().any(|(p, v)| p == "nginx" && v.is_some());

@@ -65,6 +65,48 @@ fn tls_targets_fall_back_to_the_plain_gateway_name() {
 }
 
 #[test]
+fn h2c_targets_and_the_io_uring_comparison() {
+    let entry = |p: &str, h2: f64, h2c: f64| json!({"proxy": p, "h2": {"cpu_us": h2}, "h2c": {"cpu_us": h2c}});
+    let doc = json!({"summary": [entry("gateway-uring", 15.0, 8.0), entry("gateway-epoll", 16.0, 10.0),
+        entry("nginx", 20.0, 12.0), entry("haproxy", 18.0, 9.0)]});
+    let s = Summary { tls_h2: Some(norm_tls::tls_h2(&doc, &mut Vec::new())), ..Summary::default() };
+    let t = evaluate(&s);
+    let nginx = find(&t, "h2c: CPU µs/request ≤ 0.8x nginx");
+    assert_eq!((nginx.met, nginx.measured.as_str()), (Verdict::Yes, "0.67x; 8.00 vs 12.0 µs"));
+    let haproxy = find(&t, "h2c: CPU µs/request ≤ 0.8x HAProxy");
+    assert_eq!((haproxy.met, haproxy.measured.as_str()), (Verdict::No, "0.89x; 8.00 vs 9.00 µs"));
+    // The h2 rows still read the h2 figures.
+    assert_eq!(find(&t, "h2: CPU µs/request ≤ 0.8x nginx").measured, "0.75x; 15.0 vs 20.0 µs");
+    let io = find(&t, "h2c: io_uring vs epoll");
+    assert_eq!((io.met, io.measured.as_str()), (Verdict::Stated, "io_uring cheaper: 8.00 vs 10.0 µs (0.80x)"));
+    // The smoke run of the h2c test: under 0.8x nginx, not under HAProxy.
+    let doc: Value = serde_json::from_str(include_str!("fixtures/tls-h2-h2c-smoke.json")).unwrap();
+    let smoke = evaluate(&Summary { tls_h2: Some(norm_tls::tls_h2(&doc, &mut Vec::new())), ..Summary::default() });
+    let nginx = find(&smoke, "h2c: CPU µs/request ≤ 0.8x nginx");
+    assert_eq!((nginx.met, nginx.measured.as_str()), (Verdict::Yes, "0.54x; 9.65 vs 17.7 µs"));
+    let haproxy = find(&smoke, "h2c: CPU µs/request ≤ 0.8x HAProxy");
+    assert_eq!((haproxy.met, haproxy.measured.as_str()), (Verdict::No, "1.02x; 9.65 vs 9.42 µs"));
+    // Next to the h2 rows, in the report's order.
+    let pos = |prefix: &str| t.iter().position(|x| x.target.starts_with(prefix)).unwrap();
+    assert_eq!(pos("h2c: CPU µs/request ≤ 0.8x nginx"), pos("h2: CPU µs/request ≤ 0.8x HAProxy") + 1);
+}
+
+#[test]
+fn a_file_from_before_h2c_misses_only_the_h2c_rows() {
+    let doc: Value = serde_json::from_str(include_str!("fixtures/tls-h2-before-h2c.json")).unwrap();
+    let s = Summary { tls_h2: Some(norm_tls::tls_h2(&doc, &mut Vec::new())), ..Summary::default() };
+    let t = evaluate(&s);
+    for prefix in ["h2c: CPU µs/request ≤ 0.8x nginx", "h2c: CPU µs/request ≤ 0.8x HAProxy"] {
+        let row = find(&t, prefix);
+        assert_eq!((row.met, row.measured.as_str()), (Verdict::Missing, "– (no h2c run in tls-h2.json)"));
+    }
+    assert!(!t.iter().any(|x| x.target.starts_with("h2c: io_uring")), "{t:?}");
+    let h2 = find(&t, "h2: CPU µs/request ≤ 0.8x nginx");
+    assert_eq!((h2.met, h2.measured.as_str()), (Verdict::Yes, "0.72x; 13.4 vs 18.7 µs"));
+    assert_eq!(find(&t, "h2: io_uring vs epoll").met, Verdict::Stated);
+}
+
+#[test]
 fn access_log_and_io_uring_are_stated() {
     let mut s = Summary::default();
     s.http.push(http(
@@ -82,5 +124,5 @@ fn access_log_and_io_uring_are_stated() {
 fn an_empty_summary_has_only_missing_rows() {
     let t = evaluate(&Summary::default());
     assert!(t.iter().all(|t| t.met == Verdict::Missing), "{t:?}");
-    assert_eq!(t.len(), 15);
+    assert_eq!(t.len(), 17);
 }

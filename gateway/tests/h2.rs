@@ -345,3 +345,47 @@ fn idle_h2_connections_get_goaway_after_the_idle_timeout() {
     assert_eq!(code, Some(0), "GOAWAY NO_ERROR");
     assert!(started.elapsed() >= Duration::from_millis(250));
 }
+
+/// An HTTP/1.1 upstream's connection-specific fields reach no client, over HTTP/2 or HTTP/1.1:
+/// the fixed hop-by-hop ones and those its `Connection` fields name, a name listed after
+/// `keep-alive` included; every other field goes through, and the answer carries the length it
+/// is framed by once.
+#[test]
+fn connection_specific_fields_of_an_http1_answer_reach_no_client() {
+    let origin = origin_replying(
+        b"HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nX-Up: 1\r\nconnection: X-Hop\r\n\
+          X-Hop: 2\r\nContent-Length: 2\r\nX-End: 3\r\n\r\nok"
+            .to_vec(),
+    );
+    each_driver(|d| {
+        let text = config(d, origin, "", "").replace(
+            "name = \"main\"\naddress = \"127.0.0.1:0\"\n",
+            "name = \"main\"\naddress = \"127.0.0.1:0\"\nprotocols = [\"http/1.1\", \"h2\"]\n",
+        );
+        let gw = TestGateway::start(&text);
+        let r = runtime().block_on(async {
+            let mut c = h2_connect(gw.addr, None).await;
+            h2_request(&mut c, h2_get("http", "a.test", "/"), None).await.unwrap()
+        });
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"ok"[..]), "{d}");
+        for name in ["x-up", "x-end"] {
+            assert!(r.headers.contains_key(name), "{d}: {name} missing from {:?}", r.headers);
+        }
+        for name in ["connection", "keep-alive", "x-hop"] {
+            assert!(!r.headers.contains_key(name), "{d}: {name} forwarded over HTTP/2: {:?}", r.headers);
+        }
+        let lengths: Vec<_> = r.headers.get_all("content-length").iter().collect();
+        assert_eq!(lengths, ["2"], "{d}");
+
+        let r = get(gw.addr, "/");
+        assert_eq!((r.status, r.text().as_str()), (200, "ok"), "{d}");
+        let names: Vec<String> = r.headers.iter().map(|(n, _)| n.to_ascii_lowercase()).collect();
+        for name in ["x-up", "x-end"] {
+            assert!(names.iter().any(|n| n == name), "{d}: {name} missing from {names:?}");
+        }
+        for name in ["keep-alive", "x-hop"] {
+            assert!(!names.iter().any(|n| n == name), "{d}: {name} forwarded over HTTP/1.1: {names:?}");
+        }
+        assert_eq!(names.iter().filter(|n| *n == "content-length").count(), 1, "{d}: {names:?}");
+    });
+}

@@ -15,6 +15,10 @@
 #   N1 [500], N2 [2500]         requests of the short and the long run: the per-request count is
 #                               (Ir(N2) - Ir(N1)) / (N2 - N1), so start-up and shutdown cancel out
 #   BODY [2]                    bytes of the origin's answers
+#   ORIGIN_ADDR                 host:port of an origin already running, instead of the bundled
+#                               one (whose answers carry an `x-origin-conn` field that differs per
+#                               upstream connection); e.g. nginx as the other benchmarks run it,
+#                               whose answers carry Server, Date and `Connection: keep-alive`
 #
 # The origin is the bundled `origin` (loadtests) on another port; the gateway runs one worker.
 # Prints a table: build, driver, load, instructions per request.
@@ -60,10 +64,16 @@ wait_port() {
     return 1
 }
 
-ORIGIN_PORT=$(free_port)
-"$TARGET/origin" --listen "127.0.0.1:$ORIGIN_PORT" --body-size "$BODY" >"$WORK/origin.log" 2>&1 &
-ORIGIN_PID=$!
-wait_port "$ORIGIN_PORT" || die "the origin did not start"
+if [[ -n ${ORIGIN_ADDR:-} ]]; then
+    ORIGIN=$ORIGIN_ADDR
+    curl -s -o /dev/null "http://$ORIGIN/" || die "no origin answers at $ORIGIN (ORIGIN_ADDR)"
+else
+    ORIGIN_PORT=$(free_port)
+    ORIGIN=127.0.0.1:$ORIGIN_PORT
+    "$TARGET/origin" --listen "$ORIGIN" --body-size "$BODY" >"$WORK/origin.log" 2>&1 &
+    ORIGIN_PID=$!
+    wait_port "$ORIGIN_PORT" || die "the origin did not start"
+fi
 
 # One callgrind run: the gateway (binary $1, driver $2) serves $4 requests of load $3; prints Ir.
 run() {
@@ -89,7 +99,7 @@ cluster = "origin"
 
 [[clusters]]
 name = "origin"
-endpoints = ["127.0.0.1:$ORIGIN_PORT"]
+endpoints = ["$ORIGIN"]
 EOF
     valgrind --tool=callgrind --callgrind-out-file="$out" "$bin" run --config "$conf" --allow-root \
         >"$WORK/gw-$port.log" 2>&1 &

@@ -103,8 +103,9 @@ impl Fields {
                 self.upgrade_websocket |= list_elements(value).any(|p| p.eq_ignore_ascii_case(b"websocket"));
             }
             10 if is(b"connection") => {
-                self.note_connection(value)?;
-                connection.push(index);
+                // Only a field that names more than the fixed hop-by-hop fields (`keep-alive`
+                // is one) needs looking at again for each field of the head.
+                connection.extend(self.note_connection(value)?.then_some(index));
             }
             14 if is(b"content-length") => {
                 let n = content_length(value).ok_or("invalid Content-Length")?;
@@ -125,9 +126,12 @@ impl Fields {
     }
 
     /// `Connection = #connection-option` (RFC 9110 §7.6.1). Naming Host or Content-Length would
-    /// let a hop strip the fields that route and frame the message, so it is refused.
-    fn note_connection(&mut self, value: &[u8]) -> Result<(), &'static str> {
+    /// let a hop strip the fields that route and frame the message, so it is refused. True when
+    /// an option is not one of the fixed hop-by-hop fields (`close` is not).
+    fn note_connection(&mut self, value: &[u8]) -> Result<bool, &'static str> {
+        let mut names_more = false;
         for option in list_elements(value) {
+            names_more |= !super::is_fixed_hop_by_hop(option);
             if !option.iter().all(|&b| has(b, TOKEN)) {
                 return Err("invalid Connection option");
             }
@@ -141,7 +145,7 @@ impl Fields {
                 return Err("Connection names an end-to-end field");
             }
         }
-        Ok(())
+        Ok(names_more)
     }
 }
 

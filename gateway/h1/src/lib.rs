@@ -85,7 +85,8 @@ impl HeaderRange {
 #[derive(Debug, Clone)]
 pub struct HeadScratch {
     headers: Vec<HeaderRange>,
-    /// Indices into `headers` of the `Connection` fields.
+    /// Indices into `headers` of the `Connection` fields that name options other than the
+    /// fixed hop-by-hop fields (`Connection: keep-alive` is not among them).
     connection: Vec<usize>,
     max_headers: usize,
 }
@@ -131,9 +132,16 @@ pub fn is_hop_by_hop(name: &[u8], buf: &[u8], scratch: &HeadScratch) -> bool {
 /// Whether `name` is one of the fixed hop-by-hop fields: `Connection`, `Keep-Alive`, `TE`,
 /// `Trailer`, `Transfer-Encoding`, `Upgrade`, `Proxy-Connection` (ASCII case-insensitive).
 pub fn is_fixed_hop_by_hop(name: &[u8]) -> bool {
-    const FIXED: [&[u8]; 7] =
-        [b"connection", b"keep-alive", b"te", b"trailer", b"transfer-encoding", b"upgrade", b"proxy-connection"];
-    FIXED.iter().any(|f| f.eq_ignore_ascii_case(name))
+    let is = |fixed: &[u8]| name.eq_ignore_ascii_case(fixed);
+    // By length first: most names compare with none of them.
+    match name.len() {
+        2 => is(b"te"),
+        7 => is(b"trailer") || is(b"upgrade"),
+        10 => is(b"connection") || is(b"keep-alive"),
+        16 => is(b"proxy-connection"),
+        17 => is(b"transfer-encoding"),
+        _ => false,
+    }
 }
 
 /// Whether a `#rule` list field value has an element equal to `token` (case-insensitive).

@@ -190,3 +190,27 @@ fn hop_by_hop_fields() {
         assert!(!hop(name), "{}", String::from_utf8_lossy(name));
     }
 }
+
+/// A Connection field that names only fixed hop-by-hop fields is not read again for each field
+/// (the parse leaves it out of the scratch's list), and the fields named by the others still are
+/// hop-by-hop, `close` included, in whichever order the Connection fields come.
+#[test]
+fn connection_options_beyond_the_fixed_fields_are_hop_by_hop_whatever_the_order() {
+    for (extra, named) in [
+        ("Connection: keep-alive\r\nConnection: x-late\r\nX-Late: 1\r\n", &b"X-Late"[..]),
+        ("Connection: x-early, Keep-Alive\r\nConnection: keep-alive\r\n", b"x-early"),
+        ("Connection: close\r\nClose: 1\r\n", b"Close"),
+    ] {
+        let buf = get_with(extra);
+        let mut scratch = HeadScratch::new(8);
+        assert!(parse_request(&buf, &LIMITS, &mut scratch).unwrap().is_some(), "{extra}");
+        assert!(is_hop_by_hop(named, &buf, &scratch), "{extra}");
+        assert!(is_hop_by_hop(b"keep-alive", &buf, &scratch), "{extra}");
+        assert!(!is_hop_by_hop(b"Accept", &buf, &scratch), "{extra}");
+    }
+    let buf = get_with("Connection: keep-alive, Upgrade, TE\r\nX-Late: 1\r\n");
+    let mut scratch = HeadScratch::new(8);
+    assert!(parse_request(&buf, &LIMITS, &mut scratch).unwrap().is_some());
+    assert!(!is_hop_by_hop(b"X-Late", &buf, &scratch));
+    assert!(is_hop_by_hop(b"upgrade", &buf, &scratch) && is_hop_by_hop(b"te", &buf, &scratch));
+}

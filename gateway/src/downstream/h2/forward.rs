@@ -14,7 +14,6 @@ use crate::codec::body::{self, Dest, Side, Source, TransferError};
 use crate::codec::chunked::{encode_chunk, LAST_CHUNK};
 use crate::codec::h1::{self, HeadScratch, ResponseFraming, ResponseHead};
 use crate::codec::h2io::FlowWatch;
-use crate::codec::response::push_num;
 use crate::pipeline::answer::Refusal;
 use crate::pipeline::exchange::Exchange;
 use crate::pipeline::forward::{Downstream, Response, Try};
@@ -393,27 +392,18 @@ fn response_head(buf: &[u8], resp: &ResponseHead, scratch: &h1::HeadScratch) -> 
     let headers = response.headers_mut();
     for h in scratch.headers() {
         let name = h.name(buf);
-        if h1::is_hop_by_hop(name, buf, scratch) {
+        // The length the answer is framed by goes in below, once.
+        if h1::is_hop_by_hop(name, buf, scratch) || name.eq_ignore_ascii_case(b"content-length") {
             continue;
         }
         let (Ok(name), Ok(value)) = (http::HeaderName::from_bytes(name), http::HeaderValue::from_bytes(h.value(buf)))
         else {
             continue;
         };
-        if connection_specific(name.as_str()) {
-            continue;
-        }
-        if name == http::header::CONTENT_LENGTH && !matches!(resp.framing, ResponseFraming::Length(_)) {
-            continue;
-        }
         headers.append(name, value);
     }
     if let ResponseFraming::Length(n) = resp.framing {
-        let mut v = Vec::new();
-        push_num(&mut v, n);
-        if let Ok(v) = http::HeaderValue::from_bytes(&v) {
-            headers.insert(http::header::CONTENT_LENGTH, v);
-        }
+        headers.append(http::header::CONTENT_LENGTH, http::HeaderValue::from(n));
     }
     response
 }

@@ -519,3 +519,71 @@ fn http1_over_tls_carries_bodies_pipelines_and_key_updates_and_refuses_damaged_r
         assert_eq!((r.status, r.body), (200, loadtests::origin::pattern(100)), "{d}");
     });
 }
+
+/// An idle HTTP/1.1 connection over TLS is parked on io_uring (its session kept beside the
+/// socket) and served again when the client comes back: after a request, after a key update
+/// that carries no request, with two requests in one write; its idle timeout closes it with
+/// close_notify. On epoll TLS connections wait as tasks, and behave the same.
+#[test]
+fn idle_tls_connections_park_on_io_uring_and_come_back_whole() {
+    use std::io::{BufReader, Read};
+    use std::time::Duration;
+    each_driver(|d| {
+        let o = origin();
+        let certs = Certs::new("tlspark");
+        let listener =
+            format!("name = \"main\"\naddress = \"127.0.0.1:0\"\n\n[listeners.tls]\n{}\n", certs.tls_table(""));
+        let text = config(d, o.addr(), "[server.timeouts]\nidle = \"2s\"", "")
+            .replace("name = \"main\"\naddress = \"127.0.0.1:0\"\n", &listener);
+        let gw = TestGateway::start(&text);
+        let expect_parked = u64::from(d == "io_uring");
+        let parked = |n: u64| wait_until(Duration::from_secs(5), || gw.total("connections_parked") == n);
+        let cfg = client_config(&certs.pki.ca_pem(), &opts(&[b"http/1.1"]));
+        let mut r = BufReader::new(tls_connect(gw.addr, "a.test", cfg.clone()).unwrap());
+        let get = |r: &mut BufReader<TlsConn>, n: usize, what: &str| {
+            r.get_mut().write_all(format!("GET /bytes/{n} HTTP/1.1\r\nhost: a.test\r\n\r\n").as_bytes()).unwrap();
+            r.get_mut().flush().unwrap();
+            let resp = read_response(r, false).unwrap_or_else(|e| panic!("{d}: {what}: {e}"));
+            assert_eq!((resp.status, resp.body), (200, loadtests::origin::pattern(n)), "{d}: {what}");
+        };
+        get(&mut r, 7, "first request");
+        for round in 0..2 {
+            if expect_parked == 1 {
+                assert!(parked(1), "{d}: parked after request {round}");
+            } else {
+                std::thread::sleep(Duration::from_millis(500));
+                assert_eq!(gw.total("connections_parked"), 0, "{d}: TLS in poll mode waits as a task");
+            }
+            assert_eq!(gw.total("connections_active"), 1, "{d}");
+            get(&mut r, 100 + round, "a request to the parked connection");
+        }
+        // A key update alone wakes the parked connection; the request after it is answered.
+        assert!(parked(expect_parked), "{d}");
+        r.get_mut().conn.refresh_traffic_keys().unwrap();
+        r.get_mut().flush().unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        get(&mut r, 3, "the request after a key update");
+        // Two requests in one write to a parked connection: both answered, in order.
+        assert!(parked(expect_parked), "{d}");
+        r.get_mut()
+            .write_all(
+                b"GET /bytes/10 HTTP/1.1\r\nhost: a.test\r\n\r\nGET /bytes/20000 HTTP/1.1\r\nhost: a.test\r\n\r\n",
+            )
+            .unwrap();
+        r.get_mut().flush().unwrap();
+        for n in [10, 20_000] {
+            let resp = read_response(&mut r, false).unwrap();
+            assert_eq!((resp.status, resp.body), (200, loadtests::origin::pattern(n)), "{d}: pipelined {n}");
+        }
+        // The idle timeout (2 s) closes it, with close_notify: a clean end for the client.
+        assert!(parked(expect_parked), "{d}");
+        let started = std::time::Instant::now();
+        let mut rest = Vec::new();
+        assert_eq!(r.read_to_end(&mut rest).unwrap(), 0, "{d}: close_notify, then the end");
+        let after = started.elapsed();
+        assert!(after >= Duration::from_millis(1200), "{d}: closed after {after:?}, before the idle timeout");
+        assert!(wait_until(Duration::from_secs(3), || gw.total("connections_active") == 0), "{d}: uncounted");
+        assert_eq!(gw.total("connections_parked"), 0, "{d}");
+        assert_eq!(o.requests(), 6, "{d}");
+    });
+}

@@ -63,10 +63,7 @@ pub async fn serve(worker: Rc<Worker>, listener: Rc<ListenerHandle>, binding: u6
     // Each path is boxed: the task then holds only what its own protocol needs, for as long
     // as the connection lives (idle connections are most connections).
     let ended = match tls {
-        Some((tls, settings)) => {
-            Box::pin(serve_tls(&worker, listener, tcp, peer, tls, settings, edge)).await;
-            conn::Ended::Closed
-        }
+        Some((tls, settings)) => Box::pin(serve_tls(&worker, listener, tcp, peer, tls, settings, edge)).await,
         None => Box::pin(serve_cleartext(&worker, listener, tcp, peer, &protocols, edge)).await,
     };
     if ended == conn::Ended::Parked {
@@ -196,9 +193,9 @@ pub(crate) async fn serve_tls(
     tls: Arc<ServerTls>,
     settings: TlsSettings,
     edge: Edge,
-) {
+) -> conn::Ended {
     let Some(stream) = Box::pin(handshake(worker, &listener, tcp, peer, &tls, settings.handshake_timeout)).await else {
-        return;
+        return conn::Ended::Closed;
     };
     let (alpn_h2, identity) = {
         let session = stream.get_ref().1;
@@ -213,16 +210,17 @@ pub(crate) async fn serve_tls(
     let client = Rc::new(Client::new(peer, listener, Some(facts)).with_edge(&edge));
     if alpn_h2 {
         Box::pin(super::h2::serve(worker, stream, client)).await;
+        conn::Ended::Closed
     } else {
         let stream = match completion_mode(TlsIo::Server(stream)) {
             Ok(stream) => stream,
             Err(e) => {
                 tracing::debug!(%peer, error = %e, "switching a TLS connection to completion mode failed");
-                return;
+                return conn::Ended::Closed;
             }
         };
-        // TLS connections are never parked (`h1::park`).
-        let _ = Box::pin(conn::serve(worker, stream, client, Vec::new())).await;
+        // Parked when idle on io_uring (`h1::park`): then still open, without a task.
+        Box::pin(conn::serve(worker, stream, client, Vec::new())).await
     }
 }
 

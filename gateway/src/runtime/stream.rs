@@ -134,10 +134,11 @@ impl Stream {
         matches!(self, Stream::TlsServer(_) | Stream::TlsClient(_))
     }
 
-    /// Whether an idle connection on this stream can be parked (`runtime::park` keeps a bare
-    /// socket): plain TCP only. A TLS session holds state the parking set does not keep.
+    /// Whether an idle connection on this stream can be parked (`runtime::park` watches its
+    /// socket): plain TCP, and TLS in completion mode (its session is kept beside the socket;
+    /// it waits on socket readiness already). Poll-mode TLS waits in a read.
     pub fn parks(&self) -> bool {
-        matches!(self, Stream::Tcp(_))
+        matches!(self, Stream::Tcp(_) | Stream::TlsUring(_))
     }
 
     /// Takes the connection out, in poll mode, leaving [`Stream::Detached`] behind. Plain TCP

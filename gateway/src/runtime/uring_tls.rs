@@ -157,12 +157,35 @@ impl UringTls {
         monoio::io::AsyncWriteRent::shutdown(&mut self.tcp).await
     }
 
+    /// Parts the connection into its socket and its session, to park it idle (the socket
+    /// waits in the worker's parking set, the session beside it). Refused (the connection
+    /// back) when a read would return at once: plaintext or ciphertext is held, or rustls has
+    /// records to send.
+    pub fn park(self: Box<Self>) -> Result<(TcpStream, ParkedTls), Box<Self>> {
+        if self.buffered() || self.session.wants_write() {
+            return Err(self);
+        }
+        let UringTls { tcp, session, pending } = *self;
+        Ok((tcp, ParkedTls { session, pending }))
+    }
+
+    /// A parked connection, whole again.
+    pub fn unpark(tcp: TcpStream, parked: ParkedTls) -> Self {
+        UringTls { tcp, session: parked.session, pending: parked.pending }
+    }
+
     /// The connection in poll mode, for code that reads and writes it at once (a tunnel).
     pub fn into_poll(self) -> io::Result<PollTls> {
         let UringTls { tcp, session, pending } = self;
         let io = tcp.into_poll_io()?;
         Ok(PollTls { io, session, pending, closing: false })
     }
+}
+
+/// The session of a parked TLS connection ([`UringTls::park`]), without its socket.
+pub struct ParkedTls {
+    session: Connection,
+    pending: Vec<u8>,
 }
 
 /// Copies the plaintext rustls holds into the spare capacity of `buf`: `None` when it holds

@@ -69,6 +69,8 @@ pub struct ParkedConn {
     /// When its wait for the next request started counting (the previous request's end, or
     /// the start of the wait for the first).
     pub since: std::time::Instant,
+    /// The TLS session of a TLS connection (in completion mode), kept without its socket.
+    pub tls: Option<Box<crate::runtime::uring_tls::ParkedTls>>,
 }
 
 /// The config snapshot a request runs on, with this worker's state for its clusters.

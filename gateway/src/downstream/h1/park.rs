@@ -8,8 +8,13 @@
 //! drain's idle grace, answering a request that races it with `Connection: close`).
 //!
 //! A parked connection stays counted in `gateway_connections_active` (the connection limit
-//! sees it) and is counted in `gateway_connections_parked`. TLS connections are not parked:
-//! readiness of the socket does not tell whether a request is there.
+//! sees it) and is counted in `gateway_connections_parked`. A TLS connection in completion mode
+//! (HTTP/1.1 on io_uring, `runtime::uring_tls`) parks too, its session kept beside the socket,
+//! unless rustls holds bytes a read would return at once; the socket's readiness resumes it
+//! as a plain one's does (a record that carries no request, a key update say, is read by the
+//! resumed task, which then waits for the request within the header-read limit). Its idle
+//! deadline closes it with close_notify. On the epoll driver TLS runs in poll mode, waiting for
+//! a request in a read, and does not park.
 
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -20,6 +25,7 @@ use super::{Conn, Ended};
 use crate::runtime::catch::CatchUnwind;
 use crate::runtime::idle_timer::RESOLUTION;
 use crate::runtime::stream::Stream;
+use crate::runtime::uring_tls::{ParkedTls, UringTls};
 use crate::worker::{ParkedConn, Worker};
 
 /// How long a plain keep-alive connection waits for its next request as a task before it is
@@ -41,8 +47,21 @@ pub(super) fn park(worker: &Rc<Worker>, conn: &mut Conn, since: Instant, deadlin
     if !conn.stream.parks() {
         return false;
     }
-    let Stream::Tcp(tcp) = std::mem::replace(&mut conn.stream, Stream::Detached) else { return false };
-    let item = ParkedConn { client: Rc::clone(&conn.client), served: conn.served, since };
+    let (tcp, tls) = match std::mem::replace(&mut conn.stream, Stream::Detached) {
+        Stream::Tcp(tcp) => (tcp, None),
+        Stream::TlsUring(s) => match s.park() {
+            Ok((tcp, tls)) => (tcp, Some(Box::new(tls))),
+            Err(s) => {
+                conn.stream = Stream::TlsUring(s);
+                return false;
+            }
+        },
+        other => {
+            conn.stream = other;
+            return false;
+        }
+    };
+    let item = ParkedConn { client: Rc::clone(&conn.client), served: conn.served, since, tls };
     match worker.parked.park(tcp, deadline, item) {
         Ok(()) => {
             worker.stats.connections_parked.inc();
@@ -51,8 +70,8 @@ pub(super) fn park(worker: &Rc<Worker>, conn: &mut Conn, since: Instant, deadlin
             }
             true
         }
-        Err((tcp, _)) => {
-            conn.stream = Stream::Tcp(tcp);
+        Err((tcp, item)) => {
+            conn.stream = whole(tcp, item.tls);
             false
         }
     }
@@ -78,13 +97,20 @@ async fn parker(worker: Rc<Worker>) {
             resume(&worker, tcp, idle, true);
         }
         worker.parked.take_expired(Instant::now(), &mut out);
-        for (tcp, idle) in out.drain(..) {
-            // The idle timeout: closed as a waiting connection is (plain TCP: no goodbye).
-            drop(tcp);
-            drop(idle);
+        for (tcp, mut idle) in out.drain(..) {
+            // The idle timeout: closed as a waiting connection is (plain TCP: no goodbye; TLS:
+            // close_notify, sent by a task of its own).
             worker.stats.connections_parked.sub(1);
-            worker.stats.connections_active.sub(1);
-            worker.connection_closed();
+            match idle.tls.take() {
+                Some(tls) => {
+                    monoio::spawn(close_tls(Rc::clone(&worker), whole(tcp, Some(tls))));
+                }
+                None => {
+                    drop(tcp);
+                    worker.stats.connections_active.sub(1);
+                    worker.connection_closed();
+                }
+            }
         }
         // A drain, or a reload (which may have removed listeners): stopped listeners'
         // connections get their task back. Nothing parks once its listener stopped.
@@ -108,10 +134,31 @@ fn resume(worker: &Rc<Worker>, tcp: TcpStream, idle: ParkedConn, ready: bool) {
     monoio::spawn(resumed(Rc::clone(worker), tcp, idle, ready));
 }
 
+/// The stream of a parked connection, whole again.
+fn whole(tcp: TcpStream, tls: Option<Box<ParkedTls>>) -> Stream {
+    match tls {
+        Some(tls) => Stream::TlsUring(Box::new(UringTls::unpark(tcp, *tls))),
+        None => Stream::Tcp(tcp),
+    }
+}
+
+/// Closes a parked TLS connection whose idle deadline passed: close_notify (for at most a
+/// second, as a waiting connection's close), then the socket.
+async fn close_tls(worker: Rc<Worker>, mut stream: Stream) {
+    monoio::select! {
+        _ = stream.shutdown() => {}
+        _ = worker.idle_timer.after(Duration::from_secs(1)) => {}
+    }
+    drop(stream);
+    worker.stats.connections_active.sub(1);
+    worker.connection_closed();
+}
+
 /// A resumed connection's task, inside a panic boundary like an accepted one's.
-async fn resumed(worker: Rc<Worker>, tcp: TcpStream, idle: ParkedConn, ready: bool) {
+async fn resumed(worker: Rc<Worker>, tcp: TcpStream, mut idle: ParkedConn, ready: bool) {
     let peer = idle.client.peer;
-    let serve = super::resume(&worker, Stream::Tcp(tcp), idle, ready);
+    let stream = whole(tcp, idle.tls.take());
+    let serve = super::resume(&worker, stream, idle, ready);
     match CatchUnwind::new(serve).await {
         Ok(Ended::Parked) => return,
         Ok(Ended::Closed) => {}

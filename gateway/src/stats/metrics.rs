@@ -91,7 +91,7 @@ pub const WORKER_FAMILIES: &[WorkerFamily] = &[
         connections_parked,
         Gauge,
         "gateway_connections_parked",
-        "Idle plain HTTP/1.1 keep-alive connections parked without a task (about 0.2 s after their last request); included in gateway_connections_active."
+        "Idle HTTP/1.1 keep-alive connections (plain, and TLS on io_uring) parked without a task (about 0.2 s after their last request); included in gateway_connections_active."
     ),
     per_worker!(requests_total, Counter, "gateway_requests_total", "Requests whose head was parsed completely."),
     per_worker!(requests_active, Gauge, "gateway_requests_active", "Requests currently being handled."),

@@ -74,7 +74,7 @@ worker_stats! {
     connections_rejected,
     /// Downstream connections currently open (gauge).
     connections_active,
-    /// Idle plain HTTP/1.1 connections parked without a task, included in connections_active (gauge).
+    /// Idle HTTP/1.1 connections (plain, and TLS on io_uring) parked without a task, included in connections_active (gauge).
     connections_parked,
     /// Requests whose head was parsed completely.
     requests_total,

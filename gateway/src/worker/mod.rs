@@ -55,7 +55,7 @@ pub struct Worker {
     pub(crate) accept_waiters: RefCell<Vec<std::task::Waker>>,
     /// Sources recently cut for stalling HTTP/2 flow control.
     pub h2_penalty: crate::admission::penalty::PenaltyBox,
-    /// Idle plain HTTP/1.1 connections parked without a task (`downstream::h1::park`).
+    /// Idle HTTP/1.1 connections (plain, and TLS on io_uring) parked without a task (`downstream::h1::park`).
     pub parked: Parking<ParkedConn>,
     /// Whether the task that watches [`Worker::parked`] runs.
     pub parker_running: Cell<bool>,

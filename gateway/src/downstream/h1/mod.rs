@@ -283,8 +283,9 @@ enum Wait {
 /// `Close` when the connection should close (idle timeout, drain, client gone). `ended`: when
 /// the previous request ended (read already; the wait's limit counts from then), if any. The
 /// timeout is on the worker's coarse timer (`runtime::idle_timer`): an idle connection's task
-/// holds no timer entry of its own. A plain connection (or TLS in completion mode) still idle after [`park::PARK_AFTER`]
-/// (`parkable`, its listener not stopped, its limit further away) comes back as `Park`.
+/// holds no timer entry of its own. A plain connection (or TLS in completion mode) still idle
+/// after [`park::PARK_AFTER`] (`parkable`, its listener not stopped, its limit further away)
+/// comes back as `Park`.
 async fn wait_for_request(worker: &Rc<Worker>, conn: &mut Conn, ended: Option<Instant>, parkable: bool) -> Wait {
     let buf = std::mem::take(&mut conn.rbuf);
     worker.buffers.give(buf);

@@ -1,4 +1,4 @@
-//! Idle plain HTTP/1.1 connections leave their task: after [`PARK_AFTER`] without a request,
+//! Idle HTTP/1.1 connections leave their task: after [`PARK_AFTER`] without a request,
 //! the socket goes to the worker's parking set (`runtime::park`) with what the connection must
 //! remember (its client, requests served, when the last one ended), and the task ends. The
 //! worker's parker task watches the set: a socket that becomes readable (or hangs up) gets a
@@ -36,8 +36,8 @@ pub const PARK_AFTER: Duration = Duration::from_millis(200);
 
 /// Parks the connection's socket until its next request, its idle `deadline` or a stop. True:
 /// parked, `conn.stream` is detached and the task must end without closing or uncounting the
-/// connection. False: not parked (a TLS stream, a stopped listener, or the registration
-/// failed), `conn` unchanged.
+/// connection. False: not parked (poll-mode TLS, rustls holding bytes, a stopped listener, or
+/// the registration failed), `conn` unchanged.
 /// `since`: when the wait for the next request started counting (its limit's origin).
 pub(super) fn park(worker: &Rc<Worker>, conn: &mut Conn, since: Instant, deadline: Instant) -> bool {
     // A stopped listener's connections wait as tasks (the drain's idle grace, `stop_when_idle`).

@@ -165,13 +165,14 @@ impl UringTls {
         if self.buffered() || self.session.wants_write() {
             return Err(self);
         }
-        let UringTls { tcp, session, pending } = *self;
-        Ok((tcp, ParkedTls { session, pending }))
+        // `pending` is empty here (else `buffered`): it is not kept.
+        let UringTls { tcp, session, .. } = *self;
+        Ok((tcp, ParkedTls { session }))
     }
 
     /// A parked connection, whole again.
     pub fn unpark(tcp: TcpStream, parked: ParkedTls) -> Self {
-        UringTls { tcp, session: parked.session, pending: parked.pending }
+        UringTls::new(tcp, parked.session)
     }
 
     /// The connection in poll mode, for code that reads and writes it at once (a tunnel).
@@ -185,7 +186,6 @@ impl UringTls {
 /// The session of a parked TLS connection ([`UringTls::park`]), without its socket.
 pub struct ParkedTls {
     session: Connection,
-    pending: Vec<u8>,
 }
 
 /// Copies the plaintext rustls holds into the spare capacity of `buf`: `None` when it holds

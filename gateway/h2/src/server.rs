@@ -1,0 +1,1 @@
+//! The server side of one HTTP/2 connection, without I/O.

@@ -57,6 +57,12 @@ fn absolute_form(bytes: &[u8], base: usize) -> Result<TargetParts, &'static str>
     Ok(TargetParts { path, query, authority: Some(authority_start..authority_start + route_len) })
 }
 
+/// Whether `bytes` is an origin-form request-target (`/path[?query]`, RFC 3986 characters and
+/// percent-encoding), as an HTTP/2 `:path` must be.
+pub fn valid_origin_form(bytes: &[u8]) -> bool {
+    bytes.first() == Some(&b'/') && path_and_query(bytes, 0).is_ok()
+}
+
 /// Splits `path [ "?" query ]` at the first `?`, checking RFC 3986 characters and
 /// percent-encoding in one pass.
 fn path_and_query(bytes: &[u8], base: usize) -> Result<(Range<usize>, Option<Range<usize>>), &'static str> {
@@ -84,7 +90,7 @@ fn path_and_query(bytes: &[u8], base: usize) -> Result<(Range<usize>, Option<Ran
 /// Checks `uri-host [ ":" port ]` (RFC 9110 §7.2, RFC 3986 §3.2.2) and returns how many leading
 /// bytes to route on: all of them, less a trailing `:` with an empty port. Refused: an empty
 /// host, IPvFuture, zone identifiers, ports above 65535.
-pub(super) fn authority_len(authority: &[u8]) -> Option<usize> {
+pub fn authority_len(authority: &[u8]) -> Option<usize> {
     let host_len = if authority.first() == Some(&b'[') {
         let close = authority.iter().position(|&b| b == b']')?;
         let literal = std::str::from_utf8(authority.get(1..close)?).ok()?;

@@ -33,6 +33,8 @@ pub enum Dest<'a> {
     Stream(&'a mut Stream),
     /// A stream of a downstream connection, whose waits for window are reported to the watch.
     H2(&'a mut h2::SendStream<bytes::Bytes>, Option<&'a crate::codec::h2io::FlowWatch>),
+    /// A stream of a downstream HTTP/2 connection (the gateway's own codec).
+    H2Native(&'a crate::downstream::h2::H2Stream, Option<&'a crate::codec::h2io::FlowWatch>),
 }
 
 impl Dest<'_> {
@@ -48,6 +50,14 @@ impl Dest<'_> {
                 Ok(r) => r,
                 Err(_) => (Err(io::ErrorKind::TimedOut.into()), Vec::new()),
             },
+            Dest::H2Native(stream, watch) => {
+                let data = buf.get(range).unwrap_or_default();
+                let res = match monoio::time::timeout(limit, stream.send_data(data, false, *watch)).await {
+                    Ok(r) => r.map_err(io::Error::other),
+                    Err(_) => Err(io::ErrorKind::TimedOut.into()),
+                };
+                (res, buf)
+            }
             Dest::H2(tx, watch) => {
                 let data = bytes::Bytes::copy_from_slice(buf.get(range).unwrap_or_default());
                 let send = crate::codec::h2io::send_data_watched(tx, data, false, *watch);

@@ -78,14 +78,20 @@ impl FlowWatch {
         self.granted.get()
     }
 
-    fn wait(&self) -> Waiting<'_> {
+    /// A waiting stream was granted capacity.
+    pub(crate) fn grant(&self) {
+        self.granted.set(self.granted.get().wrapping_add(1));
+    }
+
+    /// Counts one waiting stream until the guard is dropped.
+    pub(crate) fn wait(&self) -> Waiting<'_> {
         self.waiting.set(self.waiting.get().saturating_add(1));
         Waiting(self)
     }
 }
 
 /// One stream's wait, counted in [`FlowWatch::waiting`] until dropped.
-struct Waiting<'a>(&'a FlowWatch);
+pub(crate) struct Waiting<'a>(&'a FlowWatch);
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {

@@ -182,6 +182,22 @@ pub fn status_line(out: &mut Vec<u8>, status: u16, reason: &str) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// The decimal digits of `n`, written at the end of `digits`.
+pub fn num(digits: &mut [u8; 20], mut n: u64) -> &[u8] {
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        if let Some(d) = digits.get_mut(i) {
+            *d = b'0' + (n % 10) as u8;
+        }
+        n /= 10;
+        if n == 0 || i == 0 {
+            break;
+        }
+    }
+    digits.get(i..).unwrap_or_default()
+}
+
 /// Appends the decimal digits of `n`.
 #[inline]
 pub fn push_num(out: &mut Vec<u8>, n: u64) {

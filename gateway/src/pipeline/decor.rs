@@ -82,6 +82,20 @@ impl<'a> Decor<'a> {
         }
     }
 
+    /// Writes the fields into an HTTP/2 head being encoded (the upstream's fields they
+    /// replace were left out by the caller: [`Self::replaces`]).
+    pub fn push_h2(&self, w: &mut gateway_h2::server::HeadWriter<'_>) {
+        if let Some(server) = self.server.filter(|s| !s.is_empty()) {
+            w.field(b"server", server.as_bytes());
+        }
+        if let Some(Some(hsts)) = self.hsts {
+            w.field(b"strict-transport-security", hsts.as_bytes());
+        }
+        if let Some((e, vars)) = &self.edits {
+            edits::push_h2(w, e, vars);
+        }
+    }
+
     /// Inserts the fields right after the status line of the HTTP/1.1 response starting at
     /// `start` in `out` (a head the gateway wrote itself, without either field).
     pub fn insert_h1(&self, out: &mut Vec<u8>, start: usize) {

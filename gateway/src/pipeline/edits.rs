@@ -55,6 +55,19 @@ pub fn push_h1(out: &mut Vec<u8>, edits: &HeaderEdits, vars: &Vars<'_>) {
     }
 }
 
+/// Writes the `set` and `add` fields into an HTTP/2 head being encoded (the received fields
+/// they replace or that are removed were left out by the caller: [`HeaderEdits::drops`]).
+pub fn push_h2(w: &mut gateway_h2::server::HeadWriter<'_>, edits: &HeaderEdits, vars: &Vars<'_>) {
+    let mut value = Vec::new();
+    for (name, template) in edits.set.iter().chain(&edits.add) {
+        value.clear();
+        expand(&mut value, template, vars);
+        if !value.is_empty() && valid_value(&value) {
+            w.field(name.as_bytes(), &value);
+        }
+    }
+}
+
 /// Applies every edit to an HTTP/2 (or `http`) header map.
 pub fn apply_h2(headers: &mut http::HeaderMap, edits: &HeaderEdits, vars: &Vars<'_>) {
     for name in edits.remove.iter().chain(edits.set.iter().map(|(n, _)| n)) {

@@ -22,6 +22,13 @@ pub fn connection_specific(name: &str) -> bool {
     matches!(name, "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade" | "host")
 }
 
+/// [`connection_specific`] for a name in any case (from an HTTP/1.1 head).
+pub fn connection_specific_bytes(name: &[u8]) -> bool {
+    [&b"connection"[..], b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade", b"host"]
+        .iter()
+        .any(|c| c.eq_ignore_ascii_case(name))
+}
+
 /// Maps a failure to get a stream to the proxy's error kinds (nothing was sent).
 pub fn acquire_error(e: H2Error) -> UpstreamError {
     match e {

@@ -16,7 +16,7 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
+
 
 use crate::codec::body::TransferError;
 use crate::codec::h1::{self, HeadScratch, ResponseHead};
@@ -37,7 +37,7 @@ pub enum Interim<'a> {
     /// sent this client a 100 Continue already.
     H1 { client: &'a mut Stream, continued: bool, timeout: Duration },
     /// Sent on an HTTP/2 client stream as a HEADERS frame without END_STREAM.
-    H2(&'a mut h2::server::SendResponse<Bytes>),
+    H2(&'a crate::downstream::h2::H2Stream),
 }
 
 impl Interim<'_> {
@@ -87,24 +87,16 @@ impl Interim<'_> {
                 out.extend_from_slice(b"\r\n");
                 Some(out)
             }
-            Interim::H2(respond) => {
-                let mut head = http::Response::new(());
-                if let Ok(status) = http::StatusCode::from_u16(resp.status) {
-                    *head.status_mut() = status;
-                } else {
-                    return None;
-                }
-                for (name, value) in fields() {
-                    let (Ok(n), Ok(v)) = (http::HeaderName::from_bytes(name), http::HeaderValue::from_bytes(value))
-                    else {
-                        continue;
-                    };
-                    if !super::h2up::connection_specific(n.as_str()) {
-                        head.headers_mut().append(n, v);
+            Interim::H2(stream) => {
+                let sent = stream.send_head_with(resp.status, false, |w| {
+                    for (name, value) in fields() {
+                        if !super::h2up::connection_specific_bytes(name) {
+                            w.field(name, value);
+                        }
                     }
-                }
+                });
                 // A failure means the stream is gone: the final response will fail the same way.
-                if let Err(e) = respond.send_informational(head) {
+                if let Err(e) = sent {
                     tracing::debug!(error = %e, "interim response not sent to the HTTP/2 client");
                 }
                 None
@@ -146,13 +138,13 @@ impl Interim<'_> {
                 out.extend_from_slice(b"\r\n");
                 self.write(worker, out).await.map(|_| ())
             }
-            Interim::H2(respond) => {
-                let mut info = http::Response::new(());
-                *info.status_mut() = head.status;
-                for (name, value) in fields() {
-                    info.headers_mut().append(name.clone(), value.clone());
-                }
-                if let Err(e) = respond.send_informational(info) {
+            Interim::H2(stream) => {
+                let sent = stream.send_head_with(head.status.as_u16(), false, |w| {
+                    for (name, value) in fields() {
+                        w.field(name.as_str().as_bytes(), value.as_bytes());
+                    }
+                });
+                if let Err(e) = sent {
                     tracing::debug!(error = %e, "interim response not sent to the HTTP/2 client");
                 }
                 Ok(())

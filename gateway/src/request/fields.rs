@@ -12,6 +12,8 @@ pub enum Fields<'a> {
         scratch: &'a HeadScratch,
     },
     H2(&'a http::HeaderMap),
+    /// An HTTP/2 head decoded by the gateway's own codec: the decoded bytes and the fields.
+    H2Native(&'a gateway_h2::server::RequestHead),
 }
 
 impl<'a> Fields<'a> {
@@ -21,6 +23,7 @@ impl<'a> Fields<'a> {
         match *self {
             Self::H1 { buf, scratch } => FieldIter::H1 { buf, lines: scratch.headers().iter() },
             Self::H2(map) => FieldIter::H2(map.iter()),
+            Self::H2Native(head) => FieldIter::H2Native { buf: &head.buf, fields: head.fields.iter() },
         }
     }
 
@@ -28,7 +31,9 @@ impl<'a> Fields<'a> {
     pub fn first(&self, name: &[u8]) -> Option<&'a [u8]> {
         match *self {
             Self::H2(map) => map.get(std::str::from_utf8(name).ok()?).map(http::HeaderValue::as_bytes),
-            Self::H1 { .. } => self.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v),
+            Self::H1 { .. } | Self::H2Native(_) => {
+                self.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v)
+            }
         }
     }
 
@@ -40,7 +45,9 @@ impl<'a> Fields<'a> {
                 Ok(n) => map.get_all(n).iter().any(|v| f(v.as_bytes())),
                 Err(_) => false,
             },
-            Self::H1 { .. } => self.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name)).any(|(_, v)| f(v)),
+            Self::H1 { .. } | Self::H2Native(_) => {
+                self.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name)).any(|(_, v)| f(v))
+            }
         }
     }
 
@@ -49,6 +56,7 @@ impl<'a> Fields<'a> {
         match self {
             Self::H1 { scratch, .. } => scratch.headers().len(),
             Self::H2(map) => map.len(),
+            Self::H2Native(head) => head.fields.len(),
         }
     }
 
@@ -61,7 +69,7 @@ impl<'a> Fields<'a> {
     pub fn is_hop_by_hop(&self, name: &[u8]) -> bool {
         match *self {
             Self::H1 { buf, scratch } => crate::codec::h1::is_hop_by_hop(name, buf, scratch),
-            Self::H2(_) => crate::codec::h1::is_fixed_hop_by_hop(name),
+            Self::H2(_) | Self::H2Native(_) => crate::codec::h1::is_fixed_hop_by_hop(name),
         }
     }
 }
@@ -70,6 +78,7 @@ impl<'a> Fields<'a> {
 pub enum FieldIter<'a> {
     H1 { buf: &'a [u8], lines: std::slice::Iter<'a, HeaderRange> },
     H2(http::header::Iter<'a, http::HeaderValue>),
+    H2Native { buf: &'a [u8], fields: std::slice::Iter<'a, gateway_h2::hpack::Field> },
 }
 
 impl<'a> Iterator for FieldIter<'a> {
@@ -80,6 +89,7 @@ impl<'a> Iterator for FieldIter<'a> {
         match self {
             Self::H1 { buf, lines } => lines.next().map(|h| (h.name(buf), h.value(buf))),
             Self::H2(it) => it.next().map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())),
+            Self::H2Native { buf, fields } => fields.next().map(|f| gateway_h2::server::field_bytes(buf, f)),
         }
     }
 }

@@ -141,6 +141,37 @@ impl<'a> Request<'a> {
         .with_real_ip()
     }
 
+    /// The view of an HTTP/2 request decoded by the gateway's codec (checked there: pseudo
+    /// fields present, content-length one number). `authority`: `:authority`, else Host.
+    pub fn h2_native(
+        head: &'a gateway_h2::server::RequestHead,
+        authority: Option<&'a [u8]>,
+        end_of_stream: bool,
+        client: &'a Client,
+    ) -> Self {
+        let body = if end_of_stream { Body::None } else { head.content_length.map_or(Body::Stream, Body::Length) };
+        let target = head.path().unwrap_or_default();
+        let (path, query) = match target.iter().position(|&b| b == b'?') {
+            Some(i) => (target.get(..i).unwrap_or_default(), target.get(i + 1..)),
+            None => (target, None),
+        };
+        let method_bytes = head.method();
+        Self {
+            method: Method::from_token(method_bytes),
+            method_bytes,
+            path,
+            query,
+            authority,
+            fields: Fields::H2Native(head),
+            body,
+            version: Version::Http2,
+            websocket: false,
+            client,
+            addr: client.peer.ip(),
+        }
+        .with_real_ip()
+    }
+
     /// Calls `f` with [`Self::addr`] as text (the connection's own text when it is the
     /// connection's address; else formatted on the stack).
     pub fn with_addr_text<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {

@@ -7,9 +7,12 @@
 use std::rc::Rc;
 
 use bytes::Bytes;
+use gateway_h2::frame::Reason;
 use monoio::time::Instant;
 
 use super::server::ConnCtx;
+use super::shared::{BodyReader, H2Stream};
+use gateway_h2::server::RequestHead;
 use crate::codec::body::{self, Dest, Side, Source, TransferError};
 use crate::codec::chunked::{encode_chunk, LAST_CHUNK};
 use crate::codec::h1::{self, HeadScratch, ResponseFraming, ResponseHead};
@@ -28,9 +31,7 @@ use crate::worker::Worker;
 /// One stream on its way to an upstream.
 pub struct H2Forward<'a> {
     pub ctx: &'a ConnCtx,
-    pub respond: &'a mut h2::server::SendResponse<Bytes>,
-    /// The request body, until a pump took it or it was held whole.
-    pub body: Option<h2::RecvStream>,
+    pub stream: &'a H2Stream,
     /// The request body read whole (and its trailers), so that every try can send it.
     pub held: Option<(Bytes, Option<http::HeaderMap>)>,
     pub ex: &'a mut Exchange,
@@ -44,30 +45,28 @@ impl Downstream for H2Forward<'_> {
     }
 
     async fn hold_body(&mut self, t: &Try<'_>, n: u64) -> Result<bool, Option<Refusal>> {
-        let Some(mut body) = self.body.take() else { return Ok(false) };
+        if self.held.is_some() {
+            return Ok(true);
+        }
         let timeout = t.local.snap.config.server.timeouts.body_io;
         let mut data = Vec::with_capacity(usize::try_from(n).unwrap_or(0));
         loop {
-            let chunk = match monoio::time::timeout(timeout, body.data()).await {
+            let chunk = match monoio::time::timeout(timeout, self.stream.data()).await {
                 Err(_) => return Err(Refusal::for_client_body(&TransferError::ReadTimeout)),
                 Ok(None) => break,
                 // The client reset the stream: nobody to answer.
                 Ok(Some(Err(_))) => return Err(None),
                 Ok(Some(Ok(chunk))) => chunk,
             };
-            // The h2 crate holds DATA to the declared content-length; this bounds the buffer
+            // The codec holds DATA to the declared content-length; this bounds the buffer
             // whatever it does.
             if data.len() + chunk.len() > usize::try_from(n).unwrap_or(usize::MAX) {
                 return Err(Refusal::for_client_body(&TransferError::Framing));
             }
             data.extend_from_slice(&chunk);
-            let _ = body.flow_control().release_capacity(chunk.len());
+            self.stream.release(chunk.len());
         }
-        let trailers = match monoio::time::timeout(timeout, body.trailers()).await {
-            Ok(Ok(t)) => t,
-            Ok(Err(_)) => return Err(None),
-            Err(_) => return Err(Refusal::for_client_body(&TransferError::ReadTimeout)),
-        };
+        let trailers = self.stream.take_trailers().map(|t| trailer_map(&t));
         let len = data.len() as u64;
         t.worker.stats.downstream_bytes_in.add(len);
         self.ex.bytes_in += len;
@@ -87,18 +86,16 @@ impl Downstream for H2Forward<'_> {
         *head = b;
         head.truncate(len);
         res.map_err(UpstreamError::Send)?;
-        match self.body.as_mut() {
-            Some(body) if t.req.body != crate::request::Body::None => {
-                let chunked = t.req.body == crate::request::Body::Stream;
-                let server = &t.local.snap.config.server;
-                send_body(t.worker, server, body, self.ex, up, chunked, t.try_deadline).await
-            }
-            _ => Ok(()),
+        if self.held.is_none() && t.req.body != crate::request::Body::None {
+            let chunked = t.req.body == crate::request::Body::Stream;
+            let server = &t.local.snap.config.server;
+            return send_body(t.worker, server, self.stream, self.ex, up, chunked, t.try_deadline).await;
         }
+        Ok(())
     }
 
     fn interim(&mut self, _: &Try<'_>) -> Interim<'_> {
-        Interim::H2(self.respond)
+        Interim::H2(self.stream)
     }
 
     async fn try_h2(
@@ -111,21 +108,16 @@ impl Downstream for H2Forward<'_> {
         if let Some((data, trailers)) = self.held.clone() {
             return Box::pin(self.try_h2_held(t, endpoint, up, data, trailers)).await;
         }
-        let no_body = self.body.as_ref().is_none_or(h2::RecvStream::is_end_stream);
+        let no_body = self.stream.is_end_stream();
         let (slot, response, tx) = h2up::send_head(t.worker, endpoint, up, no_body, t.try_deadline).await?;
-        // The body (if any) is pumped by its own task; a bodyless request is kept, so that a
-        // stream the upstream refused (not processed, RFC 9113 §8.7) can be sent again.
-        let pump = match (tx, self.body.take()) {
-            (Some(tx), Some(body)) => {
-                let pump = h2up::pump(body, tx, server.timeouts.body_io, server.limits.max_body_bytes);
-                Some(monoio::spawn(pump))
-            }
-            (_, body) => {
-                self.body = body;
-                None
-            }
-        };
-        let head = h2up::response_head(t.worker, response, &mut Interim::H2(self.respond), t.try_deadline).await;
+        // The body (if any) is pumped while the response comes back (a stream both ways); a
+        // bodyless request can be sent again when the upstream refused the stream (not
+        // processed, RFC 9113 §8.7).
+        let pump = tx.map(|tx| {
+            let pump = pump(self.stream.body(), tx, server.timeouts.body_io, server.limits.max_body_bytes);
+            monoio::spawn(pump)
+        });
+        let head = h2up::response_head(t.worker, response, &mut Interim::H2(self.stream), t.try_deadline).await;
         match head {
             Ok(resp) => Ok(Response::H2 { slot, resp, pump }),
             // Refused after the body went out: it is gone, the request cannot be sent again.
@@ -140,21 +132,21 @@ impl Downstream for H2Forward<'_> {
         match resp {
             Response::H1 { up, ubuf, upos, head, scratch } => {
                 let flow = &self.ctx.flow;
-                from_h1(t, self.respond, self.ex, endpoint, up, ubuf, upos, head, scratch, flow).await;
+                from_h1(t, self.stream, self.ex, endpoint, up, ubuf, upos, head, scratch, flow).await;
             }
             Response::H2 { slot, resp, pump } => {
-                Box::pin(from_h2(t, self.respond, self.ex, resp, pump, &self.ctx.flow)).await;
+                Box::pin(from_h2(t, self.stream, self.ex, resp, pump, &self.ctx.flow)).await;
                 drop(slot);
             }
         }
     }
 
     async fn refuse(&mut self, t: &Try<'_>, refusal: Refusal, _keep: bool) {
-        super::stream::reply(t.worker, t.local, self.respond, self.ex, &refusal, t.req.is_head());
+        super::stream::reply(t.worker, t.local, self.stream, self.ex, &refusal, t.req.is_head()).await;
     }
 
     fn abort(&mut self) {
-        self.respond.send_reset(h2::Reason::CANCEL);
+        self.stream.reset(Reason::CANCEL);
     }
 }
 
@@ -181,7 +173,7 @@ impl H2Forward<'_> {
                 tx.send_trailers(trailers).map_err(|e| UpstreamError::Send(std::io::Error::other(e)))?;
             }
         }
-        let resp = h2up::response_head(t.worker, response, &mut Interim::H2(self.respond), t.try_deadline).await?;
+        let resp = h2up::response_head(t.worker, response, &mut Interim::H2(self.stream), t.try_deadline).await?;
         Ok(Response::H2 { slot, resp, pump: None })
     }
 }
@@ -191,7 +183,7 @@ impl H2Forward<'_> {
 /// pump.
 async fn from_h2(
     t: &Try<'_>,
-    respond: &mut h2::server::SendResponse<Bytes>,
+    stream: &H2Stream,
     ex: &mut Exchange,
     resp: http::Response<h2::RecvStream>,
     pump: Option<monoio::task::JoinHandle<u64>>,
@@ -201,16 +193,24 @@ async fn from_h2(
     let (parts, body) = resp.into_parts();
     ex.status = parts.status.as_u16();
     let end = body.is_end_stream();
-    let mut head = h2up::client_head(&parts);
-    crate::pipeline::decor::Decor::for_relay(&t.local.snap.config, t, ex).apply_h2(head.headers_mut());
-    match respond.send_response(head, end) {
-        Ok(mut tx) if !end => match h2up::relay(body, &mut tx, t.action.timeout, flow).await {
+    let decor = crate::pipeline::decor::Decor::for_relay(&t.local.snap.config, t, ex);
+    let sent = stream.send_head_with(parts.status.as_u16(), end, |w| {
+        for (name, value) in &parts.headers {
+            let n = name.as_str();
+            if !h2up::connection_specific(n) && n != "te" && !decor.replaces(n.as_bytes()) {
+                w.field(n.as_bytes(), value.as_bytes());
+            }
+        }
+        decor.push_h2(w);
+    });
+    match sent {
+        Ok(()) if !end => match relay(body, stream, t.action.timeout, flow).await {
             Ok(n) | Err(n) => {
                 worker.stats.downstream_bytes_out.add(n);
                 ex.bytes_out += n;
             }
         },
-        Ok(_) => {}
+        Ok(()) => {}
         Err(e) => tracing::debug!(error = %e, "HTTP/2 response not sent"),
     }
     if let Some(p) = pump {
@@ -220,12 +220,103 @@ async fn from_h2(
     }
 }
 
-/// Connection-specific fields (RFC 9110 §7.6.1) never forwarded to an HTTP/1.1 upstream, nor
-/// back to an HTTP/2 client.
-fn connection_specific(name: &str) -> bool {
+/// Copies a response body (and trailers) from the upstream's stream to the client's. Returns
+/// the bytes moved; `Err` when it could not be completed: the client's stream is then reset
+/// with CANCEL (RFC 9113 §7: the gateway gave up on the stream, because the upstream failed or
+/// went idle mid-body, or the client stopped reading; neither is an internal error).
+async fn relay(mut from: h2::RecvStream, to: &H2Stream, idle: std::time::Duration, watch: &FlowWatch) -> Result<u64, u64> {
+    let mut total = 0u64;
+    loop {
+        let data = match monoio::time::timeout(idle, from.data()).await {
+            Ok(Some(Ok(d))) => d,
+            Ok(None) => break,
+            _ => {
+                to.reset(Reason::CANCEL);
+                return Err(total);
+            }
+        };
+        let n = data.len();
+        total += n as u64;
+        let send = to.send_data(&data, false, Some(watch));
+        let sent = monoio::time::timeout(idle, send).await;
+        let _ = from.flow_control().release_capacity(n);
+        if sent.map_or(true, |r| r.is_err()) {
+            to.reset(Reason::CANCEL);
+            return Err(total);
+        }
+    }
+    let end = match from.trailers().await {
+        Ok(Some(t)) => to.send_trailers_with(|w| {
+            for (name, value) in &t {
+                if !h2up::connection_specific(name.as_str()) {
+                    w.field(name.as_str().as_bytes(), value.as_bytes());
+                }
+            }
+        }),
+        Ok(None) => monoio::time::timeout(idle, to.send_data(&[], true, Some(watch)))
+            .await
+            .unwrap_or(Err(super::shared::Gone::Closed)),
+        Err(_) => {
+            to.reset(Reason::CANCEL);
+            return Err(total);
+        }
+    };
+    end.map(|_| total).map_err(|_| total)
+}
+
+/// Copies a request body from a client's HTTP/2 stream to the upstream's, with trailers; the
+/// client's window is given back as the upstream takes the bytes. Resets the upstream stream
+/// when the client's fails.
+async fn pump(from: BodyReader, mut to: h2::SendStream<Bytes>, idle: std::time::Duration, max_bytes: u64) -> u64 {
+    let mut total = 0u64;
+    loop {
+        let data = match monoio::time::timeout(idle, from.data()).await {
+            Ok(Some(Ok(d))) => d,
+            Ok(None) => break,
+            _ => {
+                to.send_reset(h2::Reason::CANCEL);
+                return total;
+            }
+        };
+        total += data.len() as u64;
+        if total > max_bytes {
+            to.send_reset(h2::Reason::CANCEL);
+            return total;
+        }
+        let n = data.len();
+        let sent = monoio::time::timeout(idle, crate::codec::h2io::send_data(&mut to, data, false)).await;
+        if sent.map_or(true, |r| r.is_err()) {
+            return total;
+        }
+        from.release(n);
+    }
+    match from.take_trailers() {
+        Some(t) => {
+            let _ = to.send_trailers(trailer_map(&t));
+        }
+        None => {
+            let _ = to.send_data(Bytes::new(), true);
+        }
+    }
+    total
+}
+
+/// A client's trailers as a header map (for an HTTP/2 upstream).
+fn trailer_map(head: &RequestHead) -> http::HeaderMap {
+    let mut map = http::HeaderMap::with_capacity(head.fields.len());
+    for (name, value) in head.iter() {
+        if let (Ok(n), Ok(v)) = (http::HeaderName::from_bytes(name), http::HeaderValue::from_bytes(value)) {
+            map.append(n, v);
+        }
+    }
+    map
+}
+
+/// Connection-specific fields (RFC 9110 §7.6.1) never forwarded to an HTTP/1.1 upstream.
+fn connection_specific(name: &[u8]) -> bool {
     matches!(
         name,
-        "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade" | "te" | "trailer"
+        b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding" | b"upgrade" | b"te" | b"trailer"
     )
 }
 
@@ -234,7 +325,7 @@ fn connection_specific(name: &str) -> bool {
 async fn send_body(
     worker: &Worker,
     server: &gateway_config::Server,
-    body: &mut h2::RecvStream,
+    body: &H2Stream,
     ex: &mut Exchange,
     up: &mut Stream,
     chunked: bool,
@@ -267,25 +358,25 @@ async fn send_body(
             break Err(UpstreamError::Send(e));
         }
         // The client may send more only once the upstream took these bytes.
-        let _ = body.flow_control().release_capacity(data.len());
+        body.release(data.len());
     };
     if result.is_ok() && chunked {
         out.clear();
-        match body.trailers().await {
-            Ok(Some(trailers)) => {
+        match body.take_trailers() {
+            Some(trailers) => {
                 out.extend_from_slice(b"0\r\n");
-                for (name, value) in &trailers {
-                    if connection_specific(name.as_str()) || name == "content-length" {
+                for (name, value) in trailers.iter() {
+                    if connection_specific(name) || name == b"content-length" {
                         continue;
                     }
-                    out.extend_from_slice(name.as_str().as_bytes());
+                    out.extend_from_slice(name);
                     out.extend_from_slice(b": ");
-                    out.extend_from_slice(value.as_bytes());
+                    out.extend_from_slice(value);
                     out.extend_from_slice(b"\r\n");
                 }
                 out.extend_from_slice(b"\r\n");
             }
-            _ => out.extend_from_slice(LAST_CHUNK),
+            None => out.extend_from_slice(LAST_CHUNK),
         }
         let left = deadline.saturating_duration_since(Instant::now());
         let (res, b) = write_from(up, std::mem::take(&mut out), 0, left).await;
@@ -306,7 +397,7 @@ async fn send_body(
 #[allow(clippy::too_many_arguments)]
 async fn from_h1(
     t: &Try<'_>,
-    respond: &mut h2::server::SendResponse<Bytes>,
+    stream: &H2Stream,
     ex: &mut Exchange,
     endpoint: &EndpointState,
     mut up: UpConn,
@@ -318,10 +409,6 @@ async fn from_h1(
 ) {
     let (worker, local, action, is_head) = (t.worker, t.local, t.action, t.req.is_head());
     let server = &local.snap.config.server;
-    let mut response = response_head(ubuf.get(upos..).unwrap_or_default(), &resp, &scratch);
-    worker.give_scratch(scratch);
-    crate::pipeline::decor::Decor::for_relay(&local.snap.config, t, ex).apply_h2(response.headers_mut());
-    upos += resp.head_len;
     let source = match resp.framing {
         ResponseFraming::None => None,
         ResponseFraming::Length(0) => None,
@@ -330,10 +417,19 @@ async fn from_h1(
         ResponseFraming::UntilClose => Some(Source::UntilClose),
     };
     ex.status = resp.status;
-    let Ok(mut tx) = respond.send_response(response, source.is_none() || is_head) else {
+    let decor = crate::pipeline::decor::Decor::for_relay(&local.snap.config, t, ex);
+    let sent = {
+        let buf = ubuf.get(upos..).unwrap_or_default();
+        stream.send_head_with(resp.status, source.is_none() || is_head, |w| {
+            response_head(w, buf, &resp, &scratch, &decor);
+        })
+    };
+    worker.give_scratch(scratch);
+    upos += resp.head_len;
+    if sent.is_err() {
         worker.buffers.give(ubuf);
         return;
-    };
+    }
     let ok = match source {
         None => true,
         Some(_) if is_head => true,
@@ -346,22 +442,16 @@ async fn from_h1(
             let mut scratch = worker.buffers.take();
             let mut out = Vec::new();
             let side = Side { stream: &mut up.stream, buf: &mut ubuf, pos: &mut upos };
-            let result = body::transfer(
-                side,
-                Some(Dest::H2(&mut tx, Some(flow))),
-                &mut out,
-                source,
-                false,
-                &limits,
-                &mut scratch,
-            )
-            .await;
+            let result =
+                body::transfer(side, Some(Dest::H2Native(stream, Some(flow))), &mut out, source, false, &limits, &mut scratch)
+                    .await;
             worker.buffers.give(scratch);
             match result {
                 Ok(n) => {
                     worker.stats.downstream_bytes_out.add(n);
                     ex.bytes_out += n;
-                    tx.send_data(Bytes::new(), true).is_ok()
+                    let end = stream.send_data(&[], true, Some(flow));
+                    monoio::time::timeout(server.timeouts.body_io, end).await.is_ok_and(|r| r.is_ok())
                 }
                 Err(e) => {
                     if matches!(e, TransferError::Framing | TransferError::Truncated) {
@@ -371,7 +461,7 @@ async fn from_h1(
                     // CANCEL (RFC 9113 §7): the gateway gave up on the stream, because the
                     // client stopped reading (a write timeout: zero-window stall) or the upstream
                     // failed mid-body. Neither is an internal error of the gateway.
-                    tx.send_reset(h2::Reason::CANCEL);
+                    stream.reset(Reason::CANCEL);
                     false
                 }
             }
@@ -384,26 +474,28 @@ async fn from_h1(
     }
 }
 
-/// The HTTP/2 response head for an HTTP/1.1 upstream response: status and end-to-end fields
-/// (connection-specific ones, and those the Connection field names, are dropped).
-fn response_head(buf: &[u8], resp: &ResponseHead, scratch: &h1::HeadScratch) -> http::Response<()> {
-    let mut response = http::Response::new(());
-    *response.status_mut() = http::StatusCode::from_u16(resp.status).unwrap_or(http::StatusCode::BAD_GATEWAY);
-    let headers = response.headers_mut();
+/// The HTTP/2 response head's fields for an HTTP/1.1 upstream response: end-to-end fields
+/// (connection-specific ones, and those the Connection field names, are dropped; the gateway's
+/// own replace the upstream's), the length the answer is framed by.
+fn response_head(
+    w: &mut gateway_h2::server::HeadWriter<'_>,
+    buf: &[u8],
+    resp: &ResponseHead,
+    scratch: &h1::HeadScratch,
+    decor: &crate::pipeline::decor::Decor<'_>,
+) {
     for h in scratch.headers() {
         let name = h.name(buf);
         // The length the answer is framed by goes in below, once.
-        if h1::is_hop_by_hop(name, buf, scratch) || name.eq_ignore_ascii_case(b"content-length") {
+        if h1::is_hop_by_hop(name, buf, scratch) || name.eq_ignore_ascii_case(b"content-length") || decor.replaces(name)
+        {
             continue;
         }
-        let (Ok(name), Ok(value)) = (http::HeaderName::from_bytes(name), http::HeaderValue::from_bytes(h.value(buf)))
-        else {
-            continue;
-        };
-        headers.append(name, value);
+        w.field(name, h.value(buf));
     }
     if let ResponseFraming::Length(n) = resp.framing {
-        headers.append(http::header::CONTENT_LENGTH, http::HeaderValue::from(n));
+        let mut digits = [0u8; 20];
+        w.field(b"content-length", crate::codec::response::num(&mut digits, n));
     }
-    response
+    decor.push_h2(w);
 }

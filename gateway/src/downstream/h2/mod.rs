@@ -1,15 +1,17 @@
-//! HTTP/2 serving: the h2 crate's server behind a frame guard, one task per stream, requests
-//! forwarded with flow control carried end to end.
+//! HTTP/2 serving: the gateway's own codec (`gateway_h2`) behind a frame guard, one task per
+//! stream, requests forwarded with flow control carried end to end.
 
 mod forward;
 pub mod guard;
 
 mod prefixed;
 mod server;
+mod shared;
 mod stall;
 mod stream;
 
 pub use prefixed::Prefixed;
 pub use server::serve;
+pub use shared::{BodyReader, H2Stream};
 #[cfg(test)]
 pub(crate) use stream::handle as stream_task;

@@ -1,16 +1,25 @@
-//! One downstream HTTP/2 connection: the h2 crate's server connection, driven by this task,
-//! with a frame guard in front of it; each stream is handled by a task of its own.
+//! One downstream HTTP/2 connection: the gateway's own codec (`gateway_h2::server::Conn`)
+//! driven by this task, with a frame guard in front of it; each stream is handled by a task of
+//! its own ([`super::stream`]), which shares the codec through [`Shared`].
+//!
+//! The task reads what the client sent, lets the codec turn it into events (a request, body
+//! bytes, a reset, a window opened) and hands each to its stream; it writes whatever the codec
+//! and the streams queued, in one write per wake-up, however many streams answered meanwhile.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
+use std::io;
+use std::pin::Pin;
 use std::rc::Rc;
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use tokio::io::{AsyncRead, AsyncWrite};
+use gateway_h2::frame::Reason;
+use gateway_h2::server::{Config as H2Config, Conn, ConnError, Event};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::guard::{FrameGuard, GuardLimits, Violation};
+use super::shared::{H2Stream, Shared};
 use super::stall::Stall;
 use crate::admission::penalty::{Admit, MAX_STREAMS};
 use crate::codec::h2io::FlowWatch;
@@ -32,13 +41,23 @@ pub struct ConnCtx {
 /// Longest wait for the GOAWAY of a connection being closed to be written.
 const GOAWAY_FLUSH: Duration = Duration::from_secs(1);
 
-// One Event per accepted stream, moved once from the select to the match: boxing the large
-// variant would only add an allocation per stream.
-#[allow(clippy::large_enum_variant)]
-enum Event {
-    Stream(http::Request<h2::RecvStream>, h2::server::SendResponse<Bytes>),
-    Closed(Option<h2::Error>),
+/// Reads per wake-up before the task lets the streams it woke run (and write).
+const READS_PER_WAKE: usize = 4;
+
+/// How the connection's I/O ended.
+enum End {
+    /// The client closed, or the socket failed.
+    Io,
+    /// A connection error of the protocol (GOAWAY queued).
+    Protocol(ConnError),
+    /// The frame guard tripped.
     Tripped(Violation),
+    /// GOAWAY went out (or came) and every stream finished.
+    Done,
+}
+
+enum Event2 {
+    Io(End),
     Tick,
     Stop,
 }
@@ -72,48 +91,38 @@ where
         // the decoded list is checked again per request (431).
         max_header_block_bytes: settings.max_header_list_bytes,
     };
-    let in_block = Rc::new(Cell::new(false));
-    let io = FrameGuard::new(io, limits, Rc::clone(&tripped)).observe_header_blocks(Rc::clone(&in_block));
-    let mut builder = h2::server::Builder::new();
-    builder
-        .max_concurrent_streams(if penalized.is_some() { MAX_STREAMS } else { settings.max_concurrent_streams })
-        // The guard enforces the limit on the encoded block first (and counts the abuse); the
-        // h2 crate's own check, on the decoded list, is the backstop.
-        .max_header_list_size(settings.max_header_list_bytes.saturating_mul(2))
-        .initial_window_size(settings.initial_stream_window_bytes)
-        .initial_connection_window_size(settings.initial_connection_window_bytes)
-        .max_frame_size(settings.max_frame_bytes)
-        // Bounds what one stream may have queued for sending (the upstream is read no faster).
-        .max_send_buffer_size(64 * 1024)
-        // The guard counts every reset; h2's own rapid-reset check is the backstop.
-        .max_pending_accept_reset_streams(settings.max_resets.saturating_mul(2) as usize)
-        .max_local_error_reset_streams(Some(settings.max_resets as usize));
-    let handshake = monoio::time::timeout(server.timeouts.header_read, builder.handshake::<_, Bytes>(io)).await;
-    let mut connection = match handshake {
-        Ok(Ok(c)) => c,
-        Ok(Err(e)) => {
-            tracing::debug!(%peer, error = %e, "HTTP/2 handshake failed");
-            worker.stats.h2_protocol_errors.inc();
-            return;
-        }
-        Err(_) => {
-            worker.stats.header_read_timeouts.inc();
-            return;
-        }
+    let io = FrameGuard::new(io, limits, Rc::clone(&tripped));
+    let cfg = H2Config {
+        max_concurrent_streams: if penalized.is_some() { MAX_STREAMS } else { settings.max_concurrent_streams },
+        stream_window: settings.initial_stream_window_bytes,
+        conn_window: settings.initial_connection_window_bytes,
+        max_frame: settings.max_frame_bytes,
+        max_header_list: settings.max_header_list_bytes,
+        max_stream_errors: settings.max_resets,
     };
-    worker.stats.h2_connections.inc();
+    let header_read = server.timeouts.header_read;
     let idle_timeout = server.timeouts.idle;
+    let mut stall = Stall::new(settings.stall_timeout);
+    drop(local);
+    let shared = Shared::new(Conn::new(cfg));
     let ctx = Rc::new(ConnCtx {
         client,
         active: Cell::new(0),
         idle_since: Cell::new(Instant::now()),
         flow: FlowWatch::default(),
     });
-    let mut stall = Stall::new(settings.stall_timeout);
-    drop(local);
+    let mut driver = Driver {
+        io,
+        rbuf: vec![0; read_buffer_len(cfg.max_frame)],
+        filled: 0,
+        wbuf: Vec::new(),
+        wpos: 0,
+        events: Vec::new(),
+        started: false,
+        flushing: false,
+    };
     let tick = stall.tick();
-    // One timer and one stop registration for the connection's life, not one per stream: a
-    // burst of streams would otherwise set and cancel a timer and a drain waiter for each. The
+    // One timer and one stop registration for the connection's life, not one per stream. The
     // timer is a deadline, so streams arriving faster than the tick never postpone the idle and
     // stall checks.
     let ticker = monoio::time::sleep(tick);
@@ -121,70 +130,229 @@ where
     let stop = stop_signal(&ctx.client.listener, false);
     let mut stop = std::pin::pin!(stop);
     let mut stopping = false;
-    loop {
+    let opened = Instant::now();
+    let end = loop {
         let event = monoio::select! {
             e = poll_fn(|cx| {
                 if let Some(v) = tripped.get() {
-                    return Poll::Ready(Event::Tripped(v));
+                    return Poll::Ready(End::Tripped(v));
                 }
-                match connection.poll_accept(cx) {
-                    Poll::Ready(Some(Ok((req, respond)))) => Poll::Ready(Event::Stream(req, respond)),
-                    Poll::Ready(Some(Err(e))) => Poll::Ready(Event::Closed(Some(e))),
-                    Poll::Ready(None) => Poll::Ready(Event::Closed(None)),
-                    Poll::Pending => Poll::Pending,
-                }
-            }) => e,
-            _ = &mut ticker => Event::Tick,
-            _ = &mut stop => Event::Stop,
+                driver.poll(cx, &shared, worker, &ctx)
+            }) => Event2::Io(e),
+            _ = &mut ticker => Event2::Tick,
+            _ = &mut stop => Event2::Stop,
         };
         match event {
-            Event::Stream(req, respond) => {
-                worker.stats.h2_streams.inc();
-                ctx.active.set(ctx.active.get() + 1);
-                monoio::spawn(super::stream::handle(Rc::clone(worker), Rc::clone(&ctx), req, respond));
-            }
-            Event::Closed(err) => {
-                if let Some(e) = err {
-                    count_close(worker, &e, in_block.get());
-                    tracing::debug!(%peer, error = %e, "HTTP/2 connection ended");
-                }
-                return;
-            }
-            Event::Tripped(v) => {
-                count_violation(worker, v);
-                tracing::info!(%peer, violation = v.label(), "HTTP/2 client flood: GOAWAY ENHANCE_YOUR_CALM");
-                connection.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
-                let _ = monoio::time::timeout(GOAWAY_FLUSH, poll_fn(|cx| connection.poll_closed(cx))).await;
-                return;
-            }
-            Event::Tick => {
+            Event2::Io(end) => break end,
+            Event2::Tick => {
                 ticker.as_mut().reset(monoio::time::Instant::now() + tick);
+                if !driver.started && opened.elapsed() >= header_read {
+                    // No preface and SETTINGS within the head's read timeout.
+                    worker.stats.header_read_timeouts.inc();
+                    shared.borrow_mut().close();
+                    return;
+                }
                 if stall.check(ctx.flow.waiting(), ctx.flow.granted(), Instant::now()) {
                     worker.stats.h2_abuse_stall.inc();
                     worker.h2_penalty.penalize(peer.ip(), Instant::now());
                     let waiting = ctx.flow.waiting();
                     tracing::info!(%peer, waiting, "HTTP/2 client stalled flow control: GOAWAY ENHANCE_YOUR_CALM");
                     // ENHANCE_YOUR_CALM as for the floods: the client holds resources without
-                    // using them. Dropping the connection fails every stream's pending send at
-                    // once, which frees its upstream connection, buffers and cluster slot.
-                    connection.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
-                    let _ = monoio::time::timeout(GOAWAY_FLUSH, poll_fn(|cx| connection.poll_closed(cx))).await;
-                    return;
+                    // using them. Every stream's pending send fails at once, which frees its
+                    // upstream connection, buffers and cluster slot.
+                    break End::Protocol(abort(&shared, Reason::ENHANCE_YOUR_CALM, "flow control stalled"));
                 }
                 if !stopping && ctx.active.get() == 0 && ctx.idle_since.get().elapsed() >= idle_timeout {
                     stopping = true;
                     stop.set(stop_signal(&ctx.client.listener, true));
-                    connection.graceful_shutdown();
+                    shared.borrow_mut().conn.shutdown();
                 }
             }
-            Event::Stop => {
+            Event2::Stop => {
                 stopping = true;
                 // Resolved once: from now on it never resolves (a finished future is not
                 // polled again).
                 stop.set(stop_signal(&ctx.client.listener, true));
-                connection.graceful_shutdown();
+                shared.borrow_mut().conn.shutdown();
             }
         }
+    };
+    match end {
+        End::Io | End::Done => {}
+        End::Protocol(e) => {
+            if e.reason == Reason::ENHANCE_YOUR_CALM {
+                // The codec's own abuse limits: an endless header block, or a client that keeps
+                // breaking stream rules (each answered with a reset).
+                let v = if e.what == gateway_h2::server::BLOCK_TOO_LARGE {
+                    Violation::HeaderBlockTooLarge
+                } else {
+                    Violation::ResetFlood
+                };
+                if e.what != "flow control stalled" {
+                    count_violation(worker, v);
+                }
+            } else {
+                worker.stats.h2_protocol_errors.inc();
+            }
+            tracing::debug!(%peer, reason = e.reason.name(), what = e.what, "HTTP/2 connection error");
+            let _ = monoio::time::timeout(GOAWAY_FLUSH, poll_fn(|cx| driver.flush(cx, &shared))).await;
+        }
+        End::Tripped(v) => {
+            count_violation(worker, v);
+            tracing::info!(%peer, violation = v.label(), "HTTP/2 client flood: GOAWAY ENHANCE_YOUR_CALM");
+            abort(&shared, Reason::ENHANCE_YOUR_CALM, v.label());
+            let _ = monoio::time::timeout(GOAWAY_FLUSH, poll_fn(|cx| driver.flush(cx, &shared))).await;
+        }
+    }
+    shared.borrow_mut().close();
+    drop(penalized);
+}
+
+/// Ends the connection at once with GOAWAY `reason`.
+fn abort(shared: &RefCell<Shared>, reason: Reason, what: &'static str) -> ConnError {
+    let mut s = shared.borrow_mut();
+    s.conn.abort(reason, what);
+    s.close();
+    ConnError { reason, what }
+}
+
+/// The read buffer: a few frames of the largest size the client may send.
+fn read_buffer_len(max_frame: u32) -> usize {
+    (max_frame as usize + gateway_h2::frame::HEAD_LEN).max(32 * 1024)
+}
+
+/// The connection's socket, its buffers and the events of the last read.
+struct Driver<T> {
+    io: FrameGuard<T>,
+    /// Bytes read, `rbuf[..filled]`; the codec takes whole frames from the front.
+    rbuf: Vec<u8>,
+    filled: usize,
+    /// Bytes being written, `wbuf[wpos..]`, taken from the codec's output.
+    wbuf: Vec<u8>,
+    wpos: usize,
+    events: Vec<Event>,
+    /// The client's preface and SETTINGS came.
+    started: bool,
+    /// Bytes were written since the last flush.
+    flushing: bool,
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + 'static> Driver<T> {
+    /// Writes, reads and dispatches until neither can go on; `Ready` when the connection ends.
+    fn poll(&mut self, cx: &mut Context<'_>, shared: &Rc<RefCell<Shared>>, worker: &Rc<Worker>, ctx: &Rc<ConnCtx>) -> Poll<End> {
+        shared.borrow_mut().set_conn_waker(cx.waker());
+        for _ in 0..READS_PER_WAKE {
+            if let Poll::Ready(Err(_)) = self.flush(cx, shared) {
+                return Poll::Ready(End::Io);
+            }
+            if shared.borrow().conn.is_done() && self.wbuf.is_empty() {
+                return Poll::Ready(End::Done);
+            }
+            let spare = self.rbuf.get_mut(self.filled..).unwrap_or_default();
+            if spare.is_empty() {
+                // A frame larger than the buffer: the codec refused it already.
+                return Poll::Ready(End::Io);
+            }
+            let mut rb = ReadBuf::new(spare);
+            match Pin::new(&mut self.io).poll_read(cx, &mut rb) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(_)) => return Poll::Ready(End::Io),
+                Poll::Ready(Ok(())) => {}
+            }
+            let n = rb.filled().len();
+            if n == 0 {
+                return Poll::Ready(End::Io);
+            }
+            self.filled += n;
+            if let Err(e) = self.process(shared, worker, ctx) {
+                return Poll::Ready(End::Protocol(e));
+            }
+        }
+        // More may be readable: let the streams woken so far run first.
+        cx.waker().wake_by_ref();
+        match self.flush(cx, shared) {
+            Poll::Ready(Err(_)) => Poll::Ready(End::Io),
+            _ => Poll::Pending,
+        }
+    }
+
+    /// Hands what was read to the codec and its events to the streams.
+    fn process(&mut self, shared: &Rc<RefCell<Shared>>, worker: &Rc<Worker>, ctx: &Rc<ConnCtx>) -> Result<(), ConnError> {
+        let input = self.rbuf.get(..self.filled).unwrap_or_default();
+        let mut s = shared.borrow_mut();
+        let result = s.conn.recv(input, &mut self.events);
+        self.started |= s.conn.started();
+        let mut spawn = Vec::new();
+        for event in self.events.drain(..) {
+            match event {
+                Event::Request { stream, head, end_stream } => {
+                    s.open(stream, end_stream);
+                    spawn.push((stream, super::stream::Start::Request(head)));
+                }
+                Event::Refused { stream, status } => {
+                    s.open(stream, true);
+                    spawn.push((stream, super::stream::Start::Refused(status)));
+                }
+                Event::Data { stream, start, end, end_stream } => {
+                    s.data(stream, input.get(start..end).unwrap_or_default(), end_stream);
+                }
+                Event::Trailers { stream, head } => s.trailers(stream, head),
+                Event::Reset { stream, reason, .. } => s.reset(stream, reason),
+                Event::Writable { stream } => s.writable(stream),
+                Event::GoAway { .. } => {}
+            }
+        }
+        drop(s);
+        for (id, start) in spawn {
+            worker.stats.h2_streams.inc();
+            ctx.active.set(ctx.active.get() + 1);
+            let stream = H2Stream::new(Rc::clone(shared), id);
+            monoio::spawn(super::stream::handle(Rc::clone(worker), Rc::clone(ctx), stream, start));
+        }
+        let consumed = match result {
+            Ok(n) => n,
+            Err(e) => return Err(e),
+        };
+        self.rbuf.copy_within(consumed..self.filled, 0);
+        self.filled -= consumed;
+        Ok(())
+    }
+
+    /// Writes what the codec queued; `Ready(Ok)` once everything is written and flushed.
+    fn flush(&mut self, cx: &mut Context<'_>, shared: &RefCell<Shared>) -> Poll<io::Result<()>> {
+        loop {
+            if self.wpos >= self.wbuf.len() {
+                self.wbuf.clear();
+                self.wpos = 0;
+                let mut s = shared.borrow_mut();
+                if !s.conn.wants_write() {
+                    s.writing = 0;
+                    s.drained();
+                    break;
+                }
+                std::mem::swap(s.conn.out(), &mut self.wbuf);
+                s.writing = self.wbuf.len();
+            }
+            let pending = self.wbuf.get(self.wpos..).unwrap_or_default();
+            match Pin::new(&mut self.io).poll_write(cx, pending) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => {
+                    self.wpos += n;
+                    self.flushing = true;
+                    shared.borrow_mut().writing = self.wbuf.len() - self.wpos;
+                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        if self.flushing {
+            match Pin::new(&mut self.io).poll_flush(cx) {
+                Poll::Ready(Ok(())) => self.flushing = false,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -206,21 +374,6 @@ async fn stop_signal(listener: &ListenerHandle, stopping: bool) {
         std::future::pending::<()>().await;
     }
     listener.stop.wait().await;
-}
-
-/// Counts a connection the h2 crate ended with an error: its own abuse checks (too many
-/// CONTINUATION frames, a header list far over the limit, too many resets) end it with GOAWAY
-/// ENHANCE_YOUR_CALM and are counted with the guard's; other errors as protocol errors.
-fn count_close(worker: &Worker, e: &h2::Error, in_header_block: bool) {
-    if e.reason() == Some(h2::Reason::NO_ERROR) || e.is_io() {
-        return;
-    }
-    if e.is_go_away() && e.is_library() && e.reason() == Some(h2::Reason::ENHANCE_YOUR_CALM) {
-        let v = if in_header_block { Violation::HeaderBlockTooLarge } else { Violation::ResetFlood };
-        count_violation(worker, v);
-        return;
-    }
-    worker.stats.h2_protocol_errors.inc();
 }
 
 fn count_violation(worker: &Worker, v: Violation) {

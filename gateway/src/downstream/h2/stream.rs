@@ -1,15 +1,16 @@
-//! One HTTP/2 stream: checks beyond what the h2 crate enforces, then the pipeline, and the
-//! answer written as HTTP/2 (proxied, direct, redirect or an error).
+//! One HTTP/2 stream: checks beyond what the codec enforces, then the pipeline, and the answer
+//! written as HTTP/2 (proxied, direct, redirect or an error).
 
 use std::rc::Rc;
 use std::time::Instant;
 
-use bytes::Bytes;
 use gateway_config::Action;
-use http::{Method, Response, StatusCode};
+use gateway_h2::frame::Reason;
+use gateway_h2::server::RequestHead;
 
 use super::forward::H2Forward;
 use super::server::ConnCtx;
+use super::shared::H2Stream;
 use crate::codec::response;
 use crate::pipeline::answer::{Answer, Refusal};
 use crate::pipeline::dispatch::{dispatch, Verdict};
@@ -18,18 +19,21 @@ use crate::request::Request;
 use crate::runtime::catch::{self, CatchUnwind};
 use crate::worker::{Local, Worker};
 
-pub async fn handle(
-    worker: Rc<Worker>,
-    ctx: Rc<ConnCtx>,
-    req: http::Request<h2::RecvStream>,
-    mut respond: h2::server::SendResponse<Bytes>,
-) {
+/// How a stream starts.
+pub enum Start {
+    /// A request head the codec decoded and checked.
+    Request(RequestHead),
+    /// A head the codec could not take (431: its field list is over the limit).
+    Refused(u16),
+}
+
+pub async fn handle(worker: Rc<Worker>, ctx: Rc<ConnCtx>, stream: H2Stream, start: Start) {
     worker.stats.requests_total.inc();
     worker.stats.requests_active.inc();
     // The stream's panic boundary: a panic in its pipeline ends this stream only. The pipeline's
     // future is boxed here, once: spawning a task moves its future several times, and this
     // one's state (the whole pipeline) would make every move a copy of kilobytes.
-    let served = CatchUnwind::new(Box::pin(serve_stream(&worker, &ctx, req, &mut respond))).await;
+    let served = CatchUnwind::new(Box::pin(serve_stream(&worker, &ctx, &stream, start))).await;
     if let Err(panic) = served {
         worker.stats.panics_stream.inc();
         tracing::error!(
@@ -38,14 +42,13 @@ pub async fn handle(
             panic = catch::message(&panic),
             "an HTTP/2 stream panicked: answered 500 or reset, the connection serves on"
         );
-        // A 500 when no response head went out yet (h2 refuses a second one), else a reset.
-        let head =
-            Response::builder().status(StatusCode::INTERNAL_SERVER_ERROR).header(http::header::CONTENT_LENGTH, 0);
-        match head.body(()).map(|h| respond.send_response(h, true)) {
-            Ok(Ok(_)) => worker.stats.count_status(500),
-            _ => respond.send_reset(h2::Reason::INTERNAL_ERROR),
+        // A 500 when no response head went out yet (a second one is refused), else a reset.
+        match stream.send_head_with(500, true, |w| w.field(b"content-length", b"0")) {
+            Ok(()) => worker.stats.count_status(500),
+            Err(_) => stream.reset(Reason::INTERNAL_ERROR),
         }
     }
+    drop(stream);
     worker.stats.requests_active.sub(1);
     ctx.active.set(ctx.active.get().saturating_sub(1));
     if ctx.active.get() == 0 {
@@ -54,16 +57,17 @@ pub async fn handle(
 }
 
 /// Runs the pipeline on one stream, answers it and accounts it.
-async fn serve_stream(
-    worker: &Rc<Worker>,
-    ctx: &Rc<ConnCtx>,
-    req: http::Request<h2::RecvStream>,
-    respond: &mut h2::server::SendResponse<Bytes>,
-) {
+async fn serve_stream(worker: &Rc<Worker>, ctx: &Rc<ConnCtx>, stream: &H2Stream, start: Start) {
     let local = worker.local();
-    let (parts, body) = req.into_parts();
     let mut ex = Exchange::default();
-    serve(worker, ctx, &local, &parts, body, respond, &mut ex).await;
+    match start {
+        Start::Request(head) => serve(worker, ctx, &local, &head, stream, &mut ex).await,
+        Start::Refused(status) => {
+            // Nothing of the head is known: accounted as a request without a route.
+            worker.stats.requests_rejected.inc();
+            reply(worker, &local, stream, &mut ex, &Refusal::status(status), false).await;
+        }
+    }
     let _ = ex.finish(worker, &local, ctx.client.peer.ip());
 }
 
@@ -71,52 +75,46 @@ async fn serve(
     worker: &Rc<Worker>,
     ctx: &ConnCtx,
     local: &Rc<Local>,
-    parts: &http::request::Parts,
-    body: h2::RecvStream,
-    respond: &mut h2::server::SendResponse<Bytes>,
+    head: &RequestHead,
+    stream: &H2Stream,
     ex: &mut Exchange,
 ) {
     let server = &local.snap.config.server;
-    let authority = parts
-        .uri
-        .authority()
-        .map(|a| a.as_str().as_bytes())
-        .or_else(|| parts.headers.get(http::header::HOST).map(http::HeaderValue::as_bytes));
-    let req = Request::h2(parts, authority, body.is_end_stream(), &ctx.client);
+    let authority = head.authority().or_else(|| head.get(b"host"));
+    let req = Request::h2_native(head, authority, stream.is_end_stream(), &ctx.client);
     ex.begin(worker, &req, 0, server.deadline_header.as_deref());
-    if let Err(status) = check(parts, server) {
+    if let Err(status) = check(head, server) {
         worker.stats.requests_rejected.inc();
-        reply(worker, local, respond, ex, &Refusal::status(status), req.is_head());
+        reply(worker, local, stream, ex, &Refusal::status(status), req.is_head()).await;
         return;
     }
     match dispatch(worker, local, &req, ex).await {
         Verdict::Proxy(fwd) => {
-            let mut down = H2Forward { ctx, respond, body: Some(body), held: None, ex };
+            let mut down = H2Forward { ctx, stream, held: None, ex };
             crate::pipeline::forward::forward(worker, local, &mut down, &req, fwd).await;
         }
-        Verdict::Answer(a) => answer(worker, local, respond, ex, &req, a),
+        Verdict::Answer(a) => Box::pin(answer(worker, local, stream, ex, &req, a)).await,
     }
 }
 
 /// Writes an answer the gateway made itself.
-fn answer(
+async fn answer(
     worker: &Worker,
     local: &Local,
-    respond: &mut h2::server::SendResponse<Bytes>,
+    stream: &H2Stream,
     ex: &mut Exchange,
     req: &Request<'_>,
     answer: Answer,
 ) {
     let is_head = req.is_head();
     match (answer, |i: usize| local.snap.config.routes.get(i).map(|r| &r.action)) {
-        (Answer::Refuse(r), _) => reply(worker, local, respond, ex, &r, is_head),
+        (Answer::Refuse(r), _) => reply(worker, local, stream, ex, &r, is_head).await,
         (Answer::Direct(i), action) => match action(i) {
             Some(Action::Direct(d)) => {
-                let body = Bytes::from(d.body.clone().into_bytes());
-                let headers = d.headers.iter().map(|(n, v)| (n.as_str(), v.as_str()));
-                send_local(worker, local, respond, ex, d.status, headers, body, is_head);
+                let headers = d.headers.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes()));
+                send_local(worker, local, stream, ex, d.status, headers, d.body.as_bytes(), is_head).await;
             }
-            _ => reply(worker, local, respond, ex, &Refusal::status(500), is_head),
+            _ => reply(worker, local, stream, ex, &Refusal::status(500), is_head).await,
         },
         (Answer::Redirect(i), action) => match action(i) {
             Some(Action::Redirect(r)) => {
@@ -128,63 +126,53 @@ fn answer(
                     query: req.query,
                 };
                 response::redirect_location(&mut location, r, &url);
-                let location = String::from_utf8_lossy(&location);
-                let headers = std::iter::once(("location", &*location));
-                send_local(worker, local, respond, ex, r.status, headers, Bytes::new(), is_head);
+                let headers = std::iter::once((&b"location"[..], location.as_slice()));
+                send_local(worker, local, stream, ex, r.status, headers, b"", is_head).await;
             }
-            _ => reply(worker, local, respond, ex, &Refusal::status(500), is_head),
+            _ => reply(worker, local, stream, ex, &Refusal::status(500), is_head).await,
         },
     }
 }
 
-/// Checks RFC 9113 §8.3 and the gateway's limits beyond what the h2 crate enforced already
-/// (pseudo-header presence and order, connection-specific fields, uppercase names, TE,
-/// content-length against DATA). `Err(status)` answers the stream with that status.
-fn check(parts: &http::request::Parts, server: &gateway_config::Server) -> Result<(), u16> {
-    if parts.method == Method::CONNECT {
+/// Checks RFC 9113 §8.3 and the gateway's limits beyond what the codec enforced already
+/// (target and authority syntax, Host against :authority, field count, body size).
+/// `Err(status)` answers the stream with that status.
+fn check(head: &RequestHead, server: &gateway_config::Server) -> Result<(), u16> {
+    let method = head.method();
+    if method == b"CONNECT" {
         // No tunnels (extended CONNECT is not enabled).
         return Err(501);
     }
-    let path = parts.uri.path();
-    if !(path.starts_with('/') || (path == "*" && parts.method == Method::OPTIONS)) {
+    let path = head.path().unwrap_or_default();
+    if !(gateway_h1::valid_origin_form(path) || (path == b"*" && method == b"OPTIONS")) {
         return Err(400);
     }
     // §8.3.1: a Host field that names another authority than :authority is malformed.
-    let host = parts.headers.get_all(http::header::HOST);
-    if host.iter().count() > 1 {
+    let mut hosts = head.iter().filter(|(n, _)| *n == b"host").map(|(_, v)| v);
+    let host = hosts.next();
+    if hosts.next().is_some() {
         return Err(400);
     }
-    match (parts.uri.authority(), parts.headers.get(http::header::HOST)) {
-        (Some(a), Some(h)) if !a.as_str().as_bytes().eq_ignore_ascii_case(h.as_bytes()) => return Err(400),
+    match (head.authority(), host) {
+        (Some(a), Some(h)) if !a.eq_ignore_ascii_case(h) => return Err(400),
         (None, None) => return Err(400),
+        (Some(a), _) | (None, Some(a)) if gateway_h1::authority_len(a).is_none() => return Err(400),
         _ => {}
     }
-    if parts.headers.len() > server.limits.max_headers {
+    if head.fields.len() > server.limits.max_headers {
         return Err(431);
     }
-    // RFC 9113 §6.5.2 list size: names, values and 32 bytes per field.
-    let list: usize = parts.headers.iter().map(|(n, v)| n.as_str().len() + v.len() + 32).sum();
-    if list > server.http2.max_header_list_bytes as usize {
-        return Err(431);
-    }
-    let mut lengths = parts.headers.get_all(http::header::CONTENT_LENGTH).iter();
-    if let Some(v) = lengths.next() {
-        let n = std::str::from_utf8(v.as_bytes()).ok().and_then(|s| s.parse::<u64>().ok()).ok_or(400u16)?;
-        if lengths.next().is_some() {
-            return Err(400);
-        }
-        if n > server.limits.max_body_bytes {
-            return Err(413);
-        }
+    if head.content_length.is_some_and(|n| n > server.limits.max_body_bytes) {
+        return Err(413);
     }
     Ok(())
 }
 
 /// Answers with a gateway-generated error or refusal (a short text body).
-pub fn reply(
+pub async fn reply(
     worker: &Worker,
     local: &Local,
-    respond: &mut h2::server::SendResponse<Bytes>,
+    stream: &H2Stream,
     ex: &mut Exchange,
     refusal: &Refusal,
     is_head: bool,
@@ -193,48 +181,51 @@ pub fn reply(
     let pairs: Vec<(String, &str)> = refusal.pairs().collect();
     let headers = pairs
         .iter()
-        .map(|(n, v)| (n.as_str(), *v))
-        .chain(std::iter::once(("content-type", "text/plain; charset=utf-8")));
-    send_local(worker, local, respond, ex, refusal.status, headers, Bytes::from(text.into_bytes()), is_head);
+        .map(|(n, v)| (n.as_bytes(), v.as_bytes()))
+        .chain(std::iter::once((&b"content-type"[..], &b"text/plain; charset=utf-8"[..])));
+    send_local(worker, local, stream, ex, refusal.status, headers, text.as_bytes(), is_head).await;
 }
 
 /// Sends a complete response generated by the gateway.
 #[allow(clippy::too_many_arguments)]
-fn send_local<'h>(
+async fn send_local<'h>(
     worker: &Worker,
     local: &Local,
-    respond: &mut h2::server::SendResponse<Bytes>,
+    stream: &H2Stream,
     ex: &mut Exchange,
     status: u16,
-    headers: impl Iterator<Item = (&'h str, &'h str)>,
-    body: Bytes,
+    headers: impl Iterator<Item = (&'h [u8], &'h [u8])>,
+    body: &[u8],
     is_head: bool,
 ) {
-    let mut builder = Response::builder().status(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY));
-    for (name, value) in headers {
-        builder = builder.header(name, value);
-    }
-    builder = builder.header(http::header::CONTENT_LENGTH, body.len());
-    let Ok(mut resp) = builder.body(()) else {
-        // INTERNAL_ERROR: a head the gateway built itself is invalid, a bug of the gateway
-        // (every other reset of a client stream is CANCEL: the gateway gave up on it).
-        respond.send_reset(h2::Reason::INTERNAL_ERROR);
-        return;
-    };
-    crate::pipeline::decor::Decor::new(&local.snap.config, ex.route, ex.tls).apply_h2(resp.headers_mut());
+    let decor = crate::pipeline::decor::Decor::new(&local.snap.config, ex.route, ex.tls);
     ex.status = status;
     let empty = body.is_empty() || is_head;
-    match respond.send_response(resp, empty) {
-        Ok(mut tx) => {
-            if !empty {
-                let n = body.len() as u64;
-                // Small and within the initial window: h2 queues it without waiting.
-                if tx.send_data(body, true).is_ok() {
-                    worker.stats.downstream_bytes_out.add(n);
-                    ex.bytes_out += n;
-                }
+    let length = body.len().to_string();
+    let sent = stream.send_head_with(status, empty, |w| {
+        for (name, value) in headers {
+            if !decor.replaces(name) && !name.eq_ignore_ascii_case(b"content-length") {
+                w.field(name, value);
             }
         }
-        Err(e) => tracing::debug!(error = %e, "HTTP/2 response not sent"),
+        w.field(b"content-length", length.as_bytes());
+        decor.push_h2(w);
+    });
+    if let Err(e) = sent {
+        tracing::debug!(error = %e, "HTTP/2 response not sent");
+        return;
+    }
+    if !empty {
+        let n = body.len() as u64;
+        let timeout = local.snap.config.server.timeouts.body_io;
+        match monoio::time::timeout(timeout, stream.send_data(body, true, None)).await {
+            Ok(Ok(())) => {
+                worker.stats.downstream_bytes_out.add(n);
+                ex.bytes_out += n;
+            }
+            // CANCEL: the client kept its window closed; the gateway gives up on the stream.
+            Err(_) => stream.reset(Reason::CANCEL),
+            Ok(Err(_)) => {}
+        }
     }
 }

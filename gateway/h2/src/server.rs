@@ -198,6 +198,8 @@ struct Block {
     stream: u32,
     end_stream: bool,
     bytes: Vec<u8>,
+    /// The stream was reset already (a HEADERS frame in error): the block only feeds HPACK.
+    discard: bool,
 }
 
 /// Connection phases.
@@ -415,6 +417,18 @@ impl Conn {
             Ok(f) => f,
             Err(FrameError::Connection(r)) => return Err(self.fail(r, "malformed frame")),
             Err(FrameError::Stream(id, r)) => {
+                if head.kind == kind::HEADERS {
+                    // The block must still reach HPACK, or every later block decodes wrong.
+                    let block = frame::header_block(head, payload).unwrap_or_default();
+                    if head.flags & flag::END_HEADERS != 0 {
+                        self.decode_discard(block)?;
+                    } else {
+                        self.block = Some(Block { stream: id, end_stream: false, bytes: block.to_vec(), discard: true });
+                    }
+                    if id > self.last_stream {
+                        self.last_stream = id;
+                    }
+                }
                 self.stream_error(id, r, events)?;
                 return Ok(());
             }
@@ -436,7 +450,7 @@ impl Conn {
                     if block.len() > self.block_limit() {
                         return Err(self.fail(Reason::ENHANCE_YOUR_CALM, BLOCK_TOO_LARGE));
                     }
-                    self.block = Some(Block { stream, end_stream, bytes: block.to_vec() });
+                    self.block = Some(Block { stream, end_stream, bytes: block.to_vec(), discard: false });
                 }
             }
             Frame::Continuation { stream: _, block, end_headers } => {
@@ -447,7 +461,9 @@ impl Conn {
                     return Err(self.fail(Reason::ENHANCE_YOUR_CALM, BLOCK_TOO_LARGE));
                 }
                 b.bytes.extend_from_slice(block);
-                if end_headers {
+                if end_headers && b.discard {
+                    self.decode_discard(&b.bytes)?;
+                } else if end_headers {
                     self.header_block(b.stream, &b.bytes, b.end_stream, events)?;
                 } else {
                     self.block = Some(b);
@@ -561,7 +577,7 @@ impl Conn {
             events.push(Event::Trailers { stream, head });
             return Ok(());
         }
-        if stream % 2 == 0 {
+        if stream.is_multiple_of(2) {
             return Err(self.fail(Reason::PROTOCOL_ERROR, "a client stream with an even identifier"));
         }
         if stream <= self.last_stream {
@@ -1010,11 +1026,7 @@ impl HeadWriter<'_> {
 
 /// The offset of a DATA frame's data within its payload (after the pad length byte).
 fn padding_offset(head: &Head, payload: &[u8]) -> usize {
-    if head.flags & flag::PADDED != 0 && !payload.is_empty() {
-        1
-    } else {
-        0
-    }
+    usize::from(head.flags & flag::PADDED != 0 && !payload.is_empty())
 }
 
 /// RFC 9113 §8.2, §8.3: splits the pseudo-header fields out of `head.fields` and checks

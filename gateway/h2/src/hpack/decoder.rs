@@ -352,7 +352,7 @@ impl Str<'_> {
 #[cfg(test)]
 impl Decoder {
     /// The dynamic table's entries, newest first, and its size.
-    pub(super) fn dynamic_table(&self) -> (Vec<(Vec<u8>, Vec<u8>)>, usize) {
+    pub(super) fn dynamic_table(&self) -> (super::table::Pairs, usize) {
         (self.table.entries(), self.table.size())
     }
 }

@@ -123,7 +123,12 @@ fn name_info(name: &[u8]) -> NameInfo {
         27 => &[(b"access-control-allow-origin", indexable(20, 6))],
         _ => &[],
     };
-    candidates.iter().find(|(known, _)| name.eq_ignore_ascii_case(known)).map_or(plain(0), |&(_, info)| info)
+    // The first byte rules out most candidates before the full compare.
+    let first = name.first().map(u8::to_ascii_lowercase);
+    candidates
+        .iter()
+        .find(|(known, _)| known.first().copied() == first && name.eq_ignore_ascii_case(known))
+        .map_or(plain(0), |&(_, info)| info)
 }
 
 /// An entry the encoder inserted into the peer's table.
@@ -213,8 +218,7 @@ impl Encoder {
             return;
         }
         // Literal without indexing (§6.2.2), name index 8, then the decimal digits (3 for any
-        // valid status; written as they are otherwise).
-        debug_assert!((100..=999).contains(&code), "status {code} is not 3 digits");
+        // valid status; a code the caller failed to validate is still written as it is).
         let mut digits = [0u8; 5];
         let mut len = 0;
         let mut rest = code;
@@ -267,8 +271,7 @@ impl Encoder {
                 }
             }
         }
-        let entry = Inserted { id, value: value.to_vec() };
-        let size = entry.size();
+        let size = name.len() + value.len() + ENTRY_OVERHEAD;
         if size > self.table_max {
             // It would only empty the table (§4.4).
             return false;
@@ -280,7 +283,7 @@ impl Encoder {
             self.evict_oldest();
         }
         self.size += size;
-        self.entries.push_front(entry);
+        self.entries.push_front(Inserted { id, value: value.to_vec() });
         true
     }
 
@@ -313,6 +316,8 @@ impl Encoder {
 /// A literal field line (§6.2): `first` holds the representation's pattern bits above a
 /// `prefix_bits`-bit name index; index 0 means a literal name follows, lowercased. No Huffman.
 fn literal(out: &mut Vec<u8>, first: u8, prefix_bits: u32, name_index: usize, name: &[u8], value: &[u8]) {
+    // One reallocation at most for the whole line: name, value and room for its integers.
+    out.reserve(name.len() + value.len() + 15);
     int(out, first, prefix_bits, name_index);
     if name_index == 0 {
         int(out, 0x00, 7, name.len());

@@ -78,6 +78,10 @@ pub(crate) static STATIC: [(&[u8], &[u8]); 61] = [
 /// The smallest ring allocated, so that a few small entries do not regrow it each time.
 const MIN_RING: usize = 256;
 
+/// Table entries as owned (name, value) pairs, for tests.
+#[cfg(test)]
+pub(crate) type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// Where a dynamic entry's bytes are in the ring.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Slot {
@@ -247,7 +251,7 @@ impl Table {
 
     /// The dynamic entries, newest first.
     #[cfg(test)]
-    pub(crate) fn entries(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+    pub(crate) fn entries(&self) -> Pairs {
         (0..self.slots.len())
             .filter_map(|i| self.get(STATIC.len() + 1 + i))
             .map(|entry| {

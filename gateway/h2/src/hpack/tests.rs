@@ -191,8 +191,10 @@ const DATE_22: &str = "Mon, 21 Oct 2013 20:13:22 GMT";
 const LOCATION: &str = "https://www.example.com";
 const COOKIE: &str = "foo=ASDJKHQKBZXOQWEOPIUAXQWEOIU; max-age=3600; version=1";
 
+type StrPairs = Vec<(&'static str, &'static str)>;
+
 /// The three responses of C.5 and C.6: their fields, the tables after them and their sizes.
-fn c5_expected() -> [(Vec<(&'static str, &'static str)>, Vec<(&'static str, &'static str)>, usize); 3] {
+fn c5_expected() -> [(StrPairs, StrPairs, usize); 3] {
     [
         (
             vec![(":status", "302"), ("cache-control", "private"), ("date", DATE_21), ("location", LOCATION)],

@@ -249,13 +249,7 @@ impl H2Stream {
                     Err(SendError::Closed | SendError::Order) => return Poll::Ready(Err(Gone::Closed)),
                 };
                 s.wake_conn();
-                if took > 0 || data.is_empty() {
-                    return Poll::Ready(Ok(took));
-                }
-                if let Some(io) = s.streams.get_mut(&self.id) {
-                    io.send_waker = Some(cx.waker().clone());
-                }
-                Poll::Pending
+                Poll::Ready(Ok(took))
             });
             let took = match step.await {
                 Ok(n) => n,

@@ -18,6 +18,8 @@ mod h1_request;
 mod h1_response;
 #[path = "../fuzz/checks/h2_guard.rs"]
 mod h2_guard;
+#[path = "../fuzz/checks/h2_server.rs"]
+mod h2_server;
 #[path = "../fuzz/checks/proxy_protocol.rs"]
 mod proxy_protocol;
 #[path = "../fuzz/checks/route.rs"]
@@ -27,13 +29,14 @@ mod route;
 type Target = (&'static str, fn(&[u8]));
 
 /// Every target with its check: must list every file of `gateway/fuzz/fuzz_targets/`.
-const TARGETS: [Target; 8] = [
+const TARGETS: [Target; 9] = [
     ("admin_request", admin_request::check),
     ("chunked", chunked::check),
     ("config", config::check),
     ("h1_request", h1_request::check),
     ("h1_response", h1_response::check),
     ("h2_guard", h2_guard::check),
+    ("h2_server", h2_server::check),
     ("proxy_protocol", proxy_protocol::check),
     ("route", route::check),
 ];

@@ -34,7 +34,7 @@ pub enum Dest<'a> {
     /// A stream of a downstream connection, whose waits for window are reported to the watch.
     H2(&'a mut h2::SendStream<bytes::Bytes>, Option<&'a crate::codec::h2io::FlowWatch>),
     /// A stream of a downstream HTTP/2 connection (the gateway's own codec).
-    H2Native(&'a crate::downstream::h2::H2Stream, Option<&'a crate::codec::h2io::FlowWatch>),
+    H2Native(&'a crate::codec::h2shared::H2Stream, Option<&'a crate::codec::h2io::FlowWatch>),
 }
 
 impl Dest<'_> {

@@ -6,6 +6,7 @@ pub mod body;
 pub use gateway_h1 as h1;
 pub use gateway_h1::chunked;
 pub mod h2io;
+pub mod h2shared;
 pub mod response;
 
 /// `example.com:8080` -> `example.com`; `[::1]:80` -> `[::1]`.

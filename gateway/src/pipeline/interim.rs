@@ -37,7 +37,7 @@ pub enum Interim<'a> {
     /// sent this client a 100 Continue already.
     H1 { client: &'a mut Stream, continued: bool, timeout: Duration },
     /// Sent on an HTTP/2 client stream as a HEADERS frame without END_STREAM.
-    H2(&'a crate::downstream::h2::H2Stream),
+    H2(&'a crate::codec::h2shared::H2Stream),
 }
 
 impl Interim<'_> {

@@ -11,7 +11,7 @@ use gateway_h2::frame::Reason;
 use monoio::time::Instant;
 
 use super::server::ConnCtx;
-use super::shared::{BodyReader, H2Stream};
+use crate::codec::h2shared::{BodyReader, H2Stream};
 use gateway_h2::server::RequestHead;
 use crate::codec::body::{self, Dest, Side, Source, TransferError};
 use crate::codec::chunked::{encode_chunk, LAST_CHUNK};
@@ -255,7 +255,7 @@ async fn relay(mut from: h2::RecvStream, to: &H2Stream, idle: std::time::Duratio
         }),
         Ok(None) => monoio::time::timeout(idle, to.send_data(&[], true, Some(watch)))
             .await
-            .unwrap_or(Err(super::shared::Gone::Closed)),
+            .unwrap_or(Err(crate::codec::h2shared::Gone::Closed)),
         Err(_) => {
             to.reset(Reason::CANCEL);
             return Err(total);

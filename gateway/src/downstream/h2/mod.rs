@@ -6,12 +6,11 @@ pub mod guard;
 
 mod prefixed;
 mod server;
-mod shared;
 mod stall;
 mod stream;
 
 pub use prefixed::Prefixed;
 pub use server::serve;
-pub use shared::{BodyReader, H2Stream};
+pub use crate::codec::h2shared::{BodyReader, H2Stream};
 #[cfg(test)]
 pub(crate) use stream::handle as stream_task;

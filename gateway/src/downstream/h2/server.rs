@@ -19,7 +19,7 @@ use gateway_h2::server::{Config as H2Config, Conn, ConnError, Event};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::guard::{FrameGuard, GuardLimits, Violation};
-use super::shared::{H2Stream, Shared};
+use crate::codec::h2shared::{H2Stream, Shared};
 use super::stall::Stall;
 use crate::admission::penalty::{Admit, MAX_STREAMS};
 use crate::codec::h2io::FlowWatch;

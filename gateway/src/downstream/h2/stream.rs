@@ -10,7 +10,7 @@ use gateway_h2::server::RequestHead;
 
 use super::forward::H2Forward;
 use super::server::ConnCtx;
-use super::shared::H2Stream;
+use crate::codec::h2shared::H2Stream;
 use crate::codec::response;
 use crate::pipeline::answer::{Answer, Refusal};
 use crate::pipeline::dispatch::{dispatch, Verdict};

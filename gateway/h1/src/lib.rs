@@ -32,9 +32,9 @@ mod request;
 mod response;
 mod uri;
 
-pub use uri::{authority_len, valid_origin_form};
 pub use request::{parse_request, BodyFraming, Method, RequestError, RequestHead, RequestLimits};
 pub use response::{parse_response, ResponseError, ResponseFraming, ResponseHead};
+pub use uri::{authority_len, valid_origin_form};
 
 use std::ops::Range;
 

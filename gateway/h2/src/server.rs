@@ -85,6 +85,36 @@ pub struct RequestHead {
 }
 
 impl RequestHead {
+    /// A head from its parts, as the decoder would have made it (for code that makes requests
+    /// itself, and tests). `content_length` is taken from the fields.
+    pub fn from_parts(
+        method: &[u8],
+        scheme: Option<&[u8]>,
+        authority: Option<&[u8]>,
+        path: Option<&[u8]>,
+        fields: &[(&[u8], &[u8])],
+    ) -> Self {
+        let mut head = Self::default();
+        let push = |buf: &mut Vec<u8>, bytes: &[u8]| {
+            let start = buf.len() as u32;
+            buf.extend_from_slice(bytes);
+            (start, buf.len() as u32)
+        };
+        head.pseudo.method = Some(push(&mut head.buf, method));
+        head.pseudo.scheme = scheme.map(|v| push(&mut head.buf, v));
+        head.pseudo.authority = authority.map(|v| push(&mut head.buf, v));
+        head.pseudo.path = path.map(|v| push(&mut head.buf, v));
+        for (name, value) in fields {
+            let (name_start, name_end) = push(&mut head.buf, name);
+            let (value_start, value_end) = push(&mut head.buf, value);
+            head.fields.push(Field { name_start, name_end, value_start, value_end, never_indexed: false });
+            if *name == b"content-length" {
+                head.content_length = parse_length(value);
+            }
+        }
+        head
+    }
+
     fn range(&self, r: Option<(u32, u32)>) -> Option<&[u8]> {
         let (a, b) = r?;
         self.buf.get(a as usize..b as usize)
@@ -423,7 +453,8 @@ impl Conn {
                     if head.flags & flag::END_HEADERS != 0 {
                         self.decode_discard(block)?;
                     } else {
-                        self.block = Some(Block { stream: id, end_stream: false, bytes: block.to_vec(), discard: true });
+                        self.block =
+                            Some(Block { stream: id, end_stream: false, bytes: block.to_vec(), discard: true });
                     }
                     if id > self.last_stream {
                         self.last_stream = id;

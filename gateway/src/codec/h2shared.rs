@@ -251,10 +251,7 @@ impl H2Stream {
                 s.wake_conn();
                 Poll::Ready(Ok(took))
             });
-            let took = match step.await {
-                Ok(n) => n,
-                Err(g) => return Err(g),
-            };
+            let took = step.await?;
             if took > 0 && waiting.take().is_some() {
                 if let Some(watch) = watch {
                     watch.grant();

@@ -110,25 +110,6 @@ impl<'a> Decor<'a> {
             tail.rotate_right(added);
         }
     }
-
-    /// Sets the fields on an HTTP/2 response head, replacing the upstream's.
-    pub fn apply_h2(&self, headers: &mut http::HeaderMap) {
-        if let Some(server) = self.server {
-            headers.remove(http::header::SERVER);
-            if let (false, Ok(v)) = (server.is_empty(), http::HeaderValue::from_str(server)) {
-                headers.insert(http::header::SERVER, v);
-            }
-        }
-        if let Some(hsts) = self.hsts {
-            headers.remove(http::header::STRICT_TRANSPORT_SECURITY);
-            if let Some(Ok(v)) = hsts.map(http::HeaderValue::from_str) {
-                headers.insert(http::header::STRICT_TRANSPORT_SECURITY, v);
-            }
-        }
-        if let Some((e, vars)) = &self.edits {
-            edits::apply_h2(headers, e, vars);
-        }
-    }
 }
 
 #[cfg(test)]
@@ -151,21 +132,5 @@ mod tests {
         assert_eq!(out, b"HTTP/1.1 200 OK\r\n\r\n");
         assert!(hidden.replaces(b"Server") && !hidden.replaces(b"strict-transport-security"));
         assert!(!Decor::default().replaces(b"server"));
-    }
-
-    #[test]
-    fn h2_fields_replace_the_upstreams() {
-        let mut h = http::HeaderMap::new();
-        h.insert("server", http::HeaderValue::from_static("nginx"));
-        h.insert("strict-transport-security", http::HeaderValue::from_static("max-age=1"));
-        Decor { server: Some("edge"), hsts: Some(Some("max-age=60")), edits: None }.apply_h2(&mut h);
-        assert_eq!(
-            (h["server"].to_str().unwrap(), h["strict-transport-security"].to_str().unwrap()),
-            ("edge", "max-age=60")
-        );
-        Decor { server: Some(""), hsts: None, edits: None }.apply_h2(&mut h);
-        assert!(h.get("server").is_none());
-        Decor { server: None, hsts: Some(None), edits: None }.apply_h2(&mut h);
-        assert!(h.get("strict-transport-security").is_none(), "an HSTS route over plain HTTP sends none");
     }
 }

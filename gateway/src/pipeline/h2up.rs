@@ -4,14 +4,12 @@
 
 use std::future::Future;
 use std::task::Poll;
-use std::time::Duration;
 
 use bytes::Bytes;
 use h2::{RecvStream, SendStream};
 use monoio::time::Instant;
 
 use super::interim::{Interim, MAX_INTERIM};
-use crate::codec::h2io::{send_data, send_data_watched, FlowWatch};
 use crate::upstream::h2pool::{self, H2Endpoint, H2Error, H2Stream};
 use crate::upstream::UpstreamError;
 use crate::worker::Worker;
@@ -98,95 +96,4 @@ pub async fn response_head(
             Err(_) => return Err(UpstreamError::Timeout),
         }
     }
-}
-
-/// Copies a request body from a client's HTTP/2 stream to the upstream's, with trailers;
-/// the client's window is given back as the upstream takes the bytes. Resets the upstream
-/// stream when the client's fails.
-pub async fn pump(mut from: RecvStream, mut to: SendStream<Bytes>, idle: Duration, max_bytes: u64) -> u64 {
-    let mut total = 0u64;
-    loop {
-        let next = monoio::time::timeout(idle, from.data()).await;
-        let data = match next {
-            Ok(Some(Ok(d))) => d,
-            Ok(None) => break,
-            _ => {
-                to.send_reset(h2::Reason::CANCEL);
-                return total;
-            }
-        };
-        total += data.len() as u64;
-        if total > max_bytes {
-            to.send_reset(h2::Reason::CANCEL);
-            return total;
-        }
-        let n = data.len();
-        if monoio::time::timeout(idle, send_data(&mut to, data, false)).await.map_or(true, |r| r.is_err()) {
-            return total;
-        }
-        let _ = from.flow_control().release_capacity(n);
-    }
-    match from.trailers().await {
-        Ok(Some(t)) => {
-            let _ = to.send_trailers(t);
-        }
-        _ => {
-            let _ = to.send_data(Bytes::new(), true);
-        }
-    }
-    total
-}
-
-/// Copies a response body (and trailers) from the upstream's stream to the client's. Returns
-/// the bytes moved; `Err` when it could not be completed: the client's stream is then reset
-/// with CANCEL (RFC 9113 §7: the gateway gave up on the stream, because the upstream failed or
-/// went idle mid-body, or the client stopped reading; neither is an internal error).
-/// Waits for the client's window are reported to `watch`, the client connection's.
-pub async fn relay(
-    mut from: RecvStream,
-    to: &mut SendStream<Bytes>,
-    idle: Duration,
-    watch: &FlowWatch,
-) -> Result<u64, u64> {
-    let mut total = 0u64;
-    loop {
-        let data = match monoio::time::timeout(idle, from.data()).await {
-            Ok(Some(Ok(d))) => d,
-            Ok(None) => break,
-            _ => {
-                to.send_reset(h2::Reason::CANCEL);
-                return Err(total);
-            }
-        };
-        let n = data.len();
-        total += n as u64;
-        let send = send_data_watched(to, data, false, Some(watch));
-        if monoio::time::timeout(idle, send).await.map_or(true, |r| r.is_err()) {
-            from.flow_control().release_capacity(n).ok();
-            to.send_reset(h2::Reason::CANCEL);
-            return Err(total);
-        }
-        let _ = from.flow_control().release_capacity(n);
-    }
-    let end = match from.trailers().await {
-        Ok(Some(t)) => to.send_trailers(t),
-        Ok(None) => to.send_data(Bytes::new(), true),
-        Err(_) => {
-            to.send_reset(h2::Reason::CANCEL);
-            return Err(total);
-        }
-    };
-    end.map(|_| total).map_err(|_| total)
-}
-
-/// The response head for a client: status and end-to-end fields of the upstream's head.
-pub fn client_head(parts: &http::response::Parts) -> http::Response<()> {
-    let mut resp = http::Response::new(());
-    *resp.status_mut() = parts.status;
-    for (name, value) in &parts.headers {
-        if !connection_specific(name.as_str()) && name != "te" {
-            resp.headers_mut().append(name.clone(), value.clone());
-        }
-    }
-    resp
 }

@@ -16,8 +16,6 @@
 
 use std::time::Duration;
 
-
-
 use crate::codec::body::TransferError;
 use crate::codec::h1::{self, HeadScratch, ResponseHead};
 use crate::codec::response::push_num;

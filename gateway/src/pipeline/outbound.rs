@@ -468,18 +468,22 @@ mod tests {
 
     #[test]
     fn http2_requests_join_cookies_for_http1_and_keep_te_trailers_for_http2() {
-        let (parts, ()) = http::Request::builder()
-            .uri("https://x.example/p?q")
-            .header("cookie", "a=1")
-            .header("cookie", "b=2")
-            .header("te", "trailers")
-            .header("x-priority", "high")
-            .header("content-length", "5")
-            .body(())
-            .unwrap()
-            .into_parts();
+        let fields: [(&[u8], &[u8]); 5] = [
+            (b"cookie", b"a=1"),
+            (b"cookie", b"b=2"),
+            (b"te", b"trailers"),
+            (b"x-priority", b"high"),
+            (b"content-length", b"5"),
+        ];
+        let head = gateway_h2::server::RequestHead::from_parts(
+            b"GET",
+            Some(b"https"),
+            Some(b"x.example"),
+            Some(b"/p?q"),
+            &fields,
+        );
         let client = Client::for_tests();
-        let req = Request::h2(&parts, Some(b"x.example"), false, &client);
+        let req = Request::h2_native(&head, Some(b"x.example"), false, &client);
         assert_eq!(req.body, Body::Length(5));
         let mut out = Vec::new();
         write_h1_head(&mut out, &req, &ADD);

@@ -7,12 +7,8 @@ use crate::codec::h1::{HeadScratch, HeaderRange};
 #[derive(Clone, Copy)]
 pub enum Fields<'a> {
     /// An HTTP/1.1 head: the bytes it was parsed from and its field ranges.
-    H1 {
-        buf: &'a [u8],
-        scratch: &'a HeadScratch,
-    },
-    H2(&'a http::HeaderMap),
-    /// An HTTP/2 head decoded by the gateway's own codec: the decoded bytes and the fields.
+    H1 { buf: &'a [u8], scratch: &'a HeadScratch },
+    /// An HTTP/2 head decoded by the gateway's codec: the decoded bytes and the fields.
     H2Native(&'a gateway_h2::server::RequestHead),
 }
 
@@ -22,7 +18,6 @@ impl<'a> Fields<'a> {
     pub fn iter(&self) -> FieldIter<'a> {
         match *self {
             Self::H1 { buf, scratch } => FieldIter::H1 { buf, lines: scratch.headers().iter() },
-            Self::H2(map) => FieldIter::H2(map.iter()),
             Self::H2Native(head) => FieldIter::H2Native { buf: &head.buf, fields: head.fields.iter() },
         }
     }
@@ -30,7 +25,6 @@ impl<'a> Fields<'a> {
     /// The value of the first field named `name`.
     pub fn first(&self, name: &[u8]) -> Option<&'a [u8]> {
         match *self {
-            Self::H2(map) => map.get(std::str::from_utf8(name).ok()?).map(http::HeaderValue::as_bytes),
             Self::H1 { .. } | Self::H2Native(_) => {
                 self.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v)
             }
@@ -41,10 +35,6 @@ impl<'a> Fields<'a> {
     /// whether one did.
     pub fn any(&self, name: &[u8], mut f: impl FnMut(&'a [u8]) -> bool) -> bool {
         match *self {
-            Self::H2(map) => match std::str::from_utf8(name) {
-                Ok(n) => map.get_all(n).iter().any(|v| f(v.as_bytes())),
-                Err(_) => false,
-            },
             Self::H1 { .. } | Self::H2Native(_) => {
                 self.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name)).any(|(_, v)| f(v))
             }
@@ -55,7 +45,6 @@ impl<'a> Fields<'a> {
     pub fn len(&self) -> usize {
         match self {
             Self::H1 { scratch, .. } => scratch.headers().len(),
-            Self::H2(map) => map.len(),
             Self::H2Native(head) => head.fields.len(),
         }
     }
@@ -69,7 +58,7 @@ impl<'a> Fields<'a> {
     pub fn is_hop_by_hop(&self, name: &[u8]) -> bool {
         match *self {
             Self::H1 { buf, scratch } => crate::codec::h1::is_hop_by_hop(name, buf, scratch),
-            Self::H2(_) | Self::H2Native(_) => crate::codec::h1::is_fixed_hop_by_hop(name),
+            Self::H2Native(_) => crate::codec::h1::is_fixed_hop_by_hop(name),
         }
     }
 }
@@ -77,7 +66,6 @@ impl<'a> Fields<'a> {
 /// Iterates over a request's field lines.
 pub enum FieldIter<'a> {
     H1 { buf: &'a [u8], lines: std::slice::Iter<'a, HeaderRange> },
-    H2(http::header::Iter<'a, http::HeaderValue>),
     H2Native { buf: &'a [u8], fields: std::slice::Iter<'a, gateway_h2::hpack::Field> },
 }
 
@@ -88,7 +76,6 @@ impl<'a> Iterator for FieldIter<'a> {
     fn next(&mut self) -> Option<Self::Item> {
         match self {
             Self::H1 { buf, lines } => lines.next().map(|h| (h.name(buf), h.value(buf))),
-            Self::H2(it) => it.next().map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())),
             Self::H2Native { buf, fields } => fields.next().map(|f| gateway_h2::server::field_bytes(buf, f)),
         }
     }
@@ -106,12 +93,10 @@ mod tests {
         let parsed = crate::codec::h1::parse_request(head, &limits, &mut scratch);
         assert!(matches!(parsed, Ok(Some(_))));
         let h1 = Fields::H1 { buf: head, scratch: &scratch };
-        let mut map = http::HeaderMap::new();
-        map.append("host", http::HeaderValue::from_static("a"));
-        map.append("x-user", http::HeaderValue::from_static("alice"));
-        map.append("cookie", http::HeaderValue::from_static("a=1"));
-        map.append("cookie", http::HeaderValue::from_static("b=2"));
-        let h2 = Fields::H2(&map);
+        let fields: [(&[u8], &[u8]); 4] =
+            [(b"host", b"a"), (b"x-user", b"alice"), (b"cookie", b"a=1"), (b"cookie", b"b=2")];
+        let head = gateway_h2::server::RequestHead::from_parts(b"GET", Some(b"http"), None, Some(b"/"), &fields);
+        let h2 = Fields::H2Native(&head);
         for f in [h1, h2] {
             assert_eq!(f.first(b"x-user"), Some(&b"alice"[..]));
             assert_eq!(f.first(b"X-USER"), Some(&b"alice"[..]));

@@ -108,39 +108,6 @@ impl<'a> Request<'a> {
         .with_real_ip()
     }
 
-    /// The view of an HTTP/2 request. `authority`: `:authority`, else Host (checked to agree
-    /// before). The body's length is what `content-length` says, when valid.
-    pub fn h2(
-        parts: &'a http::request::Parts,
-        authority: Option<&'a [u8]>,
-        end_of_stream: bool,
-        client: &'a Client,
-    ) -> Self {
-        let body = if end_of_stream {
-            Body::None
-        } else {
-            parts
-                .headers
-                .get(http::header::CONTENT_LENGTH)
-                .and_then(|v| std::str::from_utf8(v.as_bytes()).ok()?.parse().ok())
-                .map_or(Body::Stream, Body::Length)
-        };
-        Self {
-            method: Method::from_token(parts.method.as_str().as_bytes()),
-            method_bytes: parts.method.as_str().as_bytes(),
-            path: parts.uri.path().as_bytes(),
-            query: parts.uri.query().map(str::as_bytes),
-            authority,
-            fields: Fields::H2(&parts.headers),
-            body,
-            version: Version::Http2,
-            websocket: false,
-            client,
-            addr: client.peer.ip(),
-        }
-        .with_real_ip()
-    }
-
     /// The view of an HTTP/2 request decoded by the gateway's codec (checked there: pseudo
     /// fields present, content-length one number). `authority`: `:authority`, else Host.
     pub fn h2_native(

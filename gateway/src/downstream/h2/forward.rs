@@ -11,12 +11,11 @@ use gateway_h2::frame::Reason;
 use monoio::time::Instant;
 
 use super::server::ConnCtx;
-use crate::codec::h2shared::{BodyReader, H2Stream};
-use gateway_h2::server::RequestHead;
 use crate::codec::body::{self, Dest, Side, Source, TransferError};
 use crate::codec::chunked::{encode_chunk, LAST_CHUNK};
 use crate::codec::h1::{self, HeadScratch, ResponseFraming, ResponseHead};
 use crate::codec::h2io::FlowWatch;
+use crate::codec::h2shared::{BodyReader, H2Stream};
 use crate::pipeline::answer::Refusal;
 use crate::pipeline::exchange::Exchange;
 use crate::pipeline::forward::{Downstream, Response, Try};
@@ -27,6 +26,7 @@ use crate::runtime::stream::Stream;
 use crate::upstream::h2pool::H2Endpoint;
 use crate::upstream::{EndpointState, UpConn, UpstreamError};
 use crate::worker::Worker;
+use gateway_h2::server::RequestHead;
 
 /// One stream on its way to an upstream.
 pub struct H2Forward<'a> {
@@ -224,7 +224,12 @@ async fn from_h2(
 /// the bytes moved; `Err` when it could not be completed: the client's stream is then reset
 /// with CANCEL (RFC 9113 §7: the gateway gave up on the stream, because the upstream failed or
 /// went idle mid-body, or the client stopped reading; neither is an internal error).
-async fn relay(mut from: h2::RecvStream, to: &H2Stream, idle: std::time::Duration, watch: &FlowWatch) -> Result<u64, u64> {
+async fn relay(
+    mut from: h2::RecvStream,
+    to: &H2Stream,
+    idle: std::time::Duration,
+    watch: &FlowWatch,
+) -> Result<u64, u64> {
     let mut total = 0u64;
     loop {
         let data = match monoio::time::timeout(idle, from.data()).await {
@@ -442,9 +447,16 @@ async fn from_h1(
             let mut scratch = worker.buffers.take();
             let mut out = Vec::new();
             let side = Side { stream: &mut up.stream, buf: &mut ubuf, pos: &mut upos };
-            let result =
-                body::transfer(side, Some(Dest::H2Native(stream, Some(flow))), &mut out, source, false, &limits, &mut scratch)
-                    .await;
+            let result = body::transfer(
+                side,
+                Some(Dest::H2Native(stream, Some(flow))),
+                &mut out,
+                source,
+                false,
+                &limits,
+                &mut scratch,
+            )
+            .await;
             worker.buffers.give(scratch);
             match result {
                 Ok(n) => {

@@ -9,8 +9,8 @@ mod server;
 mod stall;
 mod stream;
 
+pub use crate::codec::h2shared::{BodyReader, H2Stream};
 pub use prefixed::Prefixed;
 pub use server::serve;
-pub use crate::codec::h2shared::{BodyReader, H2Stream};
 #[cfg(test)]
 pub(crate) use stream::handle as stream_task;

@@ -19,10 +19,10 @@ use gateway_h2::server::{Config as H2Config, Conn, ConnError, Event};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::guard::{FrameGuard, GuardLimits, Violation};
-use crate::codec::h2shared::{H2Stream, Shared};
 use super::stall::Stall;
 use crate::admission::penalty::{Admit, MAX_STREAMS};
 use crate::codec::h2io::FlowWatch;
+use crate::codec::h2shared::{H2Stream, Shared};
 use crate::request::Client;
 use crate::runtime::signal::ListenerHandle;
 use crate::worker::Worker;
@@ -239,7 +239,13 @@ struct Driver<T> {
 
 impl<T: AsyncRead + AsyncWrite + Unpin + 'static> Driver<T> {
     /// Writes, reads and dispatches until neither can go on; `Ready` when the connection ends.
-    fn poll(&mut self, cx: &mut Context<'_>, shared: &Rc<RefCell<Shared>>, worker: &Rc<Worker>, ctx: &Rc<ConnCtx>) -> Poll<End> {
+    fn poll(
+        &mut self,
+        cx: &mut Context<'_>,
+        shared: &Rc<RefCell<Shared>>,
+        worker: &Rc<Worker>,
+        ctx: &Rc<ConnCtx>,
+    ) -> Poll<End> {
         shared.borrow_mut().set_conn_waker(cx.waker());
         for _ in 0..READS_PER_WAKE {
             if let Poll::Ready(Err(_)) = self.flush(cx, shared) {
@@ -277,7 +283,12 @@ impl<T: AsyncRead + AsyncWrite + Unpin + 'static> Driver<T> {
     }
 
     /// Hands what was read to the codec and its events to the streams.
-    fn process(&mut self, shared: &Rc<RefCell<Shared>>, worker: &Rc<Worker>, ctx: &Rc<ConnCtx>) -> Result<(), ConnError> {
+    fn process(
+        &mut self,
+        shared: &Rc<RefCell<Shared>>,
+        worker: &Rc<Worker>,
+        ctx: &Rc<ConnCtx>,
+    ) -> Result<(), ConnError> {
         let input = self.rbuf.get(..self.filled).unwrap_or_default();
         let mut s = shared.borrow_mut();
         let result = s.conn.recv(input, &mut self.events);
@@ -309,10 +320,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin + 'static> Driver<T> {
             let stream = H2Stream::new(Rc::clone(shared), id);
             monoio::spawn(super::stream::handle(Rc::clone(worker), Rc::clone(ctx), stream, start));
         }
-        let consumed = match result {
-            Ok(n) => n,
-            Err(e) => return Err(e),
-        };
+        let consumed = result?;
         self.rbuf.copy_within(consumed..self.filled, 0);
         self.filled -= consumed;
         Ok(())

@@ -178,7 +178,11 @@ where
         }
     };
     match end {
-        End::Io | End::Done => {}
+        End::Io => {}
+        End::Done => {
+            // Every answer is out: the transport closes cleanly (TLS: close_notify).
+            let _ = monoio::time::timeout(GOAWAY_FLUSH, driver.close(&shared)).await;
+        }
         End::Protocol(e) => {
             if e.reason == Reason::ENHANCE_YOUR_CALM {
                 // The codec's own abuse limits: an endless header block, or a client that keeps
@@ -195,13 +199,13 @@ where
                 worker.stats.h2_protocol_errors.inc();
             }
             tracing::debug!(%peer, reason = e.reason.name(), what = e.what, "HTTP/2 connection error");
-            let _ = monoio::time::timeout(GOAWAY_FLUSH, poll_fn(|cx| driver.flush(cx, &shared))).await;
+            let _ = monoio::time::timeout(GOAWAY_FLUSH, driver.close(&shared)).await;
         }
         End::Tripped(v) => {
             count_violation(worker, v);
             tracing::info!(%peer, violation = v.label(), "HTTP/2 client flood: GOAWAY ENHANCE_YOUR_CALM");
             abort(&shared, Reason::ENHANCE_YOUR_CALM, v.label());
-            let _ = monoio::time::timeout(GOAWAY_FLUSH, poll_fn(|cx| driver.flush(cx, &shared))).await;
+            let _ = monoio::time::timeout(GOAWAY_FLUSH, driver.close(&shared)).await;
         }
     }
     shared.borrow_mut().close();
@@ -216,9 +220,10 @@ fn abort(shared: &RefCell<Shared>, reason: Reason, what: &'static str) -> ConnEr
     ConnError { reason, what }
 }
 
-/// The read buffer: a few frames of the largest size the client may send.
+/// The read buffer: one frame of the largest size the client may send, and at least 16 KiB
+/// (a read takes every frame a busy client sent since the last one: dozens of HEADERS).
 fn read_buffer_len(max_frame: u32) -> usize {
-    (max_frame as usize + gateway_h2::frame::HEAD_LEN).max(32 * 1024)
+    (max_frame as usize + gateway_h2::frame::HEAD_LEN).max(16 * 1024)
 }
 
 /// The connection's socket, its buffers and the events of the last read.
@@ -251,7 +256,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin + 'static> Driver<T> {
             if let Poll::Ready(Err(_)) = self.flush(cx, shared) {
                 return Poll::Ready(End::Io);
             }
-            if shared.borrow().conn.is_done() && self.wbuf.is_empty() {
+            if shared.borrow().conn.is_done() && self.wbuf.is_empty() && !self.flushing {
                 return Poll::Ready(End::Done);
             }
             let spare = self.rbuf.get_mut(self.filled..).unwrap_or_default();
@@ -324,6 +329,14 @@ impl<T: AsyncRead + AsyncWrite + Unpin + 'static> Driver<T> {
         self.rbuf.copy_within(consumed..self.filled, 0);
         self.filled -= consumed;
         Ok(())
+    }
+
+    /// Writes what is queued (a GOAWAY last), then closes the transport's sending side
+    /// (TLS: close_notify).
+    async fn close(&mut self, shared: &RefCell<Shared>) {
+        if poll_fn(|cx| self.flush(cx, shared)).await.is_ok() {
+            let _ = poll_fn(|cx| Pin::new(&mut self.io).poll_shutdown(cx)).await;
+        }
     }
 
     /// Writes what the codec queued; `Ready(Ok)` once everything is written and flushed.

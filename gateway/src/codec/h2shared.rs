@@ -12,7 +12,7 @@ use std::task::{Poll, Waker};
 
 use bytes::Bytes;
 use gateway_h2::frame::Reason;
-use gateway_h2::server::{Conn, HeadWriter, RequestHead, SendError};
+use gateway_h2::server::{Conn, HeadWriter, IdHasher, RequestHead, SendError};
 
 use crate::codec::h2io::FlowWatch;
 
@@ -44,26 +44,6 @@ struct StreamIo {
     reset: Option<Reason>,
     recv_waker: Option<Waker>,
     send_waker: Option<Waker>,
-}
-
-/// Stream identifiers are distinct odd numbers: spread them and use them as the hash.
-#[derive(Default)]
-pub struct IdHasher(u64);
-
-impl std::hash::Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8) | u64::from(b);
-        }
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.0 = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
 }
 
 /// Why a stream can no longer send or receive.

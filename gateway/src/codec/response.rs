@@ -202,19 +202,7 @@ pub fn num(digits: &mut [u8; 20], mut n: u64) -> &[u8] {
 #[inline]
 pub fn push_num(out: &mut Vec<u8>, n: u64) {
     let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    let mut n = n;
-    loop {
-        i -= 1;
-        if let Some(d) = digits.get_mut(i) {
-            *d = b'0' + (n % 10) as u8;
-        }
-        n /= 10;
-        if n == 0 || i == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(digits.get(i..).unwrap_or_default());
+    out.extend_from_slice(num(&mut digits, n));
 }
 
 #[cfg(test)]

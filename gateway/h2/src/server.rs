@@ -85,6 +85,17 @@ pub struct RequestHead {
 }
 
 impl RequestHead {
+    /// Empty, with room for what a block of `block_len` bytes usually decodes to (names from
+    /// the static table and Huffman-coded values come out longer than they went in), so that
+    /// decoding it does not grow the buffers a step at a time.
+    fn for_block(block_len: usize) -> Self {
+        Self {
+            buf: Vec::with_capacity((block_len * 2).clamp(128, 4096)),
+            fields: Vec::with_capacity(8),
+            ..Self::default()
+        }
+    }
+
     /// A head from its parts, as the decoder would have made it (for code that makes requests
     /// itself, and tests). `content_length` is taken from the fields.
     pub fn from_parts(
@@ -631,7 +642,7 @@ impl Conn {
             self.write_reset(stream, Reason::REFUSED_STREAM);
             return Ok(());
         }
-        let mut head = RequestHead::default();
+        let mut head = RequestHead::for_block(block.len());
         let decoded = self.decode_into(block, &mut head)?;
         let stream_state = Stream {
             recv_closed: end_stream,
@@ -1156,8 +1167,25 @@ fn valid_value(v: &[u8]) -> bool {
 }
 
 fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+    TCHAR.get(usize::from(b)).copied().unwrap_or(false)
 }
+
+/// RFC 9110 §5.6.2 `tchar`, by byte.
+#[allow(clippy::indexing_slicing)] // `b` < 256 = the table's length
+const TCHAR: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~'
+            );
+        b += 1;
+    }
+    t
+};
 
 /// A content-length value: digits only, no sign, no overflow.
 fn parse_length(v: &[u8]) -> Option<u64> {

@@ -389,3 +389,38 @@ fn connection_specific_fields_of_an_http1_answer_reach_no_client() {
         assert_eq!(names.iter().filter(|n| *n == "content-length").count(), 1, "{d}: {names:?}");
     });
 }
+
+/// A small answer goes out as HEADERS and one DATA frame that ends the stream (no empty DATA
+/// frame after the body), and a larger one in frames no larger than the client's frame size
+/// (streamed from the upstream, it may end with an empty DATA frame): the frames, read raw.
+#[test]
+fn answers_end_the_stream_with_their_last_data_frame() {
+    let o = origin();
+    let g = H2Gateway::start("io_uring", &o, false, "");
+    let mut s = connect(g.addr());
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(&h2raw::preface()).unwrap();
+    s.write_all(&h2raw::settings(&[])).unwrap();
+    for (stream, size) in [(1u32, 10usize), (3, 40_000)] {
+        let path = format!("/bytes/{size}");
+        let fields = [(":method", "GET"), (":scheme", "http"), (":path", path.as_str()), (":authority", "a")];
+        s.write_all(&h2raw::headers(stream, &h2raw::hpack_literal(&fields), true, true)).unwrap();
+        let mut data = Vec::new();
+        loop {
+            let (ty, flags, id, payload) = h2raw::read_frame(&mut s).unwrap();
+            if id != stream || ty != 0x0 {
+                assert!(ty != 0x3 && ty != 0x7, "stream {stream}: reset or GOAWAY");
+                continue;
+            }
+            assert!(payload.len() <= 16_384, "a DATA frame over the default frame size");
+            data.push(payload.len());
+            if flags & 0x1 != 0 {
+                break;
+            }
+        }
+        assert_eq!(data.iter().sum::<usize>(), size, "stream {stream}: {data:?}");
+        if size == 10 {
+            assert_eq!(data, vec![10], "one DATA frame, ending the stream");
+        }
+    }
+}

@@ -438,6 +438,21 @@ async fn from_h1(
     let ok = match source {
         None => true,
         Some(_) if is_head => true,
+        // The whole body came with the head (a small answer): sent at once, ending the stream
+        // with its last DATA frame rather than an empty one after it.
+        Some(Source::Length(n)) if ubuf.len().saturating_sub(upos) as u64 >= n => {
+            let body = ubuf.get(upos..upos + n as usize).unwrap_or_default();
+            let sent = stream.send_data(body, true, Some(flow));
+            upos += body.len();
+            let sent = monoio::time::timeout(server.timeouts.body_io, sent).await.is_ok_and(|r| r.is_ok());
+            if sent {
+                worker.stats.downstream_bytes_out.add(n);
+                ex.bytes_out += n;
+            } else {
+                stream.reset(Reason::CANCEL);
+            }
+            sent
+        }
         Some(source) => {
             let limits = body::Limits {
                 max_bytes: u64::MAX,

@@ -424,3 +424,77 @@ fn answers_end_the_stream_with_their_last_data_frame() {
         }
     }
 }
+
+/// Each malformed or refused HTTP/2 request gets its exact answer: a reset with PROTOCOL_ERROR
+/// for what RFC 9113 calls malformed, or the status the gateway answers with. Raw frames, one
+/// connection per case; nothing reaches the origin.
+#[test]
+fn malformed_and_refused_h2_requests_get_their_exact_answer() {
+    const RESET: u16 = 0;
+    let o = origin();
+    let g = H2Gateway::start("io_uring", &o, false, "");
+    let long: &'static str = "v".repeat(16_290).leak();
+    let base = |path: &'static str| vec![(":method", "GET"), (":scheme", "http"), (":path", path), (":authority", "a")];
+    let with = |path: &'static str, extra: (&'static str, &'static str)| {
+        let mut f = base(path);
+        f.push(extra);
+        f
+    };
+    // (what, fields, END_STREAM on the head, the answer)
+    type Case = (&'static str, Vec<(&'static str, &'static str)>, bool, u16);
+    let cases: Vec<Case> = vec![
+        ("uppercase name", with("/bad1", ("X-Up", "1")), true, RESET),
+        ("te other than trailers", with("/bad2", ("te", "gzip")), true, RESET),
+        ("value with surrounding space", with("/bad3", ("x-a", " 1")), true, RESET),
+        ("content-length on a request without a body", with("/bad4", ("content-length", "5")), true, RESET),
+        (
+            "pseudo after regular",
+            vec![(":method", "GET"), ("x-a", "1"), (":scheme", "http"), (":path", "/bad5"), (":authority", "a")],
+            true,
+            RESET,
+        ),
+        ("space in :path", base("/bad 6"), true, 400),
+        ("fragment in :path", base("/bad7#f"), true, 400),
+        (
+            "userinfo in :authority",
+            vec![(":method", "GET"), (":scheme", "http"), (":path", "/bad8"), (":authority", "u@a")],
+            true,
+            400,
+        ),
+        ("Host differs from :authority", with("/bad9", ("host", "b")), true, 400),
+        ("CONNECT", vec![(":method", "CONNECT"), (":authority", "a:443")], true, 501),
+        ("body over max_body_bytes", with("/bad10", ("content-length", "20000000")), false, 413),
+        ("field list over max_header_list_bytes", with("/bad11", ("x-long", long)), true, 431),
+    ];
+    for (what, fields, end_stream, want) in cases {
+        let mut s = connect(g.addr());
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(&h2raw::preface()).unwrap();
+        s.write_all(&h2raw::settings(&[])).unwrap();
+        s.write_all(&h2raw::headers(1, &h2raw::hpack_literal(&fields), end_stream, true)).unwrap();
+        let got = loop {
+            let (ty, _, stream, payload) = h2raw::read_frame(&mut s).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_ne!(ty, 0x7, "{what}: GOAWAY");
+            if stream != 1 {
+                continue;
+            }
+            if ty == 0x3 {
+                assert_eq!(payload, 1u32.to_be_bytes(), "{what}: RST_STREAM PROTOCOL_ERROR");
+                break RESET;
+            }
+            if ty == 0x1 {
+                // The gateway's encoder: :status 400 is static index 12 (0x8c), others a literal
+                // with name index 8 and three digits.
+                break match payload.as_slice() {
+                    [0x8c, ..] => 400,
+                    [0x08, 3, a, b, c, ..] => {
+                        u16::from(a - b'0') * 100 + u16::from(b - b'0') * 10 + u16::from(c - b'0')
+                    }
+                    other => panic!("{what}: unexpected head {:x?}", &other[..other.len().min(8)]),
+                };
+            }
+        };
+        assert_eq!(got, want, "{what}");
+    }
+    assert!(o.received().iter().all(|r| !r.target.starts_with("/bad")), "nothing refused reached the origin");
+}

@@ -393,11 +393,6 @@ impl Conn {
         !self.out.is_empty()
     }
 
-    /// Streams open now (counted against the concurrent stream limit).
-    pub fn open_streams(&self) -> usize {
-        self.streams.len()
-    }
-
     /// Whether the connection can close: GOAWAY went out (or came) and no stream is left.
     pub fn is_done(&self) -> bool {
         (self.goaway_sent.is_some() || self.goaway_received || self.phase == Phase::Failed) && self.streams.is_empty()
@@ -406,11 +401,6 @@ impl Conn {
     /// Whether the client's preface and first SETTINGS came.
     pub fn started(&self) -> bool {
         matches!(self.phase, Phase::Open)
-    }
-
-    /// Whether the client sent GOAWAY.
-    pub fn goaway_received(&self) -> bool {
-        self.goaway_received
     }
 
     /// Reads every complete frame at the start of `input`; returns how many bytes it took (the

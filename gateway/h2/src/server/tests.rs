@@ -692,3 +692,20 @@ fn hpack_garbage_is_a_compression_error() {
     assert_eq!(feed(&mut c, &input).0.unwrap_err().reason, Reason::COMPRESSION_ERROR);
     let _ = Frame::Unknown { kind: 0xff };
 }
+
+#[test]
+fn a_client_that_keeps_breaking_stream_rules_is_cut_with_enhance_your_calm() {
+    let mut c = open(Config { max_stream_errors: 2, ..Config::default() });
+    let bad = block(&[(":method", "GET"), (":scheme", "http"), (":path", "/"), ("X-Up", "1")]);
+    for stream in [1, 3] {
+        let mut input = Vec::new();
+        headers(&mut input, stream, &bad, true);
+        assert_eq!(feed(&mut c, &input).0.unwrap(), input.len());
+    }
+    assert_eq!(resets(c.out()), vec![(1, Reason::PROTOCOL_ERROR), (3, Reason::PROTOCOL_ERROR)]);
+    let mut input = Vec::new();
+    headers(&mut input, 5, &bad, true);
+    let e = feed(&mut c, &input).0.unwrap_err();
+    assert_eq!((e.reason, e.what), (Reason::ENHANCE_YOUR_CALM, TOO_MANY_STREAM_ERRORS));
+    assert_eq!(goaway(c.out()), Some(Reason::ENHANCE_YOUR_CALM));
+}

@@ -52,6 +52,8 @@ enum End {
     Protocol(ConnError),
     /// The frame guard tripped.
     Tripped(Violation),
+    /// The client stalled flow control (GOAWAY queued).
+    Stalled,
     /// GOAWAY went out (or came) and every stream finished.
     Done,
 }
@@ -118,7 +120,7 @@ where
         wbuf: Vec::new(),
         wpos: 0,
         events: Vec::new(),
-        started: false,
+        spawn: Vec::new(),
         flushing: false,
     };
     let tick = stall.tick();
@@ -146,7 +148,7 @@ where
             Event2::Io(end) => break end,
             Event2::Tick => {
                 ticker.as_mut().reset(monoio::time::Instant::now() + tick);
-                if !driver.started && opened.elapsed() >= header_read {
+                if !shared.borrow().conn.started() && opened.elapsed() >= header_read {
                     // No preface and SETTINGS within the head's read timeout.
                     worker.stats.header_read_timeouts.inc();
                     shared.borrow_mut().close();
@@ -160,7 +162,8 @@ where
                     // ENHANCE_YOUR_CALM as for the floods: the client holds resources without
                     // using them. Every stream's pending send fails at once, which frees its
                     // upstream connection, buffers and cluster slot.
-                    break End::Protocol(abort(&shared, Reason::ENHANCE_YOUR_CALM, "flow control stalled"));
+                    abort(&shared, Reason::ENHANCE_YOUR_CALM, "flow control stalled");
+                    break End::Stalled;
                 }
                 if !stopping && ctx.active.get() == 0 && ctx.idle_since.get().elapsed() >= idle_timeout {
                     stopping = true;
@@ -192,13 +195,15 @@ where
                 } else {
                     Violation::ResetFlood
                 };
-                if e.what != "flow control stalled" {
-                    count_violation(worker, v);
-                }
+                count_violation(worker, v);
             } else {
                 worker.stats.h2_protocol_errors.inc();
             }
             tracing::debug!(%peer, reason = e.reason.name(), what = e.what, "HTTP/2 connection error");
+            let _ = monoio::time::timeout(GOAWAY_FLUSH, driver.close(&shared)).await;
+        }
+        // Counted and logged where the stall was found.
+        End::Stalled => {
             let _ = monoio::time::timeout(GOAWAY_FLUSH, driver.close(&shared)).await;
         }
         End::Tripped(v) => {
@@ -213,11 +218,10 @@ where
 }
 
 /// Ends the connection at once with GOAWAY `reason`.
-fn abort(shared: &RefCell<Shared>, reason: Reason, what: &'static str) -> ConnError {
+fn abort(shared: &RefCell<Shared>, reason: Reason, what: &'static str) {
     let mut s = shared.borrow_mut();
     s.conn.abort(reason, what);
     s.close();
-    ConnError { reason, what }
 }
 
 /// The read buffer: one frame of the largest size the client may send, and at least 16 KiB
@@ -236,8 +240,8 @@ struct Driver<T> {
     wbuf: Vec<u8>,
     wpos: usize,
     events: Vec<Event>,
-    /// The client's preface and SETTINGS came.
-    started: bool,
+    /// The streams a read opened, spawned once the codec is no longer borrowed.
+    spawn: Vec<(u32, super::stream::Start)>,
     /// Bytes were written since the last flush.
     flushing: bool,
 }
@@ -297,17 +301,15 @@ impl<T: AsyncRead + AsyncWrite + Unpin + 'static> Driver<T> {
         let input = self.rbuf.get(..self.filled).unwrap_or_default();
         let mut s = shared.borrow_mut();
         let result = s.conn.recv(input, &mut self.events);
-        self.started |= s.conn.started();
-        let mut spawn = Vec::new();
         for event in self.events.drain(..) {
             match event {
                 Event::Request { stream, head, end_stream } => {
                     s.open(stream, end_stream);
-                    spawn.push((stream, super::stream::Start::Request(head)));
+                    self.spawn.push((stream, super::stream::Start::Request(head)));
                 }
                 Event::Refused { stream, status } => {
                     s.open(stream, true);
-                    spawn.push((stream, super::stream::Start::Refused(status)));
+                    self.spawn.push((stream, super::stream::Start::Refused(status)));
                 }
                 Event::Data { stream, start, end, end_stream } => {
                     s.data(stream, input.get(start..end).unwrap_or_default(), end_stream);
@@ -319,7 +321,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin + 'static> Driver<T> {
             }
         }
         drop(s);
-        for (id, start) in spawn {
+        for (id, start) in self.spawn.drain(..) {
             worker.stats.h2_streams.inc();
             ctx.active.set(ctx.active.get() + 1);
             let stream = H2Stream::new(Rc::clone(shared), id);

@@ -13,12 +13,30 @@ use common::*;
 
 const BIN: &str = env!("CARGO_BIN_EXE_gateway");
 
-fn temp_file(name: &str, text: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("gw-test-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("gateway.toml");
+/// A config file in a private temp directory, removed (with the directory) on drop.
+struct TempConfig {
+    _dir: common::process::TempDir,
+    path: std::path::PathBuf,
+}
+
+impl std::ops::Deref for TempConfig {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for TempConfig {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.path.as_os_str()
+    }
+}
+
+fn temp_file(name: &str, text: &str) -> TempConfig {
+    let dir = common::process::TempDir::new(name);
+    let path = dir.path("gateway.toml");
     std::fs::write(&path, text).unwrap();
-    path
+    TempConfig { _dir: dir, path }
 }
 
 #[test]

@@ -397,7 +397,7 @@ measure_openloop() {
 # measure NAME ROUND: warm-up, then one measured run; appends a JSON line to runs.jsonl.
 measure() {
     local name=$1 round=$2 port=${PROXY_PORT[$1]} out=$WORK/wrk-$1-$2.txt
-    local proxy_pids=() origin_pids=() p0 p1 o0 o1 kv
+    local proxy_pids=() origin_pids=() p0 p1 o0 o1 s0 s1 kv
     if [[ $name != direct ]]; then
         read -r -a proxy_pids <<<"${PROXY_PID[$name]} $(descendants "${PROXY_PID[$name]}")"
     fi
@@ -407,6 +407,7 @@ measure() {
         run_wrk "$port" "$WARMUP" "$WORK/warmup.txt" || true
     fi
     p0=$(cpu_ticks "${proxy_pids[@]}")
+    s0=$(sys_ticks "${proxy_pids[@]}")
     o0=$(cpu_ticks "${origin_pids[@]}")
     if ! run_wrk "$port" "$DURATION" "$out" || ! grep -q '^RESULT ' "$out"; then
         cat "$out" >&2
@@ -414,6 +415,7 @@ measure() {
         return 0
     fi
     p1=$(cpu_ticks "${proxy_pids[@]}")
+    s1=$(sys_ticks "${proxy_pids[@]}")
     o1=$(cpu_ticks "${origin_pids[@]}")
 
     # bench-report parses wrk's output (loadtests/src/suite/wrk.rs, unit-tested); .result is
@@ -426,6 +428,7 @@ measure() {
     jq -c '.result' "$out.json" | jq -c \
         --arg proxy "$name" --argjson round "$round" \
         --argjson proxy_ticks "$((p1 - p0))" --argjson origin_ticks "$((o1 - o0))" \
+        --argjson sys_ticks "$((s1 - s0))" \
         --argjson has_proxy "$([[ $name == direct ]] && echo false || echo true)" \
         --argjson tck "$CLK_TCK" --arg scenario "$SCENARIO" '
         .requests as $requests | .duration_us as $duration_us | .p50_us as $p50 | .p90_us as $p90
@@ -441,6 +444,7 @@ measure() {
                    total: ($connect + $read + $write + $status + $timeout)},
           proxy_cpu_ticks: (if $has_proxy then $proxy_ticks else null end),
           cpu_us_per_req: (if $has_proxy then per_req($proxy_ticks) else null end),
+          sys_us_per_req: (if $has_proxy then per_req($sys_ticks) else null end),
           origin_cpu_us_per_req: per_req($origin_ticks),
           cpu_per_origin_cpu: (if $has_proxy and $origin_ticks > 0 then $proxy_ticks / $origin_ticks else null end)
         }' >>"$WORK/runs.jsonl"
@@ -473,7 +477,7 @@ def stats(f): [.[] | f | select(. != null)] |
   key: .[0].proxy,
   value: {
     proxy: .[0].proxy, rounds: length,
-    rps: stats(.rps), cpu_us_per_req: stats(.cpu_us_per_req),
+    rps: stats(.rps), cpu_us_per_req: stats(.cpu_us_per_req), sys_us_per_req: stats(.sys_us_per_req),
     origin_cpu_us_per_req: stats(.origin_cpu_us_per_req),
     cpu_per_origin_cpu: stats(.cpu_per_origin_cpu),
     p50_us: stats(.p50_us), p99_us: stats(.p99_us),
@@ -550,9 +554,9 @@ markdown() {
       (.summary[] | . as $s | .points[] |
         "| \($s.proxy) | \($s.peak_rps | fixed(0)) | \(.fraction) | \(.rate | fixed(0)) | \(.range.p50_us | cell(0)) | \(.p90_us | fixed(0)) | \(.range.p99_us | cell(0)) | \(.range.p999_us | cell(0)) | \(.cpu_us_per_req | fixed(1)) | \(.errors) | \(if .valid then "yes" else "no: " + (.invalid | unique | join("; ")) end) |")
     else
-      "| proxy | req/s | µs CPU/req | p50 µs | p99 µs | errors | req/s vs nginx | CPU/req vs nginx | CPU/req vs HAProxy | origin µs CPU/req | proxy CPU ÷ origin CPU |",
-      "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-      (.summary[] | "| \(.proxy) | \(.rps | cell(0)) | \(.cpu_us_per_req | cell(1)) | \(.p50_us | cell(0)) | \(.p99_us | cell(0)) | \(.errors) | \(.rps_vs_nginx | ratio) | \(.cpu_vs_nginx | ratio) | \(.cpu_vs_haproxy | ratio) | \(.origin_cpu_us_per_req | cell(1)) | \(.cpu_per_origin_cpu | cell(3)) |"),
+      "| proxy | req/s | µs CPU/req | of which kernel µs | p50 µs | p99 µs | errors | req/s vs nginx | CPU/req vs nginx | CPU/req vs HAProxy | origin µs CPU/req | proxy CPU ÷ origin CPU |",
+      "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+      (.summary[] | "| \(.proxy) | \(.rps | cell(0)) | \(.cpu_us_per_req | cell(1)) | \(.sys_us_per_req | cell(1)) | \(.p50_us | cell(0)) | \(.p99_us | cell(0)) | \(.errors) | \(.rps_vs_nginx | ratio) | \(.cpu_vs_nginx | ratio) | \(.cpu_vs_haproxy | ratio) | \(.origin_cpu_us_per_req | cell(1)) | \(.cpu_per_origin_cpu | cell(3)) |"),
       "",
       "Proxy CPU ÷ origin CPU: the proxy'"'"'s CPU time over the origin'"'"'s in the same run, per round. The origin does the same work for every request of a run, so this cancels what slows the whole machine between runs (on a shared VM the CPU time per request of every process moves by 10-20% from run to run; this ratio by 1-5%): compare two builds of one proxy on one driver with it. Across proxies it also carries how each one'"'"'s batching changes the origin'"'"'s cost, so the µs columns compare proxies."
     end,

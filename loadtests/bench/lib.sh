@@ -287,6 +287,18 @@ cpu_ticks() {
     echo "$total"
 }
 
+# sys_ticks PID...: the kernel's part of cpu_ticks, stime+cstime (fields 15 and 17), summed.
+sys_ticks() {
+    local total=0 pid rest f
+    for pid in "$@"; do
+        { read -r rest <"/proc/$pid/stat"; } 2>/dev/null || continue
+        rest=${rest##*) }
+        read -r -a f <<<"$rest" # f[0] is field 3
+        total=$((total + f[12] + f[14]))
+    done
+    echo "$total"
+}
+
 # status_kb FIELD PID...: a /proc/PID/status field (VmRSS, VmHWM) in kB, summed.
 status_kb() {
     local field=$1 total=0 pid key value rest

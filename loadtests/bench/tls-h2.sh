@@ -489,7 +489,7 @@ measure_h2c() { # NAME ROUND: cleartext HTTP/2 with prior knowledge to the h2c p
 # tls_protocol" (as bench-report parses them, null when absent) is EXPECTED (WHAT says it in words).
 measure_h2load() {
     local name=$1 round=$2 test=$3 url=$4 expected=$5 what=$6
-    local out=$WORK/h2load-$3-$1-$2.txt pids origin_pids c0 c1 o0 o1
+    local out=$WORK/h2load-$3-$1-$2.txt pids origin_pids c0 c1 o0 o1 s0 s1
     local cmd=(taskset -c "$LOAD_CPU" h2load -t 1 -c "$H2_CONNECTIONS" -m "$H2_STREAMS")
     read -r -a pids <<<"$(proxy_pids "$name")"
     # The origin answers one HTTP/1.1 request per h2 request: its CPU over the run cancels what
@@ -497,6 +497,7 @@ measure_h2load() {
     read -r -a origin_pids <<<"$ORIGIN_PID $(descendants "$ORIGIN_PID")"
     ((WARMUP > 0)) && { "${cmd[@]}" -D "$WARMUP" "$url" >"$WORK/h2load-warmup.txt" 2>&1 || true; }
     c0=$(cpu_ticks "${pids[@]}")
+    s0=$(sys_ticks "${pids[@]}")
     o0=$(cpu_ticks "${origin_pids[@]}")
     if ! "${cmd[@]}" -D "$DURATION" "$url" >"$out" 2>&1; then
         tail -n 5 "$out" >&2
@@ -504,6 +505,7 @@ measure_h2load() {
         return 0
     fi
     c1=$(cpu_ticks "${pids[@]}")
+    s1=$(sys_ticks "${pids[@]}")
     o1=$(cpu_ticks "${origin_pids[@]}")
     # bench-report parses h2load's summary (loadtests/src/suite/h2load.rs, unit-tested).
     if ! "$REPORT_BIN" parse h2load "$out" >"$out.json" 2>"$out.err"; then
@@ -523,11 +525,12 @@ measure_h2load() {
     record "$(jq -cn --arg test "$test" --arg proxy "$name" --argjson round "$round" --argjson secs "$secs" \
         --argjson completed "$completed" --argjson ok "$ok" --argjson failed "$failed" --argjson errored "$errored" \
         --argjson timeout "$timeout" --argjson ticks "$((c1 - c0))" --argjson tck "$CLK_TCK" \
-        --argjson origin_ticks "$((o1 - o0))" '
+        --argjson origin_ticks "$((o1 - o0))" --argjson sys_ticks "$((s1 - s0))" '
         {test: $test, proxy: $proxy, round: $round, requests: $completed, succeeded: $ok,
          failed: ($failed + $errored + $timeout), seconds: $secs, per_s: ($ok / $secs),
          proxy_cpu_s: ($ticks / $tck),
          cpu_us_per_op: (if $completed > 0 then $ticks * 1e6 / $tck / $completed else null end),
+         sys_us_per_op: (if $completed > 0 then $sys_ticks * 1e6 / $tck / $completed else null end),
          origin_cpu_s: ($origin_ticks / $tck),
          cpu_per_origin_cpu: (if $origin_ticks > 0 then $ticks / $origin_ticks else null end)}')"
 }
@@ -617,9 +620,9 @@ def of(test): map(select(.test == test));
     proxy: .[0].proxy,
     handshake: (of("handshake") | {runs: length, per_s: stats(.per_s), cpu_us: stats(.cpu_us_per_op),
                                    bytes_per_conn: stats(.bytes_per_conn)}),
-    h2: (of("h2") | {runs: length, per_s: stats(.per_s), cpu_us: stats(.cpu_us_per_op),
+    h2: (of("h2") | {runs: length, per_s: stats(.per_s), cpu_us: stats(.cpu_us_per_op), sys_us: stats(.sys_us_per_op),
                      failed: (map(.failed) | add // 0)}),
-    h2c: (of("h2c") | {runs: length, per_s: stats(.per_s), cpu_us: stats(.cpu_us_per_op),
+    h2c: (of("h2c") | {runs: length, per_s: stats(.per_s), cpu_us: stats(.cpu_us_per_op), sys_us: stats(.sys_us_per_op),
                        failed: (map(.failed) | add // 0)}),
     idle: (of("idle") | {runs: length, pss_kib: stats(.pss_kib_per_conn), rss_kib: stats(.rss_kib_per_conn),
                          opened: stats(.opened), sockets_added: stats(.sockets_added)}),
@@ -675,9 +678,9 @@ markdown() {
     "",
     "Machine: Linux \(.machine.kernel), \(.machine.nproc) CPUs (\(.machine.cpu_model)), load average \(.machine.loadavg_before) before the rounds; nginx \(.machine.nginx); HAProxy \(.machine.haproxy); h2load \(.machine.h2load); OpenSSL \(.machine.openssl); Python \(.machine.python); commit \(.git.commit)\(if .git.dirty then " (dirty tree)" else "" end).",
     "",
-    "| proxy | handshakes/s | µs CPU/handshake | h2 req/s | µs CPU/h2 req | h2 failed | h2c req/s | µs CPU/h2c req | h2c failed | idle TLS KiB/conn (Pss) | idle TLS KiB/conn (RSS) | idle plain KiB/conn (Pss) | idle plain KiB/conn (RSS) | CPU/handshake vs nginx | CPU/h2 req vs nginx | CPU/h2c req vs nginx | idle TLS Pss vs nginx | idle plain Pss vs nginx |",
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    (.summary[] | "| \(.proxy) | \(.handshake.per_s | cell(0)) | \(.handshake.cpu_us | cell(0)) | \(.h2.per_s | cell(0)) | \(.h2.cpu_us | cell(1)) | \(.h2.failed) | \(.h2c.per_s | cell(0)) | \(.h2c.cpu_us | cell(1)) | \(.h2c.failed // "–") | \(.idle.pss_kib | cell(2)) | \(.idle.rss_kib | cell(2)) | \(.idle_plain.pss_kib | cell(2)) | \(.idle_plain.rss_kib | cell(2)) | \(.vs_nginx.handshake_cpu | ratio) | \(.vs_nginx.h2_cpu | ratio) | \(.vs_nginx.h2c_cpu | ratio) | \(.vs_nginx.idle_pss | ratio) | \(.vs_nginx.idle_plain_pss | ratio) |"),
+    "| proxy | handshakes/s | µs CPU/handshake | h2 req/s | µs CPU/h2 req | of which kernel | h2 failed | h2c req/s | µs CPU/h2c req | of which kernel | h2c failed | idle TLS KiB/conn (Pss) | idle TLS KiB/conn (RSS) | idle plain KiB/conn (Pss) | idle plain KiB/conn (RSS) | CPU/handshake vs nginx | CPU/h2 req vs nginx | CPU/h2c req vs nginx | idle TLS Pss vs nginx | idle plain Pss vs nginx |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    (.summary[] | "| \(.proxy) | \(.handshake.per_s | cell(0)) | \(.handshake.cpu_us | cell(0)) | \(.h2.per_s | cell(0)) | \(.h2.cpu_us | cell(1)) | \(.h2.sys_us | cell(1)) | \(.h2.failed) | \(.h2c.per_s | cell(0)) | \(.h2c.cpu_us | cell(1)) | \(.h2c.sys_us | cell(1)) | \(.h2c.failed // "–") | \(.idle.pss_kib | cell(2)) | \(.idle.rss_kib | cell(2)) | \(.idle_plain.pss_kib | cell(2)) | \(.idle_plain.rss_kib | cell(2)) | \(.vs_nginx.handshake_cpu | ratio) | \(.vs_nginx.h2_cpu | ratio) | \(.vs_nginx.h2c_cpu | ratio) | \(.vs_nginx.idle_pss | ratio) | \(.vs_nginx.idle_plain_pss | ratio) |"),
     "",
     "Handshakes/s are bounded by the single load CPU (openssl s_time costs more CPU per handshake than any proxy here); h2 and h2c req/s by the proxy'"'"'s one CPU or h2load'"'"'s, whichever saturates first: **the µs CPU columns and KiB/conn compare the proxies**. Idle runs (TLS / plain): \([.summary[] | "\(.proxy) \(.idle.opened | cell(0)) / \(.idle_plain.opened | cell(0)) opened, \(.idle.sockets_added | cell(0)) / \(.idle_plain.sockets_added | cell(0)) sockets added"] | join("; ")).",
     (if (.skipped | length) > 0 then "", "Skipped: " + ([.skipped[] | "\(.proxy) (\(.reason))"] | join("; ")) else empty end)

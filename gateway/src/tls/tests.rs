@@ -39,6 +39,12 @@ impl Fixture {
     }
 }
 
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 fn listener(certificates: Vec<CertificateFiles>) -> ListenerTls {
     ListenerTls {
         certificates,

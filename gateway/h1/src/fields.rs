@@ -83,7 +83,7 @@ impl Fields {
         index: usize,
         connection: &mut Vec<usize>,
     ) -> Result<(), &'static str> {
-        let is = |known: &[u8]| name.eq_ignore_ascii_case(known);
+        let is = |known: &[u8]| crate::eq_lower(name, known);
         match name.len() {
             4 if is(b"host") => {
                 self.hosts += 1;
@@ -91,16 +91,14 @@ impl Fields {
             }
             6 if is(b"expect") => {
                 self.expect = match self.expect {
-                    Expect::Absent | Expect::Continue if value.eq_ignore_ascii_case(b"100-continue") => {
-                        Expect::Continue
-                    }
+                    Expect::Absent | Expect::Continue if crate::eq_lower(value, b"100-continue") => Expect::Continue,
                     _ => Expect::Other,
                 };
             }
             7 if is(b"upgrade") => {
                 self.upgrade = true;
                 // `Upgrade = #protocol`, protocol = name ["/" version]; WebSocket has no version.
-                self.upgrade_websocket |= list_elements(value).any(|p| p.eq_ignore_ascii_case(b"websocket"));
+                self.upgrade_websocket |= list_elements(value).any(|p| crate::eq_lower(p, b"websocket"));
             }
             10 if is(b"connection") => {
                 // Only a field that names more than the fixed hop-by-hop fields (`keep-alive`
@@ -116,7 +114,7 @@ impl Fields {
             }
             17 if is(b"transfer-encoding") => {
                 self.te = match self.te {
-                    Te::Absent if value.eq_ignore_ascii_case(b"chunked") => Te::Chunked,
+                    Te::Absent if crate::eq_lower(value, b"chunked") => Te::Chunked,
                     _ => Te::Other,
                 };
             }
@@ -135,13 +133,13 @@ impl Fields {
             if !option.iter().all(|&b| has(b, TOKEN)) {
                 return Err("invalid Connection option");
             }
-            if option.eq_ignore_ascii_case(b"close") {
+            if crate::eq_lower(option, b"close") {
                 self.close = true;
-            } else if option.eq_ignore_ascii_case(b"keep-alive") {
+            } else if crate::eq_lower(option, b"keep-alive") {
                 self.keep_alive = true;
-            } else if option.eq_ignore_ascii_case(b"upgrade") {
+            } else if crate::eq_lower(option, b"upgrade") {
                 self.connection_upgrade = true;
-            } else if option.eq_ignore_ascii_case(b"host") || option.eq_ignore_ascii_case(b"content-length") {
+            } else if crate::eq_lower(option, b"host") || crate::eq_lower(option, b"content-length") {
                 return Err("Connection names an end-to-end field");
             }
         }

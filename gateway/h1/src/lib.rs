@@ -25,6 +25,7 @@
 //! method tokens, repeated or non-SP delimiters in the request line.
 #![forbid(unsafe_code)]
 
+mod ascii;
 pub mod chunked;
 mod classes;
 mod fields;
@@ -32,6 +33,7 @@ mod request;
 mod response;
 mod uri;
 
+pub use ascii::eq_lower;
 pub use request::{parse_request, BodyFraming, Method, RequestError, RequestHead, RequestLimits};
 pub use response::{parse_response, ResponseError, ResponseFraming, ResponseHead};
 pub use uri::{authority_len, valid_origin_form};
@@ -133,7 +135,7 @@ pub fn is_hop_by_hop(name: &[u8], buf: &[u8], scratch: &HeadScratch) -> bool {
 /// Whether `name` is one of the fixed hop-by-hop fields: `Connection`, `Keep-Alive`, `TE`,
 /// `Trailer`, `Transfer-Encoding`, `Upgrade`, `Proxy-Connection` (ASCII case-insensitive).
 pub fn is_fixed_hop_by_hop(name: &[u8]) -> bool {
-    let is = |fixed: &[u8]| name.eq_ignore_ascii_case(fixed);
+    let is = |fixed: &[u8]| eq_lower(name, fixed);
     // By length first: most names compare with none of them.
     match name.len() {
         2 => is(b"te"),

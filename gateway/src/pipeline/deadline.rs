@@ -41,7 +41,7 @@ impl Incoming {
 
     /// Whether `name` is a deadline field the gateway rewrites (never forwarded as received).
     pub fn is_deadline_field(name: &[u8], deadline_header: Option<&str>) -> bool {
-        name.eq_ignore_ascii_case(GRPC_TIMEOUT.as_bytes())
+        gateway_h1::eq_lower(name, GRPC_TIMEOUT.as_bytes())
             || deadline_header.is_some_and(|h| name.eq_ignore_ascii_case(h.as_bytes()))
     }
 }

@@ -60,8 +60,8 @@ impl<'a> Decor<'a> {
 
     /// Whether an upstream field named `name` is replaced or removed (and so not forwarded).
     pub fn replaces(&self, name: &[u8]) -> bool {
-        (self.server.is_some() && name.eq_ignore_ascii_case(b"server"))
-            || (self.hsts.is_some() && name.eq_ignore_ascii_case(b"strict-transport-security"))
+        (self.server.is_some() && gateway_h1::eq_lower(name, b"server"))
+            || (self.hsts.is_some() && gateway_h1::eq_lower(name, b"strict-transport-security"))
             || self.edits.is_some_and(|(e, _)| e.drops(name))
     }
 

@@ -89,7 +89,7 @@ struct Seen([bool; 4]);
 fn forwarding(name: &[u8]) -> Option<usize> {
     // Most fields start with neither letter: one comparison for them.
     match name.first() {
-        Some(b'x' | b'X' | b'f' | b'F') => FORWARDING.iter().position(|f| name.eq_ignore_ascii_case(f)),
+        Some(b'x' | b'X' | b'f' | b'F') => FORWARDING.iter().position(|f| gateway_h1::eq_lower(name, f)),
         _ => None,
     }
 }
@@ -97,10 +97,10 @@ fn forwarding(name: &[u8]) -> Option<usize> {
 /// Whether the client's field `name` is never forwarded as received.
 fn dropped(req: &Request<'_>, add: &Additions<'_>, name: &[u8]) -> bool {
     const FIXED: [&[u8]; 4] = [b"host", b"content-length", b"expect", b"x-request-id"];
-    FIXED.iter().any(|f| name.eq_ignore_ascii_case(f))
+    FIXED.iter().any(|f| gateway_h1::eq_lower(name, f))
         || add.strip.is_some_and(|h| name.eq_ignore_ascii_case(h.as_bytes()))
         || deadline::Incoming::is_deadline_field(name, add.deadline_header)
-        || name.eq_ignore_ascii_case(super::mirror::MARKER_NAME.as_bytes())
+        || gateway_h1::eq_lower(name, super::mirror::MARKER_NAME.as_bytes())
         || req.client.identity_field().is_some_and(|(h, _)| name.eq_ignore_ascii_case(h.as_bytes()))
 }
 
@@ -123,7 +123,7 @@ pub fn write_h1_head(out: &mut Vec<u8>, req: &Request<'_>, add: &Additions<'_>) 
     // Fields gathered into one line after the others (a second pass, only when present).
     let (mut cookies, mut xff, mut seen) = (false, false, Seen::default());
     for (name, value) in req.fields.iter() {
-        if name.eq_ignore_ascii_case(b"x-forwarded-for") {
+        if gateway_h1::eq_lower(name, b"x-forwarded-for") {
             xff = trusted;
             continue;
         }
@@ -141,7 +141,7 @@ pub fn write_h1_head(out: &mut Vec<u8>, req: &Request<'_>, add: &Additions<'_>) 
         if add.edits.is_some_and(|e| e.drops(name)) {
             continue;
         }
-        if join_cookies && name.eq_ignore_ascii_case(b"cookie") {
+        if join_cookies && gateway_h1::eq_lower(name, b"cookie") {
             cookies = true;
             continue;
         }
@@ -263,16 +263,16 @@ pub fn h2_request(
                 continue;
             }
         }
-        let te_trailers = keep_te && name.eq_ignore_ascii_case(b"te") && value.eq_ignore_ascii_case(b"trailers");
+        let te_trailers = keep_te && gateway_h1::eq_lower(name, b"te") && gateway_h1::eq_lower(value, b"trailers");
         // An HTTP/2 request may carry its length (RFC 9113 §8.1.1); it was checked already.
-        let length = name.eq_ignore_ascii_case(b"content-length");
+        let length = gateway_h1::eq_lower(name, b"content-length");
         if (req.fields.is_hop_by_hop(name) && !te_trailers)
             || (dropped(req, add, name) && !length)
             || add.edits.is_some_and(|e| e.drops(name))
         {
             continue;
         }
-        if name.eq_ignore_ascii_case(b"x-forwarded-for") {
+        if gateway_h1::eq_lower(name, b"x-forwarded-for") {
             if trusted && !value.is_empty() {
                 xff.extend_from_slice(value);
                 xff.extend_from_slice(b", ");

@@ -123,12 +123,7 @@ fn name_info(name: &[u8]) -> NameInfo {
         27 => &[(b"access-control-allow-origin", indexable(20, 6))],
         _ => &[],
     };
-    // The first byte rules out most candidates before the full compare.
-    let first = name.first().map(u8::to_ascii_lowercase);
-    candidates
-        .iter()
-        .find(|(known, _)| known.first().copied() == first && name.eq_ignore_ascii_case(known))
-        .map_or(plain(0), |&(_, info)| info)
+    candidates.iter().find(|(known, _)| gateway_h1::eq_lower(name, known)).map_or(plain(0), |&(_, info)| info)
 }
 
 /// An entry the encoder inserted into the peer's table.

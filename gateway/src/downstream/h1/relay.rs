@@ -354,7 +354,7 @@ fn push_fields(out: &mut Vec<u8>, buf: &[u8], scratch: &HeadScratch, decor: &Dec
     for h in scratch.headers() {
         let name = h.name(buf);
         if h1::is_hop_by_hop(name, buf, scratch)
-            || (!length && name.eq_ignore_ascii_case(b"content-length"))
+            || (!length && gateway_h1::eq_lower(name, b"content-length"))
             || decor.replaces(name)
         {
             continue;

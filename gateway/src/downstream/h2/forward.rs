@@ -514,8 +514,7 @@ fn response_head(
     for h in scratch.headers() {
         let name = h.name(buf);
         // The length the answer is framed by goes in below, once.
-        if h1::is_hop_by_hop(name, buf, scratch) || name.eq_ignore_ascii_case(b"content-length") || decor.replaces(name)
-        {
+        if h1::is_hop_by_hop(name, buf, scratch) || h1::eq_lower(name, b"content-length") || decor.replaces(name) {
             continue;
         }
         w.field(name, h.value(buf));

@@ -10,10 +10,14 @@
 # Environment (defaults in brackets):
 #   BINS ["gateway=target/release/gateway"]  name=path pairs, measured in this order
 #   DRIVERS ["epoll io_uring"]  the gateway's io_driver for each run
-#   LOADS ["h1 h2c"]            h1: HTTP/1.1 keep-alive GETs (h2load --h1, 4 connections);
-#                               h2c: HTTP/2 cleartext, 4 connections x 8 streams
+#   LOADS ["h1 h2c"]            h1: HTTP/1.1 keep-alive GETs (h2load --h1, CLIENTS connections);
+#                               h2c: HTTP/2 cleartext, CLIENTS connections x STREAMS streams
 #   N1 [500], N2 [2500]         requests of the short and the long run: the per-request count is
 #                               (Ir(N2) - Ir(N1)) / (N2 - N1), so start-up and shutdown cancel out
+#   CLIENTS [4], STREAMS [8]    h2load's connections, and streams per h2c connection: 1 and 1
+#                               send one request at a time, so that every request takes the
+#                               same path (with more, how many requests one wake-up finds moves
+#                               the count by a few per cent from run to run)
 #   BODY [2]                    bytes of the origin's answers
 #   ORIGIN_ADDR                 host:port of an origin already running, instead of the bundled
 #                               one (whose answers carry an `x-origin-conn` field that differs per
@@ -33,6 +37,8 @@ LOADS=${LOADS:-"h1 h2c"}
 N1=${N1:-500}
 N2=${N2:-2500}
 BODY=${BODY:-2}
+CLIENTS=${CLIENTS:-4}
+STREAMS=${STREAMS:-8}
 
 die() {
     echo "instructions: $*" >&2
@@ -106,8 +112,8 @@ EOF
     pid=$!
     wait_port "$port" || die "$bin ($driver) did not start: $(tail -5 "$WORK/gw-$port.log")"
     case $load in
-    h1) h2load --h1 -n "$n" -c 4 "http://127.0.0.1:$port/" >"$WORK/load-$port.log" 2>&1 ;;
-    h2c) h2load -n "$n" -c 4 -m 8 "http://127.0.0.1:$port/" >"$WORK/load-$port.log" 2>&1 ;;
+    h1) h2load --h1 -n "$n" -c "$CLIENTS" "http://127.0.0.1:$port/" >"$WORK/load-$port.log" 2>&1 ;;
+    h2c) h2load -n "$n" -c "$CLIENTS" -m "$STREAMS" "http://127.0.0.1:$port/" >"$WORK/load-$port.log" 2>&1 ;;
     *) die "unknown load $load" ;;
     esac
     grep -q "succeeded, 0 failed, 0 errored" "$WORK/load-$port.log" ||

@@ -6,10 +6,11 @@
 //! one try over HTTP/1.1 and over HTTP/2 (sending its body its own way) and the relay of either
 //! kind of upstream response (`downstream/h1`, `downstream/h2`).
 
+use std::pin::Pin;
 use std::rc::Rc;
 
 use gateway_config::ProxyAction;
-use monoio::time::Instant;
+use monoio::time::{Instant, Sleep};
 
 use super::answer::Refusal;
 use super::connect::{acquire, retry_if_stale};
@@ -45,8 +46,15 @@ pub trait Downstream {
 
     /// Sends `head` (complete; left as it was when the request has no body) and the request
     /// body on an HTTP/1.1 upstream connection, for a try. Each call sends the body from its
-    /// start.
-    async fn send_h1(&mut self, t: &Try<'_>, up: &mut Stream, head: &mut Vec<u8>) -> Result<(), UpstreamError>;
+    /// start. `timer` is the try's deadline, which then bounds the response head's read too
+    /// (one timer entry per try).
+    async fn send_h1(
+        &mut self,
+        t: &Try<'_>,
+        up: &mut Stream,
+        head: &mut Vec<u8>,
+        timer: Pin<&mut Sleep>,
+    ) -> Result<(), UpstreamError>;
 
     /// Where interim (1xx) responses go while a response head is awaited.
     fn interim(&mut self, t: &Try<'_>) -> Interim<'_>;
@@ -373,10 +381,14 @@ async fn try_h1<D: Downstream>(
     let connect_timeout = connect_timeout.unwrap_or(std::time::Duration::from_secs(3));
     let replayable = t.req.body == Body::None && t.req.is_idempotent();
     let mut retried = false;
+    // The try's deadline, for the request's write and the response head's read alike: one
+    // timer entry for both. Boxed: a `Sleep` is 640 bytes, and every request's future would
+    // carry it across the try.
+    let mut timer = Box::pin(monoio::time::sleep_until(t.try_deadline));
     loop {
         let (mut up, reused) =
             acquire(t.worker, t.local, t.action.cluster, endpoint, connect_timeout, t.try_deadline).await?;
-        let err = match down.send_h1(t, &mut up.stream, head).await {
+        let err = match down.send_h1(t, &mut up.stream, head, timer.as_mut()).await {
             Ok(()) => {
                 let (is_head, websocket) = (t.req.is_head(), t.websocket);
                 let mut interim = down.interim(t);
@@ -387,7 +399,7 @@ async fn try_h1<D: Downstream>(
                     is_head,
                     websocket,
                     &mut interim,
-                    t.try_deadline,
+                    timer.as_mut(),
                 )
                 .await;
                 match read {

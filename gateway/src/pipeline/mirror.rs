@@ -29,7 +29,7 @@ use super::interim::Interim;
 use super::response_head::read_response_head_pooled;
 use crate::codec::body::{self, Side, Source};
 use crate::codec::h1::{ResponseFraming, ResponseHead};
-use crate::runtime::io::write_from;
+use crate::runtime::io::write_from_by;
 use crate::stats::metrics::{MirrorResult, RouteMetrics};
 use crate::upstream::balancer::XorShift;
 use crate::upstream::{EndpointState, Outcome, UpConn};
@@ -154,8 +154,8 @@ async fn exchange(worker: &Rc<Worker>, local: &Local, copy: &Copy, head: &mut Ve
                 return false;
             }
         };
-        let left = deadline.saturating_duration_since(Instant::now());
-        let (res, b) = write_from(&mut up.stream, std::mem::take(head), 0, left).await;
+        let mut timer = std::pin::pin!(monoio::time::sleep_until(deadline));
+        let (res, b) = write_from_by(&mut up.stream, std::mem::take(head), 0, timer.as_mut()).await;
         *head = b;
         let err = match res {
             Ok(()) => match read_response_head_pooled(
@@ -165,7 +165,7 @@ async fn exchange(worker: &Rc<Worker>, local: &Local, copy: &Copy, head: &mut Ve
                 copy.is_head,
                 false,
                 &mut Interim::Drop,
-                deadline,
+                timer.as_mut(),
             )
             .await
             {

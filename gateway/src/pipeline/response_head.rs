@@ -1,13 +1,14 @@
 //! Reading an upstream's HTTP/1.1 response head, interim (1xx) responses included.
 
 use std::io;
+use std::pin::Pin;
 use std::rc::Rc;
 
-use monoio::time::Instant;
+use monoio::time::Sleep;
 
 use super::{interim, websocket};
 use crate::codec::h1::{self, HeadScratch, ResponseHead};
-use crate::runtime::io::{make_room, read_append_until};
+use crate::runtime::io::{make_room, read_append_by};
 use crate::runtime::stream::Stream;
 use crate::upstream::{UpConn, UpstreamError};
 use crate::worker::Worker;
@@ -26,7 +27,8 @@ pub struct UpHead {
     pub scratch: HeadScratch,
 }
 
-/// Reads the response head into a pooled response buffer (given back on failure; large enough
+/// Reads the response head (until `timer`, the try's deadline, which the caller also bounded
+/// the request's write by) into a pooled response buffer (given back on failure; large enough
 /// for a head and 16 KiB of body), after [`HEAD_ROOM`] unused bytes: the head starts at the
 /// returned offset, never at 0.
 pub async fn read_response_head_pooled(
@@ -36,23 +38,14 @@ pub async fn read_response_head_pooled(
     is_head: bool,
     websocket: bool,
     interim: &mut interim::Interim<'_>,
-    deadline: Instant,
+    timer: Pin<&mut Sleep>,
 ) -> Result<UpHead, UpstreamError> {
     let mut ubuf = worker.buffers.take_response();
     ubuf.resize(HEAD_ROOM, 0);
     let mut scratch = worker.take_scratch(server.limits.max_headers);
-    let read = read_response_head(
-        worker,
-        &mut up.stream,
-        &mut ubuf,
-        &mut scratch,
-        server,
-        is_head,
-        websocket,
-        interim,
-        deadline,
-    )
-    .await;
+    let read =
+        read_response_head(worker, &mut up.stream, &mut ubuf, &mut scratch, server, is_head, websocket, interim, timer)
+            .await;
     match read {
         Ok((upos, head)) => Ok(UpHead { ubuf, upos, head, scratch }),
         Err(e) => {
@@ -78,7 +71,7 @@ pub async fn read_response_head(
     is_head: bool,
     websocket: bool,
     interim: &mut interim::Interim<'_>,
-    deadline: Instant,
+    mut timer: Pin<&mut Sleep>,
 ) -> Result<(usize, ResponseHead), UpstreamError> {
     let max = server.limits.max_response_header_bytes;
     let mut upos = ubuf.len();
@@ -122,7 +115,7 @@ pub async fn read_response_head(
         if !make_room(ubuf, &mut upos, 1024, max + 1) {
             return Err(UpstreamError::Protocol("response head too large"));
         }
-        let (res, b) = read_append_until(up, std::mem::take(ubuf), deadline).await;
+        let (res, b) = read_append_by(up, std::mem::take(ubuf), timer.as_mut()).await;
         *ubuf = b;
         match res {
             Ok(0) if !received_any => return Err(UpstreamError::ClosedEarly),

@@ -1,7 +1,10 @@
 //! Small helpers over monoio's owned-buffer I/O.
 
 use std::io;
+use std::pin::Pin;
 use std::time::Duration;
+
+use monoio::time::Sleep;
 
 use super::idle_timer::Expiry;
 use super::stream::Stream;
@@ -17,19 +20,6 @@ pub async fn read_append_timeout(stream: &mut Stream, buf: Vec<u8>, limit: Durat
     // The buffer is owned by the operation; on timeout it is lost with the cancelled read,
     // so hand back a fresh empty one (the caller closes the connection anyway).
     match monoio::time::timeout(limit, read_append(stream, buf)).await {
-        Ok(r) => r,
-        Err(_) => (Err(io::ErrorKind::TimedOut.into()), Vec::new()),
-    }
-}
-
-/// [`read_append`] bounded by an absolute `deadline` (no clock read here: callers that already
-/// hold a deadline skip the `now()` a duration would need); a timeout is `ErrorKind::TimedOut`.
-pub async fn read_append_until(
-    stream: &mut Stream,
-    buf: Vec<u8>,
-    deadline: monoio::time::Instant,
-) -> (io::Result<usize>, Vec<u8>) {
-    match monoio::time::timeout_at(deadline, read_append(stream, buf)).await {
         Ok(r) => r,
         Err(_) => (Err(io::ErrorKind::TimedOut.into()), Vec::new()),
     }
@@ -58,21 +48,49 @@ pub async fn write_from(stream: &mut Stream, buf: Vec<u8>, from: usize, limit: D
     }
 }
 
-/// [`write_from`] bounded by an absolute `deadline` instead of a duration.
-pub async fn write_from_until(
+/// Writes `buf[range]` completely, bounded by a deadline of the worker's coarse timer (`expiry`:
+/// never early, up to about 0.2 s late), for writes to a client bounded by `body_io`: the wait
+/// holds three words and costs no timer entry. Returns the buffer.
+pub async fn write_range_expiry(
+    stream: &mut Stream,
+    buf: Vec<u8>,
+    range: std::ops::Range<usize>,
+    expiry: Expiry<'_>,
+) -> (io::Result<()>, Vec<u8>) {
+    if range.is_empty() {
+        return (Ok(()), buf);
+    }
+    monoio::select! {
+        r = stream.write_all_range(buf, range) => r,
+        _ = expiry => (Err(io::ErrorKind::TimedOut.into()), Vec::new()),
+    }
+}
+
+/// [`read_append`] bounded by `timer`, which the caller holds across several operations of one
+/// exchange (one timer entry for all of them, instead of one per operation); a timeout is
+/// `ErrorKind::TimedOut`.
+pub async fn read_append_by(stream: &mut Stream, buf: Vec<u8>, timer: Pin<&mut Sleep>) -> (io::Result<usize>, Vec<u8>) {
+    // As above: on timeout the buffer goes with the cancelled read.
+    monoio::select! {
+        r = read_append(stream, buf) => r,
+        _ = timer => (Err(io::ErrorKind::TimedOut.into()), Vec::new()),
+    }
+}
+
+/// [`write_from`] bounded by `timer`, as [`read_append_by`].
+pub async fn write_from_by(
     stream: &mut Stream,
     buf: Vec<u8>,
     from: usize,
-    deadline: monoio::time::Instant,
+    timer: Pin<&mut Sleep>,
 ) -> (io::Result<()>, Vec<u8>) {
     if from >= buf.len() {
         return (Ok(()), buf);
     }
     let len = buf.len();
-    let fut = stream.write_all_range(buf, from..len);
-    match monoio::time::timeout_at(deadline, fut).await {
-        Ok(r) => r,
-        Err(_) => (Err(io::ErrorKind::TimedOut.into()), Vec::new()),
+    monoio::select! {
+        r = stream.write_all_range(buf, from..len) => r,
+        _ = timer => (Err(io::ErrorKind::TimedOut.into()), Vec::new()),
     }
 }
 

@@ -3,10 +3,11 @@
 //! relayed (`relay`) or refused.
 
 use std::io;
+use std::pin::Pin;
 use std::rc::Rc;
 
 use bytes::Bytes;
-use monoio::time::Instant;
+use monoio::time::{Instant, Sleep};
 
 use super::{relay, Conn, Next};
 use crate::codec::body::{self, Dest, Side, Source, TransferError};
@@ -15,7 +16,7 @@ use crate::pipeline::answer::Refusal;
 use crate::pipeline::forward::{Downstream, Response, Try};
 use crate::pipeline::interim::Interim;
 use crate::pipeline::{exchange::Exchange, h2up};
-use crate::runtime::io::{read_append_timeout, write_from, write_from_until};
+use crate::runtime::io::{read_append_timeout, write_from, write_from_by};
 use crate::runtime::stream::Stream;
 use crate::upstream::h2pool::H2Endpoint;
 use crate::upstream::{EndpointState, UpstreamError};
@@ -67,9 +68,15 @@ impl Downstream for H1Forward<'_> {
         Ok(true)
     }
 
-    async fn send_h1(&mut self, t: &Try<'_>, up: &mut Stream, head: &mut Vec<u8>) -> Result<(), UpstreamError> {
+    async fn send_h1(
+        &mut self,
+        t: &Try<'_>,
+        up: &mut Stream,
+        head: &mut Vec<u8>,
+        timer: Pin<&mut Sleep>,
+    ) -> Result<(), UpstreamError> {
         self.conn.rpos = self.body_start;
-        self.send(t, up, head).await
+        self.send(t, up, head, timer).await
     }
 
     fn interim(&mut self, t: &Try<'_>) -> Interim<'_> {
@@ -167,13 +174,19 @@ impl Downstream for H1Forward<'_> {
 impl H1Forward<'_> {
     /// Writes the request head (kept in `head` for a resend when there is no body) and streams
     /// the body from the client.
-    async fn send(&mut self, t: &Try<'_>, up: &mut Stream, head: &mut Vec<u8>) -> Result<(), UpstreamError> {
+    async fn send(
+        &mut self,
+        t: &Try<'_>,
+        up: &mut Stream,
+        head: &mut Vec<u8>,
+        timer: Pin<&mut Sleep>,
+    ) -> Result<(), UpstreamError> {
         let server = &t.local.snap.config.server;
         let conn = &mut *self.conn;
         let source = match self.head.body {
             BodyFraming::None => {
                 let len = head.len();
-                let (res, b) = write_from_until(up, std::mem::take(head), 0, t.try_deadline).await;
+                let (res, b) = write_from_by(up, std::mem::take(head), 0, timer).await;
                 *head = b;
                 head.truncate(len);
                 return res.map_err(UpstreamError::Send);

@@ -2,8 +2,6 @@
 //! the body passed through or re-chunked) and from an HTTP/2 upstream (chunked when it gave no
 //! length; trailers in the last chunk).
 
-use std::io;
-
 use super::{Conn, Next};
 use crate::codec::body::{self, Side, Source, TransferError};
 use crate::codec::chunked::encode_chunk;
@@ -12,7 +10,7 @@ use crate::codec::response::{self, push_num, reason};
 use crate::pipeline::decor::Decor;
 use crate::pipeline::forward::Try;
 use crate::pipeline::h2up;
-use crate::runtime::io::write_from;
+use crate::runtime::io::{write_from, write_range_expiry};
 use crate::upstream::{EndpointState, UpConn};
 
 /// An HTTP/1.1 upstream's response: its connection, read buffer (the head at `upos`), head
@@ -58,7 +56,9 @@ pub(super) async fn from_h1(
     let ok = match source {
         None => {
             let n = wbuf.len() as u64;
-            let (res, b) = write_from(&mut conn.stream, std::mem::take(&mut wbuf), 0, server.timeouts.body_io).await;
+            let expiry = worker.idle_timer.after(server.timeouts.body_io);
+            let range = 0..wbuf.len();
+            let (res, b) = write_range_expiry(&mut conn.stream, std::mem::take(&mut wbuf), range, expiry).await;
             wbuf = b;
             worker.stats.downstream_bytes_out.add(n);
             conn.ex.bytes_out += n;
@@ -81,11 +81,9 @@ pub(super) async fn from_h1(
                 head_sent = true;
                 wbuf.clear();
                 let end = upos + take;
-                let write = conn.stream.write_all_range(std::mem::take(&mut ubuf), start..end);
-                let (res, b) = match monoio::time::timeout(server.timeouts.body_io, write).await {
-                    Ok(r) => r,
-                    Err(_) => (Err(io::ErrorKind::TimedOut.into()), Vec::new()),
-                };
+                let expiry = worker.idle_timer.after(server.timeouts.body_io);
+                let (res, b) =
+                    write_range_expiry(&mut conn.stream, std::mem::take(&mut ubuf), start..end, expiry).await;
                 ubuf = b;
                 upos = end;
                 sent = res.map(|()| take as u64).map_err(TransferError::Write);
@@ -97,8 +95,9 @@ pub(super) async fn from_h1(
                 // one write, no streaming.
                 let end = upos + n as usize;
                 wbuf.extend_from_slice(ubuf.get(upos..end).unwrap_or_default());
-                let (res, b) =
-                    write_from(&mut conn.stream, std::mem::take(&mut wbuf), 0, server.timeouts.body_io).await;
+                let expiry = worker.idle_timer.after(server.timeouts.body_io);
+                let range = 0..wbuf.len();
+                let (res, b) = write_range_expiry(&mut conn.stream, std::mem::take(&mut wbuf), range, expiry).await;
                 wbuf = b;
                 upos = end;
                 head_sent = true;

@@ -4,11 +4,12 @@
 //! (the client's window is given back only as the upstream accepts the bytes, and the response
 //! is read from the upstream only as fast as the client's window allows).
 
+use std::pin::Pin;
 use std::rc::Rc;
 
 use bytes::Bytes;
 use gateway_h2::frame::Reason;
-use monoio::time::Instant;
+use monoio::time::{Instant, Sleep};
 
 use super::server::ConnCtx;
 use crate::codec::body::{self, Dest, Side, Source, TransferError};
@@ -21,7 +22,7 @@ use crate::pipeline::exchange::Exchange;
 use crate::pipeline::forward::{Downstream, Response, Try};
 use crate::pipeline::h2up;
 use crate::pipeline::interim::Interim;
-use crate::runtime::io::write_from;
+use crate::runtime::io::{write_from, write_from_by};
 use crate::runtime::stream::Stream;
 use crate::upstream::h2pool::H2Endpoint;
 use crate::upstream::{EndpointState, UpConn, UpstreamError};
@@ -74,15 +75,20 @@ impl Downstream for H2Forward<'_> {
         Ok(true)
     }
 
-    async fn send_h1(&mut self, t: &Try<'_>, up: &mut Stream, head: &mut Vec<u8>) -> Result<(), UpstreamError> {
-        let left = t.try_deadline.saturating_duration_since(Instant::now());
+    async fn send_h1(
+        &mut self,
+        t: &Try<'_>,
+        up: &mut Stream,
+        head: &mut Vec<u8>,
+        timer: Pin<&mut Sleep>,
+    ) -> Result<(), UpstreamError> {
         let len = head.len();
         // A held body goes out with the head, in one write (a Content-Length body: its
         // trailers, if any, have no place in HTTP/1.1 and are dropped).
         if let Some((data, _)) = &self.held {
             head.extend_from_slice(data);
         }
-        let (res, b) = write_from(up, std::mem::take(head), 0, left).await;
+        let (res, b) = write_from_by(up, std::mem::take(head), 0, timer).await;
         *head = b;
         head.truncate(len);
         res.map_err(UpstreamError::Send)?;

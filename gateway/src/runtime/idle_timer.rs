@@ -55,6 +55,16 @@ impl IdleTimer {
         Expiry { timer: self, tick: u64::try_from(tick).unwrap_or(u64::MAX), key: NIL, generation: 0 }
     }
 
+    /// Runs `fut` until it completes (`Some` of its output) or `limit` has passed (`None`, and
+    /// `fut` is dropped), on this timer's resolution: for waits on a client bounded by
+    /// `body_io`, which need no timer entry of the runtime's own.
+    pub async fn within<F: Future>(&self, limit: Duration, fut: F) -> Option<F::Output> {
+        monoio::select! {
+            r = fut => Some(r),
+            _ = self.after(limit) => None,
+        }
+    }
+
     /// Fires every deadline at or before `now`. Called by the worker's periodic task.
     pub fn advance(&self, now: Instant) {
         let now_tick = u64::try_from(now.saturating_duration_since(self.origin).as_nanos() / RESOLUTION.as_nanos())

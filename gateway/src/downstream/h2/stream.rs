@@ -33,7 +33,7 @@ pub async fn handle(worker: Rc<Worker>, ctx: Rc<ConnCtx>, stream: H2Stream, star
     // The stream's panic boundary: a panic in its pipeline ends this stream only. The pipeline's
     // future is boxed here, once: spawning a task moves its future several times, and this
     // one's state (the whole pipeline) would make every move a copy of kilobytes.
-    let served = CatchUnwind::new(Box::pin(serve_stream(&worker, &ctx, &stream, start))).await;
+    let served = CatchUnwind::new(catch::boxed(|| serve_stream(&worker, &ctx, &stream, start))).await;
     if let Err(panic) = served {
         worker.stats.panics_stream.inc();
         tracing::error!(

@@ -1148,9 +1148,22 @@ fn valid_name(name: &[u8]) -> bool {
     !name.is_empty() && name.iter().all(|&b| is_tchar(b) && !b.is_ascii_uppercase())
 }
 
-/// §8.2.1: no NUL, CR or LF; no leading or trailing whitespace.
+/// §8.2.1: no NUL, CR or LF; no leading or trailing whitespace. Eight bytes at a time.
 fn valid_value(v: &[u8]) -> bool {
-    if v.iter().any(|&b| b == 0 || b == b'\r' || b == b'\n') {
+    const LOW: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = LOW * 0x80;
+    // The high bit of a byte is set where `x` has a zero byte (and possibly above it: as a
+    // whole, nonzero exactly when some byte is zero).
+    let zeros = |x: u64| x.wrapping_sub(LOW) & !x;
+    let (cr, lf) = (LOW * u64::from(b'\r'), LOW * u64::from(b'\n'));
+    let mut words = v.chunks_exact(8);
+    for chunk in &mut words {
+        let w = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+        if (zeros(w) | zeros(w ^ cr) | zeros(w ^ lf)) & HIGH != 0 {
+            return false;
+        }
+    }
+    if words.remainder().iter().any(|&b| b == 0 || b == b'\r' || b == b'\n') {
         return false;
     }
     !matches!(v.first(), Some(b' ' | b'\t')) && !matches!(v.last(), Some(b' ' | b'\t'))

@@ -262,6 +262,7 @@ async fn choose<D: Downstream>(
         let mut avoid = None;
         // The length of the last adaptive cut that expired (see `upstream::trytime`).
         let mut expired_cut = None;
+        let mut first_try = true;
         loop {
             let Some(inflight) = cluster.pick_with(&worker.rng, PickHints { hash, avoid }) else {
                 break 'tries Err(Some((Refusal::NO_HEALTHY_UPSTREAM, false)));
@@ -272,10 +273,11 @@ async fn choose<D: Downstream>(
             };
             down.ex().upstream = Some(endpoint.address);
             down.ex().endpoint = Some(index);
-            let try_start = Instant::now();
+            // The first try starts as the request is sent (one clock read fewer).
+            let try_start = if std::mem::take(&mut first_try) { sent_at } else { Instant::now() };
             // An adaptive cut only helps when the retry can go to another endpoint.
             let latency = cluster.has_other_eligible(index).then_some(&cluster.head_latency);
-            let (try_deadline, cut) = retries.try_deadline(deadline, latency, action.timeout);
+            let (try_deadline, cut) = retries.try_deadline(try_start, deadline, latency, action.timeout);
             let tt = Try { try_deadline, ..*t };
             let remaining = deadline.saturating_duration_since(try_start);
             let mut result = Err(UpstreamError::Http1Only);
@@ -300,9 +302,11 @@ async fn choose<D: Downstream>(
                 outbound::finish_h1_head(wbuf, grpc, add.deadline_header, remaining);
                 result = try_h1(&tt, down, endpoint, wbuf).await;
             }
+            // When the try ended: its latency, and (for the last try) the upstream's time.
+            let ended = Instant::now();
             let failure = match &result {
                 Ok(resp) => {
-                    cluster.head_latency.observe(try_start.elapsed());
+                    cluster.head_latency.observe(ended.saturating_duration_since(try_start));
                     inflight.record(Outcome::Response(resp.status()));
                     (resp.status() >= 500).then(|| Failure::Status { status: resp.status(), shed: resp.is_shed() })
                 }
@@ -347,7 +351,7 @@ async fn choose<D: Downstream>(
                     break 'tries Err(Some((Refusal::status(504), true)));
                 }
             }
-            down.ex().upstream_elapsed = Some(sent_at.elapsed());
+            down.ex().upstream_elapsed = Some(ended.saturating_duration_since(sent_at));
             if result.as_ref().is_ok_and(|r| r.status() < 500) {
                 permit.success();
             }

@@ -60,26 +60,27 @@ impl<'a> Retries<'a> {
         self.idempotent && self.policy.num_retries > 0 && !self.policy.retry_on.is_empty()
     }
 
-    /// The deadline of the next try, within the request's (`deadline`): the route's
-    /// `per_try_timeout` from now; without one, the adaptive per-try timeout from `latency`
+    /// The deadline of the next try, which starts `now`, within the request's (`deadline`): the
+    /// route's `per_try_timeout` from now; without one, the adaptive per-try timeout from `latency`
     /// (the cluster's, on a route with timeout `route_timeout`; `None` when no other endpoint
     /// could take a retry) when a timeout of this try could be retried (see
     /// `upstream::trytime`), the cut's length returned with it; otherwise the request's
     /// deadline. The last try a request may make is never cut adaptively.
     pub fn try_deadline(
         &self,
+        now: Instant,
         deadline: Instant,
         latency: Option<&HeadLatency>,
         route_timeout: Duration,
     ) -> (Instant, Option<Duration>) {
         if let Some(t) = self.policy.per_try_timeout {
-            return (deadline.min(Instant::now() + t), None);
+            return (deadline.min(now + t), None);
         }
         let cut_possible =
             self.policy.adaptive() && self.idempotent && self.resendable && self.done < self.policy.num_retries;
         match latency.filter(|_| cut_possible).and_then(|l| l.per_try(route_timeout)) {
             Some(cut) => {
-                let at = Instant::now() + cut;
+                let at = now + cut;
                 if at < deadline {
                     (at, Some(cut))
                 } else {

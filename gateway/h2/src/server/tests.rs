@@ -709,3 +709,24 @@ fn a_client_that_keeps_breaking_stream_rules_is_cut_with_enhance_your_calm() {
     assert_eq!((e.reason, e.what), (Reason::ENHANCE_YOUR_CALM, TOO_MANY_STREAM_ERRORS));
     assert_eq!(goaway(c.out()), Some(Reason::ENHANCE_YOUR_CALM));
 }
+
+#[test]
+fn field_values_are_checked_for_nul_cr_and_lf_at_every_position() {
+    // The word-at-a-time check against the byte-at-a-time rule, for every byte value at every
+    // position of values of 1 to 24 bytes (whole words, remainders, both).
+    let bytewise = |v: &[u8]| {
+        !v.iter().any(|&b| b == 0 || b == b'\r' || b == b'\n')
+            && !matches!(v.first(), Some(b' ' | b'\t'))
+            && !matches!(v.last(), Some(b' ' | b'\t'))
+    };
+    for len in 1..=24usize {
+        for at in 0..len {
+            for b in 0..=255u8 {
+                let mut v = vec![b'a'; len];
+                v[at] = b;
+                assert_eq!(valid_value(&v), bytewise(&v), "byte {b:#04x} at {at} of {len}");
+            }
+        }
+    }
+    assert!(valid_value(b""));
+}

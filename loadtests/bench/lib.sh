@@ -275,29 +275,27 @@ descendants() {
     echo "${found[*]}"
 }
 
-# cpu_ticks PID...: utime+stime+cutime+cstime (fields 14-17 of /proc/PID/stat), summed.
-cpu_ticks() {
-    local total=0 pid rest f
+# stat_ticks "INDEX..." PID...: the sum of the named fields of /proc/PID/stat over the
+# processes, INDEX counting from field 3 (11: utime, 12: stime, 13: cutime, 14: cstime).
+stat_ticks() {
+    local fields=$1 total=0 pid rest f i
+    shift
     for pid in "$@"; do
         { read -r rest <"/proc/$pid/stat"; } 2>/dev/null || continue
         rest=${rest##*) }
         read -r -a f <<<"$rest" # f[0] is field 3
-        total=$((total + f[11] + f[12] + f[13] + f[14]))
+        for i in $fields; do
+            total=$((total + f[i]))
+        done
     done
     echo "$total"
 }
 
+# cpu_ticks PID...: utime+stime+cutime+cstime (fields 14-17 of /proc/PID/stat), summed.
+cpu_ticks() { stat_ticks "11 12 13 14" "$@"; }
+
 # sys_ticks PID...: the kernel's part of cpu_ticks, stime+cstime (fields 15 and 17), summed.
-sys_ticks() {
-    local total=0 pid rest f
-    for pid in "$@"; do
-        { read -r rest <"/proc/$pid/stat"; } 2>/dev/null || continue
-        rest=${rest##*) }
-        read -r -a f <<<"$rest" # f[0] is field 3
-        total=$((total + f[12] + f[14]))
-    done
-    echo "$total"
-}
+sys_ticks() { stat_ticks "12 14" "$@"; }
 
 # status_kb FIELD PID...: a /proc/PID/status field (VmRSS, VmHWM) in kB, summed.
 status_kb() {

@@ -219,7 +219,7 @@ async fn check_once(address: SocketAddr, spec: &Spec, tls: Option<&ClientTls>) -
         }
         status_line(&buf)
     };
-    monoio::time::timeout(spec.check.timeout, exchange).await.map_err(|_| io::Error::from(io::ErrorKind::TimedOut))?
+    crate::runtime::timeout(spec.check.timeout, exchange).await.map_err(|_| io::Error::from(io::ErrorKind::TimedOut))?
 }
 
 /// The code of an `HTTP/1.x NNN ...` status line.

@@ -8,7 +8,7 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR2};
 use signal_hook::iterator::Signals;
 
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: gateway::runtime::alloc::Mimalloc = gateway::runtime::alloc::Mimalloc;
 
 const DEFAULT_CONFIG: &str = "/etc/gateway/gateway.toml";
 

@@ -116,6 +116,10 @@ pub fn authority_len(authority: &[u8]) -> Option<usize> {
 
 /// `reg-name = *( unreserved / pct-encoded / sub-delims )`; IPv4 addresses are reg-names too.
 fn is_reg_name(host: &[u8]) -> bool {
+    // Most hosts have no percent-encoding: one table test per byte settles them.
+    if host.iter().all(|&b| has(b, REG_NAME)) {
+        return true;
+    }
     let mut i = 0;
     while let Some(&b) = host.get(i) {
         if b == b'%' {

@@ -1145,7 +1145,7 @@ pub fn connection_specific(name: &[u8]) -> bool {
 
 /// A field name: token characters, no uppercase (§8.2.1).
 fn valid_name(name: &[u8]) -> bool {
-    !name.is_empty() && name.iter().all(|&b| is_tchar(b) && !b.is_ascii_uppercase())
+    !name.is_empty() && name.iter().all(|&b| CHARS.get(usize::from(b)).is_some_and(|c| c & NAME_CHAR != 0))
 }
 
 /// §8.2.1: no NUL, CR or LF; no leading or trailing whitespace. Eight bytes at a time.
@@ -1170,21 +1170,29 @@ fn valid_value(v: &[u8]) -> bool {
 }
 
 fn is_tchar(b: u8) -> bool {
-    TCHAR.get(usize::from(b)).copied().unwrap_or(false)
+    CHARS.get(usize::from(b)).is_some_and(|c| c & TCHAR != 0)
 }
 
-/// RFC 9110 §5.6.2 `tchar`, by byte.
+/// RFC 9110 §5.6.2 `tchar`.
+const TCHAR: u8 = 1;
+/// A `tchar` allowed in an HTTP/2 field name: not uppercase (§8.2.1).
+const NAME_CHAR: u8 = 2;
+
+/// The classes of each byte.
 #[allow(clippy::indexing_slicing)] // `b` < 256 = the table's length
-const TCHAR: [bool; 256] = {
-    let mut t = [false; 256];
+const CHARS: [u8; 256] = {
+    let mut t = [0; 256];
     let mut b = 0;
     while b < 256 {
         let c = b as u8;
-        t[b] = c.is_ascii_alphanumeric()
+        if c.is_ascii_alphanumeric()
             || matches!(
                 c,
                 b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~'
-            );
+            )
+        {
+            t[b] = if c.is_ascii_uppercase() { TCHAR } else { TCHAR | NAME_CHAR };
+        }
         b += 1;
     }
     t

@@ -361,7 +361,7 @@ impl Limiter {
         let poll = self.baseline() / FIRST_CLASS_POLLS;
         loop {
             let wake = if shared.is_some() { until.min(Instant::now() + poll) } else { until };
-            let _ = monoio::time::timeout(wake.saturating_duration_since(Instant::now()), Granted(&waiter)).await;
+            let _ = crate::runtime::timeout(wake.saturating_duration_since(Instant::now()), Granted(&waiter)).await;
             let now = Instant::now();
             if waiter.granted.get() || now >= deadline {
                 break;

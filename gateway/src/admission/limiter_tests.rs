@@ -147,7 +147,7 @@ fn a_waiter_that_goes_away_gives_its_slot_back() {
         };
         // A first-class waiter that is cancelled (its request dropped) while queued.
         let l2 = Rc::clone(&l);
-        let gone = monoio::time::timeout(Duration::from_millis(10), async move { l2.admit(0, far()).await }).await;
+        let gone = crate::runtime::timeout(Duration::from_millis(10), async move { l2.admit(0, far()).await }).await;
         assert!(gone.is_err());
         assert_eq!(l.pending(), 0, "left the queue");
         drop(a);

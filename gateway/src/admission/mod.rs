@@ -167,7 +167,7 @@ pub async fn rate_limit(
         Decision::Admit => Ok(()),
         Decision::Wait(d) => {
             stats.requests_delayed.inc();
-            monoio::time::sleep(d).await;
+            crate::runtime::sleep(d).await;
             Ok(())
         }
         Decision::Reject { retry_after } => {

@@ -46,13 +46,13 @@ impl Dest<'_> {
         limit: Duration,
     ) -> (io::Result<()>, Vec<u8>) {
         match self {
-            Dest::Stream(s) => match monoio::time::timeout(limit, s.write_all_range(buf, range)).await {
+            Dest::Stream(s) => match crate::runtime::timeout(limit, s.write_all_range(buf, range)).await {
                 Ok(r) => r,
                 Err(_) => (Err(io::ErrorKind::TimedOut.into()), Vec::new()),
             },
             Dest::H2Native(stream, watch) => {
                 let data = buf.get(range).unwrap_or_default();
-                let res = match monoio::time::timeout(limit, stream.send_data(data, false, *watch)).await {
+                let res = match crate::runtime::timeout(limit, stream.send_data(data, false, *watch)).await {
                     Ok(r) => r.map_err(io::Error::other),
                     Err(_) => Err(io::ErrorKind::TimedOut.into()),
                 };
@@ -61,7 +61,7 @@ impl Dest<'_> {
             Dest::H2(tx, watch) => {
                 let data = bytes::Bytes::copy_from_slice(buf.get(range).unwrap_or_default());
                 let send = crate::codec::h2io::send_data_watched(tx, data, false, *watch);
-                let res = match monoio::time::timeout(limit, send).await {
+                let res = match crate::runtime::timeout(limit, send).await {
                     Ok(r) => r.map_err(io::Error::other),
                     Err(_) => Err(io::ErrorKind::TimedOut.into()),
                 };

@@ -239,7 +239,7 @@ async fn handshake(
     // Not abandoned when the listener stops: the client connected and gets its first
     // request answered (the handshake timeout bounds it).
     let _ = listener;
-    let accepted = monoio::time::timeout(limit, acceptor.accept(io)).await;
+    let accepted = crate::runtime::timeout(limit, acceptor.accept(io)).await;
     match accepted {
         Ok(Ok(s)) => {
             let (tcp, session) = s.get_ref();

@@ -59,7 +59,7 @@ async fn connect(
     limit: Duration,
 ) -> io::Result<Stream> {
     let start = Instant::now();
-    let stream = monoio::time::timeout(limit, TcpStream::connect_addr(endpoint.address))
+    let stream = crate::runtime::timeout(limit, TcpStream::connect_addr(endpoint.address))
         .await
         .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
     stream.set_nodelay(true)?;
@@ -69,7 +69,7 @@ async fn connect(
     let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::clone(&tls.config));
     let left = limit.saturating_sub(start.elapsed());
     // Boxed: the handshake state is large and would grow every request's future.
-    let tls_stream = monoio::time::timeout(left, Box::pin(connector.connect(tls.server_name.clone(), io)))
+    let tls_stream = crate::runtime::timeout(left, Box::pin(connector.connect(tls.server_name.clone(), io)))
         .await
         .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
     // HTTP/1.1 to the upstream: on io_uring in completion mode from here (`runtime::uring_tls`).

@@ -388,7 +388,7 @@ async fn try_h1<D: Downstream>(
     // The try's deadline, for the request's write and the response head's read alike: one
     // timer entry for both. Boxed: a `Sleep` is 640 bytes, and every request's future would
     // carry it across the try.
-    let mut timer = crate::runtime::catch::boxed(|| monoio::time::sleep_until(t.try_deadline));
+    let mut timer = crate::runtime::boxed(|| monoio::time::sleep_until(t.try_deadline));
     loop {
         let (mut up, reused) =
             acquire(t.worker, t.local, t.action.cluster, endpoint, connect_timeout, t.try_deadline).await?;

@@ -48,7 +48,7 @@ pub async fn send_head(
     deadline: Instant,
 ) -> Result<(H2Stream, h2::client::ResponseFuture, Option<SendStream<Bytes>>), UpstreamError> {
     let left = deadline.saturating_duration_since(Instant::now());
-    let mut stream = match monoio::time::timeout(left, endpoint.acquire()).await {
+    let mut stream = match crate::runtime::timeout(left, endpoint.acquire()).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             if !matches!(e, H2Error::Busy) {
@@ -80,7 +80,7 @@ pub async fn response_head(
             }
             std::pin::Pin::new(&mut resp).poll(cx).map(Ok)
         });
-        match monoio::time::timeout(left, next).await {
+        match crate::runtime::timeout(left, next).await {
             Ok(Ok(Ok(r))) => return Ok(r),
             Ok(Ok(Err(e))) if e.reason() == Some(h2::Reason::REFUSED_STREAM) => {
                 return Err(UpstreamError::RefusedStream)

@@ -128,7 +128,7 @@ fn mark(head: &mut Vec<u8>) -> bool {
 
 /// Sends the copy and reads the answer, all within the route timeout, and counts the result.
 async fn run(worker: Rc<Worker>, local: Rc<Local>, copy: Copy, mut head: Vec<u8>, metrics: Arc<RouteMetrics>) {
-    let done = monoio::time::timeout(copy.timeout, exchange(&worker, &local, &copy, &mut head)).await;
+    let done = crate::runtime::timeout(copy.timeout, exchange(&worker, &local, &copy, &mut head)).await;
     metrics.mirror(if matches!(done, Ok(true)) { MirrorResult::Mirrored } else { MirrorResult::Failed });
     worker.buffers.give(head);
     tracing::trace!(cluster = copy.cluster, ok = matches!(done, Ok(true)), "mirror copy done");

@@ -147,7 +147,7 @@ impl<'a> Retries<'a> {
         if pause >= left {
             return false;
         }
-        monoio::time::sleep(pause).await;
+        crate::runtime::sleep(pause).await;
         deadline.saturating_duration_since(Instant::now()) >= MIN_TRY
     }
 }

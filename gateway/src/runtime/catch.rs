@@ -66,16 +66,6 @@ pub fn message(panic: &Panic) -> &str {
     }
 }
 
-/// Boxes the future `make` builds, allocating first: the future is then written straight into
-/// its box (only the fields its start holds: the arguments), where `Box::pin(make())` builds
-/// the whole future on the stack and copies all of it, kilobytes for a request's pipeline,
-/// most of them uninitialised.
-#[inline(always)]
-pub fn boxed<F: std::future::Future>(make: impl FnOnce() -> F) -> std::pin::Pin<Box<F>> {
-    let slot = Box::<F>::new_uninit();
-    Box::into_pin(Box::write(slot, make()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,7 +19,7 @@ pub async fn read_append(stream: &mut Stream, buf: Vec<u8>) -> (io::Result<usize
 pub async fn read_append_timeout(stream: &mut Stream, buf: Vec<u8>, limit: Duration) -> (io::Result<usize>, Vec<u8>) {
     // The buffer is owned by the operation; on timeout it is lost with the cancelled read,
     // so hand back a fresh empty one (the caller closes the connection anyway).
-    match monoio::time::timeout(limit, read_append(stream, buf)).await {
+    match crate::runtime::timeout(limit, read_append(stream, buf)).await {
         Ok(r) => r,
         Err(_) => (Err(io::ErrorKind::TimedOut.into()), Vec::new()),
     }
@@ -42,7 +42,7 @@ pub async fn write_from(stream: &mut Stream, buf: Vec<u8>, from: usize, limit: D
     }
     let len = buf.len();
     let fut = stream.write_all_range(buf, from..len);
-    match monoio::time::timeout(limit, fut).await {
+    match crate::runtime::timeout(limit, fut).await {
         Ok(r) => r,
         Err(_) => (Err(io::ErrorKind::TimedOut.into()), Vec::new()),
     }

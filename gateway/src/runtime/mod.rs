@@ -2,6 +2,7 @@
 //! driver it could start, each owning its own SO_REUSEPORT listener sockets.
 
 pub mod accept;
+pub mod alloc;
 pub mod buffers;
 pub mod catch;
 pub mod cpus;
@@ -23,6 +24,64 @@ use std::thread::JoinHandle;
 use gateway_config::IoDriver;
 use monoio::time::TimeDriver;
 use monoio::{IoUringDriver, LegacyDriver, RuntimeBuilder};
+
+/// Boxes the future `make` builds, allocating first: the future is then written straight into
+/// its box (only the fields its start holds: the arguments), where `Box::pin(make())` builds
+/// the whole future on the stack and copies all of it, kilobytes for a request's pipeline,
+/// most of them uninitialised.
+#[inline(always)]
+pub fn boxed<F: std::future::Future>(make: impl FnOnce() -> F) -> std::pin::Pin<Box<F>> {
+    let slot = Box::<F>::new_uninit();
+    Box::into_pin(Box::write(slot, make()))
+}
+
+/// The error of [`timeout`]: the time ran out first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Elapsed;
+
+/// `fut`, or [`Elapsed`] once `limit` has passed; `monoio::time::timeout` without its timer in
+/// the future. monoio's timer entry is aligned to 128 bytes (cache-padded), and so is every
+/// future that holds one inline, whatever else it holds: a request's pipeline that merely may
+/// wait on a timeout somewhere was allocated with that alignment, which mimalloc serves only by
+/// over-allocating (a slow path for blocks above 1 KiB; see [`alloc`]). Here the timer
+/// is a box of its own, made only when `fut` does not finish at its first poll.
+pub fn timeout<F: std::future::Future>(limit: std::time::Duration, fut: F) -> Timeout<F> {
+    timeout_at(monoio::time::Instant::now() + limit, fut)
+}
+
+/// [`timeout`] until `deadline`.
+pub fn timeout_at<F: std::future::Future>(deadline: monoio::time::Instant, fut: F) -> Timeout<F> {
+    Timeout { fut, deadline, timer: None }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`timeout`].
+    pub struct Timeout<F> {
+        #[pin]
+        fut: F,
+        deadline: monoio::time::Instant,
+        timer: Option<std::pin::Pin<Box<monoio::time::Sleep>>>,
+    }
+}
+
+impl<F: std::future::Future> std::future::Future for Timeout<F> {
+    type Output = Result<F::Output, Elapsed>;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let this = self.project();
+        if let std::task::Poll::Ready(v) = this.fut.poll(cx) {
+            return std::task::Poll::Ready(Ok(v));
+        }
+        let deadline = *this.deadline;
+        let timer = this.timer.get_or_insert_with(|| Box::pin(monoio::time::sleep_until(deadline)));
+        timer.as_mut().poll(cx).map(|()| Err(Elapsed))
+    }
+}
+
+/// `monoio::time::sleep` with its timer in a box of its own (see [`timeout`]).
+pub async fn sleep(duration: std::time::Duration) {
+    Box::pin(monoio::time::sleep(duration)).await
+}
 
 /// A running worker, as reported by the worker itself once its runtime started.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -174,4 +233,38 @@ fn uring_runtime(flags: UringFlags) -> std::io::Result<monoio::Runtime<TimeDrive
         UringFlags::Plain => {}
     }
     RuntimeBuilder::<IoUringDriver>::new().uring_builder(builder).with_entries(1024).enable_timer().build()
+}
+
+#[cfg(test)]
+mod timeout_tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        let mut rt = monoio::RuntimeBuilder::<LegacyDriver>::new().enable_timer().build().unwrap();
+        rt.block_on(f)
+    }
+
+    #[test]
+    fn a_timeout_passes_the_output_through_or_elapses() {
+        assert_eq!(block_on(async { timeout(Duration::from_secs(5), async { 7 }).await }), Ok(7));
+        let started = std::time::Instant::now();
+        let late =
+            block_on(async { timeout(Duration::from_millis(20), monoio::time::sleep(Duration::from_secs(5))).await });
+        assert_eq!(late, Err(Elapsed));
+        assert!(started.elapsed() < Duration::from_secs(2));
+        let pending = block_on(async {
+            let deadline = monoio::time::Instant::now() + Duration::from_millis(10);
+            timeout_at(deadline, std::future::pending::<()>()).await
+        });
+        assert_eq!(pending, Err(Elapsed));
+    }
+
+    #[test]
+    fn a_timeout_does_not_carry_the_timer_alignment() {
+        // monoio's `Sleep` is aligned to 128 bytes; the timeout's future is not.
+        assert!(std::mem::align_of::<monoio::time::Sleep>() >= 64);
+        assert!(std::mem::align_of::<Timeout<std::future::Ready<u64>>>() <= 16);
+    }
 }

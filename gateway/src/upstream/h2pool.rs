@@ -149,7 +149,7 @@ impl H2Endpoint {
                 return dial::open(self, deadline).await;
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            if monoio::time::timeout(left, self.waiters.changed()).await.is_err() {
+            if crate::runtime::timeout(left, self.waiters.changed()).await.is_err() {
                 return Err(H2Error::Busy);
             }
         }

@@ -730,3 +730,15 @@ fn field_values_are_checked_for_nul_cr_and_lf_at_every_position() {
     }
     assert!(valid_value(b""));
 }
+
+#[test]
+fn field_names_are_lowercase_tokens_byte_by_byte() {
+    // RFC 9110 §5.6.2 tchar, less uppercase (RFC 9113 §8.2.1), for every byte value.
+    let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    for b in 0..=255u8 {
+        let name = [b'x', b, b'y'];
+        assert_eq!(valid_name(&name), tchar(b) && !b.is_ascii_uppercase(), "byte {b:#04x}");
+        assert_eq!(is_tchar(b), tchar(b), "byte {b:#04x}");
+    }
+    assert!(!valid_name(b""));
+}

@@ -75,8 +75,50 @@ impl Downstream for H1Forward<'_> {
         head: &mut Vec<u8>,
         timer: Pin<&mut Sleep>,
     ) -> Result<(), UpstreamError> {
+        // The head (kept in `head` for a resend when there is no body), then the body streamed
+        // from the client.
         self.conn.rpos = self.body_start;
-        self.send(t, up, head, timer).await
+        let server = &t.local.snap.config.server;
+        let conn = &mut *self.conn;
+        let source = match self.head.body {
+            BodyFraming::None => {
+                let len = head.len();
+                let (res, b) = write_from_by(up, std::mem::take(head), 0, timer).await;
+                *head = b;
+                head.truncate(len);
+                return res.map_err(UpstreamError::Send);
+            }
+            BodyFraming::Length(n) => Source::Length(n),
+            BodyFraming::Chunked => Source::Chunked,
+        };
+        let left = t.try_deadline.saturating_duration_since(Instant::now());
+        if self.head.expect_continue && conn.rbuf.len() == conn.rpos {
+            let (res, _) = write_from(&mut conn.stream, CONTINUE.to_vec(), 0, server.timeouts.body_io).await;
+            res.map_err(|e| UpstreamError::ClientBody(TransferError::Write(e)))?;
+            conn.ex.continued = true;
+        }
+        let limits = body::Limits {
+            max_bytes: server.limits.max_body_bytes,
+            read_timeout: server.timeouts.body_io,
+            write_timeout: left,
+        };
+        let mut scratch = t.worker.buffers.take();
+        let side = Side { stream: &mut conn.stream, buf: &mut conn.rbuf, pos: &mut conn.rpos };
+        let chunked = source == Source::Chunked;
+        // Boxed: requests with a body are the rarer kind, and the transfer's state would
+        // otherwise size every request's future.
+        let transfer = body::transfer(side, Some(body::Dest::Stream(up)), head, source, chunked, &limits, &mut scratch);
+        let result = Box::pin(transfer).await;
+        t.worker.buffers.give(scratch);
+        match result {
+            Ok(n) => {
+                t.worker.stats.downstream_bytes_in.add(n);
+                conn.ex.bytes_in += n;
+                Ok(())
+            }
+            Err(TransferError::Write(e)) => Err(UpstreamError::Send(e)),
+            Err(e) => Err(UpstreamError::ClientBody(e)),
+        }
     }
 
     fn interim(&mut self, t: &Try<'_>) -> Interim<'_> {
@@ -168,59 +210,5 @@ impl Downstream for H1Forward<'_> {
 
     fn abort(&mut self) -> Next {
         Next::Close
-    }
-}
-
-impl H1Forward<'_> {
-    /// Writes the request head (kept in `head` for a resend when there is no body) and streams
-    /// the body from the client.
-    async fn send(
-        &mut self,
-        t: &Try<'_>,
-        up: &mut Stream,
-        head: &mut Vec<u8>,
-        timer: Pin<&mut Sleep>,
-    ) -> Result<(), UpstreamError> {
-        let server = &t.local.snap.config.server;
-        let conn = &mut *self.conn;
-        let source = match self.head.body {
-            BodyFraming::None => {
-                let len = head.len();
-                let (res, b) = write_from_by(up, std::mem::take(head), 0, timer).await;
-                *head = b;
-                head.truncate(len);
-                return res.map_err(UpstreamError::Send);
-            }
-            BodyFraming::Length(n) => Source::Length(n),
-            BodyFraming::Chunked => Source::Chunked,
-        };
-        let left = t.try_deadline.saturating_duration_since(Instant::now());
-        if self.head.expect_continue && conn.rbuf.len() == conn.rpos {
-            let (res, _) = write_from(&mut conn.stream, CONTINUE.to_vec(), 0, server.timeouts.body_io).await;
-            res.map_err(|e| UpstreamError::ClientBody(TransferError::Write(e)))?;
-            conn.ex.continued = true;
-        }
-        let limits = body::Limits {
-            max_bytes: server.limits.max_body_bytes,
-            read_timeout: server.timeouts.body_io,
-            write_timeout: left,
-        };
-        let mut scratch = t.worker.buffers.take();
-        let side = Side { stream: &mut conn.stream, buf: &mut conn.rbuf, pos: &mut conn.rpos };
-        let chunked = source == Source::Chunked;
-        // Boxed: requests with a body are the rarer kind, and the transfer's state would
-        // otherwise size every request's future.
-        let transfer = body::transfer(side, Some(body::Dest::Stream(up)), head, source, chunked, &limits, &mut scratch);
-        let result = Box::pin(transfer).await;
-        t.worker.buffers.give(scratch);
-        match result {
-            Ok(n) => {
-                t.worker.stats.downstream_bytes_in.add(n);
-                conn.ex.bytes_in += n;
-                Ok(())
-            }
-            Err(TransferError::Write(e)) => Err(UpstreamError::Send(e)),
-            Err(e) => Err(UpstreamError::ClientBody(e)),
-        }
     }
 }

@@ -229,7 +229,7 @@ async fn serve_requests(worker: &Rc<Worker>, conn: &mut Conn, mut ended: Option<
         // (No wait inside this match: its scrutinee, which holds a head, would be kept in
         // every connection's task across it.)
         let request = match read_head(worker, conn, &local).await {
-            Ok(head) => crate::runtime::catch::boxed(|| request(worker, conn, &local, head)),
+            Ok(head) => crate::runtime::boxed(|| request(worker, conn, &local, head)),
             Err(HeadEnd::Close) => return End::Close,
             Err(HeadEnd::Reply(status)) => return End::Reply(status),
         };

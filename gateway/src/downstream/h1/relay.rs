@@ -240,7 +240,7 @@ pub(super) async fn from_h2(
     out = b;
     ok &= res.is_ok();
     if ok && !bodyless {
-        while let Some(next) = monoio::time::timeout(t.action.timeout, rx.data()).await.ok().flatten() {
+        while let Some(next) = crate::runtime::timeout(t.action.timeout, rx.data()).await.ok().flatten() {
             let Ok(data) = next else {
                 ok = false;
                 break;

@@ -131,7 +131,7 @@ async fn pipe(worker: &Worker, conn: &Conn, client: PollStream, upstream: PollSt
             let _ = poll_fn(|cx| Pin::new(&mut a).poll_shutdown(cx)).await;
             let _ = poll_fn(|cx| Pin::new(&mut b).poll_shutdown(cx)).await;
         };
-        let _ = monoio::time::timeout(SHUTDOWN_LIMIT, shutdown).await;
+        let _ = crate::runtime::timeout(SHUTDOWN_LIMIT, shutdown).await;
     }
     (client_read.get(), client_written.get())
 }
@@ -143,7 +143,7 @@ async fn idle_watch(last: &Cell<Instant>, idle: Duration) {
         if Instant::now() >= deadline {
             return;
         }
-        monoio::time::sleep_until(deadline).await;
+        Box::pin(monoio::time::sleep_until(deadline)).await;
     }
 }
 

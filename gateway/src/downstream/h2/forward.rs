@@ -52,7 +52,7 @@ impl Downstream for H2Forward<'_> {
         let timeout = t.local.snap.config.server.timeouts.body_io;
         let mut data = Vec::with_capacity(usize::try_from(n).unwrap_or(0));
         loop {
-            let chunk = match monoio::time::timeout(timeout, self.stream.data()).await {
+            let chunk = match crate::runtime::timeout(timeout, self.stream.data()).await {
                 Err(_) => return Err(Refusal::for_client_body(&TransferError::ReadTimeout)),
                 Ok(None) => break,
                 // The client reset the stream: nobody to answer.
@@ -171,7 +171,7 @@ impl H2Forward<'_> {
         let (slot, response, tx) = h2up::send_head(t.worker, endpoint, up, no_body, t.try_deadline).await?;
         if let Some(mut tx) = tx {
             let left = t.try_deadline.saturating_duration_since(Instant::now());
-            let sent = monoio::time::timeout(left, crate::codec::h2io::send_data(&mut tx, data, trailers.is_none()))
+            let sent = crate::runtime::timeout(left, crate::codec::h2io::send_data(&mut tx, data, trailers.is_none()))
                 .await
                 .map_err(|_| UpstreamError::Timeout)?;
             sent.map_err(|e| UpstreamError::Send(std::io::Error::other(e)))?;
@@ -238,7 +238,7 @@ async fn relay(
 ) -> Result<u64, u64> {
     let mut total = 0u64;
     loop {
-        let data = match monoio::time::timeout(idle, from.data()).await {
+        let data = match crate::runtime::timeout(idle, from.data()).await {
             Ok(Some(Ok(d))) => d,
             Ok(None) => break,
             _ => {
@@ -249,7 +249,7 @@ async fn relay(
         let n = data.len();
         total += n as u64;
         let send = to.send_data(&data, false, Some(watch));
-        let sent = monoio::time::timeout(idle, send).await;
+        let sent = crate::runtime::timeout(idle, send).await;
         let _ = from.flow_control().release_capacity(n);
         if sent.map_or(true, |r| r.is_err()) {
             to.reset(Reason::CANCEL);
@@ -264,7 +264,7 @@ async fn relay(
                 }
             }
         }),
-        Ok(None) => monoio::time::timeout(idle, to.send_data(&[], true, Some(watch)))
+        Ok(None) => crate::runtime::timeout(idle, to.send_data(&[], true, Some(watch)))
             .await
             .unwrap_or(Err(crate::codec::h2shared::Gone::Closed)),
         Err(_) => {
@@ -281,7 +281,7 @@ async fn relay(
 async fn pump(from: BodyReader, mut to: h2::SendStream<Bytes>, idle: std::time::Duration, max_bytes: u64) -> u64 {
     let mut total = 0u64;
     loop {
-        let data = match monoio::time::timeout(idle, from.data()).await {
+        let data = match crate::runtime::timeout(idle, from.data()).await {
             Ok(Some(Ok(d))) => d,
             Ok(None) => break,
             _ => {
@@ -295,7 +295,7 @@ async fn pump(from: BodyReader, mut to: h2::SendStream<Bytes>, idle: std::time::
             return total;
         }
         let n = data.len();
-        let sent = monoio::time::timeout(idle, crate::codec::h2io::send_data(&mut to, data, false)).await;
+        let sent = crate::runtime::timeout(idle, crate::codec::h2io::send_data(&mut to, data, false)).await;
         if sent.map_or(true, |r| r.is_err()) {
             return total;
         }
@@ -345,7 +345,7 @@ async fn send_body(
     let mut out = worker.buffers.take();
     let mut total: u64 = 0;
     let result = loop {
-        let next = monoio::time::timeout(server.timeouts.body_io, body.data()).await;
+        let next = crate::runtime::timeout(server.timeouts.body_io, body.data()).await;
         let data = match next {
             Err(_) => break Err(UpstreamError::ClientBody(TransferError::ReadTimeout)),
             Ok(None) => break Ok(()),

@@ -184,7 +184,7 @@ where
         End::Io => {}
         End::Done => {
             // Every answer is out: the transport closes cleanly (TLS: close_notify).
-            let _ = monoio::time::timeout(GOAWAY_FLUSH, driver.close(&shared)).await;
+            let _ = crate::runtime::timeout(GOAWAY_FLUSH, driver.close(&shared)).await;
         }
         End::Protocol(e) => {
             if e.reason == Reason::ENHANCE_YOUR_CALM {
@@ -200,17 +200,17 @@ where
                 worker.stats.h2_protocol_errors.inc();
             }
             tracing::debug!(%peer, reason = e.reason.name(), what = e.what, "HTTP/2 connection error");
-            let _ = monoio::time::timeout(GOAWAY_FLUSH, driver.close(&shared)).await;
+            let _ = crate::runtime::timeout(GOAWAY_FLUSH, driver.close(&shared)).await;
         }
         // Counted and logged where the stall was found.
         End::Stalled => {
-            let _ = monoio::time::timeout(GOAWAY_FLUSH, driver.close(&shared)).await;
+            let _ = crate::runtime::timeout(GOAWAY_FLUSH, driver.close(&shared)).await;
         }
         End::Tripped(v) => {
             count_violation(worker, v);
             tracing::info!(%peer, violation = v.label(), "HTTP/2 client flood: GOAWAY ENHANCE_YOUR_CALM");
             abort(&shared, Reason::ENHANCE_YOUR_CALM, v.label());
-            let _ = monoio::time::timeout(GOAWAY_FLUSH, driver.close(&shared)).await;
+            let _ = crate::runtime::timeout(GOAWAY_FLUSH, driver.close(&shared)).await;
         }
     }
     shared.borrow_mut().close();

@@ -33,7 +33,7 @@ pub async fn handle(worker: Rc<Worker>, ctx: Rc<ConnCtx>, stream: H2Stream, star
     // The stream's panic boundary: a panic in its pipeline ends this stream only. The pipeline's
     // future is boxed here, once: spawning a task moves its future several times, and this
     // one's state (the whole pipeline) would make every move a copy of kilobytes.
-    let served = CatchUnwind::new(catch::boxed(|| serve_stream(&worker, &ctx, &stream, start))).await;
+    let served = CatchUnwind::new(crate::runtime::boxed(|| serve_stream(&worker, &ctx, &stream, start))).await;
     if let Err(panic) = served {
         worker.stats.panics_stream.inc();
         tracing::error!(
@@ -218,7 +218,7 @@ async fn send_local<'h>(
     if !empty {
         let n = body.len() as u64;
         let timeout = local.snap.config.server.timeouts.body_io;
-        match monoio::time::timeout(timeout, stream.send_data(body, true, None)).await {
+        match crate::runtime::timeout(timeout, stream.send_data(body, true, None)).await {
             Ok(Ok(())) => {
                 worker.stats.downstream_bytes_out.add(n);
                 ex.bytes_out += n;

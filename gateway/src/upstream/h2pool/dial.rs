@@ -25,7 +25,7 @@ pub(super) async fn open(endpoint: &Rc<H2Endpoint>, deadline: Instant) -> Result
     let warm = Warming::start(endpoint);
     let id = endpoint.new_id();
     let left = deadline.saturating_duration_since(Instant::now());
-    let (sender, ping) = monoio::time::timeout(left, dial(endpoint, id)).await.map_err(|_| H2Error::Timeout)??;
+    let (sender, ping) = crate::runtime::timeout(left, dial(endpoint, id)).await.map_err(|_| H2Error::Timeout)??;
     let conn = Rc::new(Conn::new(id, sender));
     endpoint.adopt(Rc::clone(&conn));
     match ping {
@@ -101,7 +101,7 @@ where
 /// Waits for the PONG to the first PING: the peer sends its SETTINGS before anything else, so
 /// h2 has applied them by then. A peer that does not answer in time gets no further streams.
 async fn settle(conn: Weak<Conn>, mut ping: PingPong, limit: Duration, warm: Warming) {
-    let pong = monoio::time::timeout(limit, ping.ping(Ping::opaque())).await;
+    let pong = crate::runtime::timeout(limit, ping.ping(Ping::opaque())).await;
     if let Some(conn) = conn.upgrade() {
         match pong {
             Ok(Ok(_)) => conn.settled.set(true),

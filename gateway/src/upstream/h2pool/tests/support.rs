@@ -26,13 +26,13 @@ pub const WINDOW: u32 = 65_535;
 pub fn run<F: Future<Output = ()>>(f: F) {
     let mut rt = monoio::RuntimeBuilder::<monoio::FusionDriver>::new().enable_timer().build().expect("runtime");
     rt.block_on(async {
-        monoio::time::timeout(Duration::from_secs(10), f).await.expect("test timed out");
+        crate::runtime::timeout(Duration::from_secs(10), f).await.expect("test timed out");
     });
 }
 
 /// Awaits `f` for at most 3 s.
 pub async fn within<F: Future>(f: F) -> F::Output {
-    monoio::time::timeout(Duration::from_secs(3), f).await.expect("timed out")
+    crate::runtime::timeout(Duration::from_secs(3), f).await.expect("timed out")
 }
 
 /// Checks `cond` every 5 ms for at most 2 s (for state with no readiness signal).

@@ -181,7 +181,7 @@ pub struct Elapsed;
 /// future that holds one inline, whatever else it holds: a request's pipeline that merely may
 /// wait on a timeout somewhere was allocated with that alignment, which mimalloc serves only by
 /// over-allocating (a slow path for blocks above 1 KiB; see [`alloc`]). Here the timer
-/// is a box of its own, made only when `fut` does not finish at its first poll.
+/// is a box of its own ([`boxed`]), made only when `fut` does not finish at its first poll.
 pub fn timeout<F: std::future::Future>(limit: std::time::Duration, fut: F) -> Timeout<F> {
     timeout_at(monoio::time::Instant::now() + limit, fut)
 }
@@ -197,7 +197,7 @@ pin_project_lite::pin_project! {
         #[pin]
         fut: F,
         deadline: monoio::time::Instant,
-        timer: Option<std::pin::Pin<Box<monoio::time::Sleep>>>,
+        timer: Option<Pooled<monoio::time::Sleep>>,
     }
 }
 
@@ -210,14 +210,14 @@ impl<F: std::future::Future> std::future::Future for Timeout<F> {
             return std::task::Poll::Ready(Ok(v));
         }
         let deadline = *this.deadline;
-        let timer = this.timer.get_or_insert_with(|| Box::pin(monoio::time::sleep_until(deadline)));
+        let timer = this.timer.get_or_insert_with(|| boxed(|| monoio::time::sleep_until(deadline)));
         timer.as_mut().poll(cx).map(|()| Err(Elapsed))
     }
 }
 
 /// `monoio::time::sleep` with its timer in a box of its own (see [`timeout`]).
 pub async fn sleep(duration: std::time::Duration) {
-    Box::pin(monoio::time::sleep(duration)).await
+    boxed(|| monoio::time::sleep(duration)).await
 }
 
 /// A running worker, as reported by the worker itself once its runtime started.

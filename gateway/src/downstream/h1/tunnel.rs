@@ -143,7 +143,7 @@ async fn idle_watch(last: &Cell<Instant>, idle: Duration) {
         if Instant::now() >= deadline {
             return;
         }
-        Box::pin(monoio::time::sleep_until(deadline)).await;
+        crate::runtime::boxed(|| monoio::time::sleep_until(deadline)).await;
     }
 }
 

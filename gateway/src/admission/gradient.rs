@@ -28,7 +28,14 @@
 //! The baseline is the lowest window mean seen; because a loaded upstream never shows its no-load
 //! latency again, it is re-measured every `probe_interval` by halving the limit for one window
 //! (taking that window's mean as the new baseline, so it can also rise when the upstream got
-//! slower). Pure arithmetic on explicit instants: deterministic and unit-tested.
+//! slower). The probe's window counts only the requests sent after it began, and lasts until
+//! it has enough of them: those sent before were admitted at the full limit, and when the
+//! upstream's capacity has just fallen they queued there (a pool halved as a probe began gave
+//! it 80 ms for 40, and the limit stayed at twice the capacity). A probe falls due only where
+//! the limit binds; where the limit (nearly) never bound since the last re-measure, the
+//! latencies of those windows are the re-measure instead, even when the window that finds the
+//! probe due binds (the load just stepped up: the worst moment to halve the limit). Pure
+//! arithmetic on explicit instants: deterministic and unit-tested.
 //!
 //! Latency that rises is not always queueing, and a healthy upstream must not be shed for it:
 //!
@@ -469,6 +476,12 @@ impl Gradient {
     /// when its requests took longer than their kinds take unloaded, not when more of them are
     /// of a slower kind.
     pub fn sample_kind(&mut self, rtt: Duration, kind: u64, now: Instant) -> bool {
+        if self.probing && now.checked_sub(rtt).is_some_and(|sent| sent < self.window_start) {
+            // Sent before the probe halved the limit: its latency is the upstream's at the full
+            // limit (a queue there, when the upstream's capacity just fell), not at half of it.
+            // The probe measures only what it admitted, and lasts until it has enough of that.
+            return false;
+        }
         let i = match self.kinds.iter().position(|k| k.key == kind) {
             Some(i) => Some(i),
             None if self.kinds.len() < MAX_KINDS => {
@@ -638,21 +651,25 @@ impl Gradient {
                 baseline_us = mix.as_micros() as u64,
                 "adaptive limit window"
             );
-            if now >= self.next_probe && binding {
-                // A probe halves the limit; one that does not bind has nothing to re-measure
-                // (and halving it could shed what the upstream serves well): it waits.
-                self.probing = true;
-            } else if now >= self.next_probe {
-                if f64::from(self.unbound_windows) < UNBOUND_SHARE * f64::from(self.since_remeasure) {
+            if now >= self.next_probe {
+                let unbound = f64::from(self.unbound_windows) >= UNBOUND_SHARE * f64::from(self.since_remeasure);
+                if unbound && self.since_remeasure >= UNBOUND_WINDOWS {
+                    // The limit (nearly) never bound since the last re-measure: the load, not
+                    // the limit, set what the upstream saw, and its latencies over that time
+                    // are what it takes at that load. Also when this window bound: that is a
+                    // step of the load (the limit binding for the first time in a while), the
+                    // worst moment to halve the limit.
+                    self.remeasure_unbound(now);
+                } else if binding {
+                    // A probe halves the limit; one that does not bind has nothing to
+                    // re-measure (and halving it could shed what the upstream serves well):
+                    // it waits.
+                    self.probing = true;
+                } else if !unbound {
                     // The limit bound too often since the last re-measure (a cold start, a
                     // burst): look back no further than now, and re-measure once enough
                     // windows it did not bind follow.
                     self.forget_unbound();
-                } else if self.since_remeasure >= UNBOUND_WINDOWS {
-                    // The limit (nearly) never bound since the last re-measure: the load, not
-                    // the limit, set what the upstream saw, and its latencies over that time
-                    // are what it takes at that load.
-                    self.remeasure_unbound(now);
                 }
             }
         }
@@ -982,6 +999,71 @@ mod tests {
             g.sample(Duration::from_millis(20), now);
         }
         assert_eq!(g.baseline(), Some(Duration::from_millis(20)), "baseline re-measured upwards");
+    }
+
+    #[test]
+    fn a_probe_measures_only_the_requests_it_admitted() {
+        // A pool of 40 ms whose capacity just halved as a probe starts: the requests sent
+        // before the probe queued there and take 80 ms. Their latency is not the upstream's at
+        // half the limit; the probe waits for the requests it admitted (40 ms).
+        let mut now = Instant::now();
+        let mut g = Gradient::new(&settings(), 1024, now);
+        for _ in 0..10 {
+            now += Duration::from_millis(10);
+            g.observe_in_flight(8);
+            g.sample(Duration::from_millis(40), now);
+        }
+        assert_eq!(g.baseline(), Some(Duration::from_millis(40)));
+        now += Duration::from_secs(11);
+        let before = g.limit();
+        for _ in 0..5 {
+            g.observe_in_flight(before);
+            g.note_bound();
+            now += Duration::from_millis(10);
+            g.sample(Duration::from_millis(40), now);
+        }
+        let probing = g.limit();
+        assert!(probing < before, "the probe halves the limit: {before} -> {probing}");
+        // Sent before the probe: 80 ms, queued behind the halved capacity.
+        for _ in 0..7 {
+            now += Duration::from_millis(10);
+            assert!(!g.sample(Duration::from_millis(80), now), "a sample sent before the probe closed it");
+        }
+        assert_eq!(g.limit(), probing, "the probe lasts until it has samples of its own");
+        // Sent after: 40 ms.
+        for _ in 0..10 {
+            now += Duration::from_millis(10);
+            g.sample(Duration::from_millis(40), now);
+        }
+        assert_eq!(g.baseline(), Some(Duration::from_millis(40)), "the queue is not the no-load latency");
+        assert!(g.limit() > probing, "the probe ended");
+    }
+
+    #[test]
+    fn a_probe_due_at_a_step_of_the_load_re_measures_from_the_windows_before_it() {
+        // The limit has not bound for ten seconds (the usual load, 20 ms, 4 in flight), and
+        // the first window it binds in (the load doubled) closes when a probe is due. Halving
+        // the limit then would refuse what the upstream serves well; the windows before the
+        // step measured it already.
+        let mut now = Instant::now();
+        let start = now;
+        let mut g = Gradient::new(&settings(), 1024, now);
+        while now < start + Duration::from_millis(9_990) {
+            now += Duration::from_millis(5);
+            g.observe_in_flight(4);
+            g.sample(Duration::from_millis(20), now);
+        }
+        let before = g.limit();
+        assert!(before >= 8, "the limit at rest is above the load: {before}");
+        for _ in 0..20 {
+            now += Duration::from_millis(5);
+            g.observe_in_flight(before);
+            g.note_bound();
+            g.sample(Duration::from_millis(21), now);
+            assert!(g.limit() >= before, "no probe halved the limit at the step: {} of {before}", g.limit());
+        }
+        let b = g.baseline().unwrap_or_default();
+        assert!(b >= Duration::from_millis(19) && b <= Duration::from_millis(21), "baseline {b:?}");
     }
 
     #[test]

@@ -614,3 +614,33 @@ fn a_pool_behind_a_fast_path_that_never_queues_is_still_protected() {
         assert!(p99 < 0.040 * 3.0, "seed {seed}: p99 {p99} s: the pool's queue grew");
     }
 }
+
+#[test]
+fn a_probe_that_falls_on_the_halving_measures_the_pool_not_its_queue() {
+    // The pool's capacity halves as a probe is due (the probe's first window halves the limit
+    // from 8 to 4; the requests sent before it queue behind the 4 workers left). A probe that
+    // took their latency (80 ms) for the no-load latency kept the limit at 7-10, and the
+    // origin's queue with it: p99 after the halving's first half second 79-118 ms in 15 of
+    // 18 runs (halving 50 ms before, at, or 50 ms after the probe, six seeds each), goodput
+    // 98-100/s. The probe now measures only the requests it admitted: 56-78 ms in all 18, for
+    // goodput 94-98/s (the limit at the pool's capacity, not above it).
+    for offset in [-0.05, 0.0, 0.05] {
+        for seed in 1..=6 {
+            let mut up = Upstream::Pool { capacity: 8, service: 0.040, free_at: vec![0.0; 8] };
+            let mut phases = simulate(
+                &mut up,
+                &[(20.0, 5.0, false), (600.0, 15.0 + offset, false), (600.0, 0.5, true), (600.0, 14.5, false)],
+                seed,
+            );
+            let rest = &mut phases[3];
+            let goodput = (rest.arrived - rest.refused) as f64 / 14.5;
+            let p99 = rest.p99();
+            eprintln!(
+                "halving {offset:+} s from the probe, seed {seed}: p99 {:.1} ms, goodput {goodput:.0}/s",
+                p99 * 1e3
+            );
+            assert!(p99 < 0.040 * 2.1, "offset {offset}, seed {seed}: p99 {p99} s: the origin's queue stayed");
+            assert!(goodput > 0.9 * 100.0, "offset {offset}, seed {seed}: goodput {goodput}/s of 100");
+        }
+    }
+}

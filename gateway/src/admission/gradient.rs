@@ -974,25 +974,40 @@ mod tests {
         assert!(g.limit() > 8, "and grew again: {}", g.limit());
     }
 
-    #[test]
-    fn probing_halves_the_limit_for_one_window_and_remeasures_the_baseline() {
+    /// A controller whose baseline was measured at `baseline` with `in_flight` requests, then,
+    /// eleven seconds later, a window in which the limit binds and latency is `rtt` (one sample
+    /// every `step`): a probe is due, and starts as that window closes. Returns the controller,
+    /// the time and the limit before the probe.
+    fn at_a_due_probe(
+        baseline: Duration,
+        in_flight: usize,
+        rtt: Duration,
+        step: Duration,
+    ) -> (Gradient, Instant, usize) {
         let mut now = Instant::now();
         let mut g = Gradient::new(&settings(), 1024, now);
         for _ in 0..10 {
             now += Duration::from_millis(10);
-            g.observe_in_flight(16);
-            g.sample(Duration::from_millis(10), now);
+            g.observe_in_flight(in_flight);
+            g.sample(baseline, now);
         }
-        assert_eq!(g.baseline(), Some(Duration::from_millis(10)));
-        // Eleven seconds later the upstream got slower for good.
+        assert_eq!(g.baseline(), Some(baseline));
         now += Duration::from_secs(11);
         let before = g.limit();
         for _ in 0..5 {
-            // The limit binds (a request found no slot), at the load seen before: a probe is due.
-            g.observe_in_flight(16);
+            g.observe_in_flight(in_flight);
             g.note_bound();
-            g.sample(Duration::from_millis(20), now);
+            now += step;
+            g.sample(rtt, now);
         }
+        (g, now, before)
+    }
+
+    #[test]
+    fn probing_halves_the_limit_for_one_window_and_remeasures_the_baseline() {
+        // Eleven seconds later the upstream got slower for good.
+        let (mut g, mut now, before) =
+            at_a_due_probe(Duration::from_millis(10), 16, Duration::from_millis(20), Duration::ZERO);
         assert!(g.limit() < before, "probe halves the limit");
         for _ in 0..10 {
             now += Duration::from_millis(30);
@@ -1006,22 +1021,8 @@ mod tests {
         // A pool of 40 ms whose capacity just halved as a probe starts: the requests sent
         // before the probe queued there and take 80 ms. Their latency is not the upstream's at
         // half the limit; the probe waits for the requests it admitted (40 ms).
-        let mut now = Instant::now();
-        let mut g = Gradient::new(&settings(), 1024, now);
-        for _ in 0..10 {
-            now += Duration::from_millis(10);
-            g.observe_in_flight(8);
-            g.sample(Duration::from_millis(40), now);
-        }
-        assert_eq!(g.baseline(), Some(Duration::from_millis(40)));
-        now += Duration::from_secs(11);
-        let before = g.limit();
-        for _ in 0..5 {
-            g.observe_in_flight(before);
-            g.note_bound();
-            now += Duration::from_millis(10);
-            g.sample(Duration::from_millis(40), now);
-        }
+        let (mut g, mut now, before) =
+            at_a_due_probe(Duration::from_millis(40), 8, Duration::from_millis(40), Duration::from_millis(10));
         let probing = g.limit();
         assert!(probing < before, "the probe halves the limit: {before} -> {probing}");
         // Sent before the probe: 80 ms, queued behind the halved capacity.

@@ -234,7 +234,8 @@ pub const OVERLOAD_CLASSES: [&str; 4] = ["critical", "high", "normal", "sheddabl
 pub const OVERLOAD_DEFAULT_CLASS: &str = "normal";
 /// `overload.queue_wait_factor`: multiple of the cluster's no-load latency that the second
 /// class may wait for an upstream slot. Below 1 so that waiting plus being served stays under
-/// twice the no-load latency with room for the proxy's and the network's own time.
+/// twice the no-load latency with room for the proxy's and the network's own time; under the
+/// adaptive limit, what being served takes beyond the no-load latency comes off the wait.
 pub const QUEUE_WAIT_FACTOR: f64 = 0.9;
 /// `overload.first_class_reserve`: on, since a first-class request otherwise waits for the next
 /// completion whenever the upstream is full (critical p99 about 1.5x the no-load latency at

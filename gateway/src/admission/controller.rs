@@ -57,6 +57,8 @@ pub struct Controller {
     measured: AtomicBool,
     baseline: AtomicU64,
     queueing: AtomicBool,
+    /// The last window's latency over its no-load latency (`f64` bits).
+    ratio: AtomicU64,
     workers: Box<[WorkerSlot]>,
 }
 
@@ -98,6 +100,7 @@ impl Controller {
             measured: AtomicBool::new(false),
             baseline: AtomicU64::new(0),
             queueing: AtomicBool::new(false),
+            ratio: AtomicU64::new(1.0f64.to_bits()),
             workers: (0..workers)
                 .map(|_| WorkerSlot { arrivals: Default::default(), limit: AtomicUsize::new(0) })
                 .collect(),
@@ -151,12 +154,23 @@ impl Controller {
         self.queueing.load(Relaxed)
     }
 
+    /// The last window's latency over its no-load latency (1 before one closed).
+    pub fn latency_ratio(&self) -> f64 {
+        f64::from_bits(self.ratio.load(Relaxed))
+    }
+
     /// Takes the latency as measured, with this no-load latency (tests at a measured limit).
     #[cfg(test)]
     pub fn assume_measured(&self, baseline: Duration) {
         let mut s = self.lock();
         s.gradient.assume_measured(baseline);
         self.publish(&mut s, Instant::now());
+    }
+
+    /// Takes the last window's latency as `ratio` times the no-load latency (tests).
+    #[cfg(test)]
+    pub fn assume_ratio(&self, ratio: f64) {
+        self.ratio.store(ratio.to_bits(), Relaxed);
     }
 
     /// Counts an arrival of class `rank` at worker `worker`.
@@ -269,6 +283,7 @@ impl Controller {
         self.baseline
             .store(g.baseline().map_or(0, |b| u64::try_from(b.as_nanos()).unwrap_or(u64::MAX).max(1)), Relaxed);
         self.queueing.store(g.queueing(), Relaxed);
+        self.ratio.store(g.ratio().to_bits(), Relaxed);
         let baseline = g.baseline().unwrap_or(DEFAULT_BASELINE).as_secs_f64();
         let span = now.saturating_duration_since(s.counted_at).as_secs_f64();
         s.counted_at = now;

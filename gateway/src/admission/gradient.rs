@@ -333,6 +333,9 @@ pub struct Gradient {
     settling: bool,
     /// The last window's latency was above the baseline's tolerance: requests queue upstream.
     queueing: bool,
+    /// The last window's latency over its no-load latency (1 until one closed, and after a
+    /// probe re-measured the no-load latency).
+    ratio: f64,
     /// Windows closed since the baselines were last re-measured, and of those, windows in which
     /// the limit did not bind.
     since_remeasure: u32,
@@ -373,6 +376,7 @@ impl Gradient {
             failed_probes: 0,
             settling: false,
             queueing: false,
+            ratio: 1.0,
             since_remeasure: 0,
             unbound_windows: 0,
         }
@@ -414,6 +418,12 @@ impl Gradient {
     /// baseline's tolerance): a request sent above the limit now would only queue there too.
     pub fn queueing(&self) -> bool {
         self.queueing
+    }
+
+    /// The last window's mean latency over its no-load latency (1 before any window closed):
+    /// what being served takes now, in no-load latencies.
+    pub fn ratio(&self) -> f64 {
+        self.ratio
     }
 
     /// The measured no-load latency, once known.
@@ -561,6 +571,7 @@ impl Gradient {
             let forget = self.settings.probe_interval * FORGET_PROBES;
             self.kinds.retain(|k| k.seen.is_some_and(|seen| now.saturating_duration_since(seen) < forget));
             self.probing = false;
+            self.ratio = 1.0;
             self.next_probe = now + self.settings.probe_interval;
             self.forget_unbound();
             // Its in flight was set by the probe, not by the limit: no point of the latency
@@ -595,6 +606,7 @@ impl Gradient {
                 return;
             };
             self.baseline = Some(mix);
+            self.ratio = ratio;
             let doubled = ratio > 2.0;
             let ratio = ratio.max(1e-3);
             let in_flight = self.average_in_flight(now);

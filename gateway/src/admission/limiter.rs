@@ -18,7 +18,9 @@
 //!   cap;
 //! - the last rank never waits: no free slot means a fast 503 (shed);
 //! - middle ranks wait for a slot at most `baseline * factor * (last - r) / (last - 1)` (the
-//!   baseline being the upstream's measured no-load latency), then are shed; and when their own
+//!   baseline being the upstream's measured no-load latency), less `baseline * (ratio - 1)`
+//!   when the upstream's last window took `ratio` times its no-load latency (waiting plus being
+//!   served stays within the bound while the upstream queues too), then are shed; and when their own
 //!   queue stands (the queue-delay signal, [`super::queue_delay`]: the shortest wait over a whole
 //!   interval above `target * (last - r)` and above half their wait bound), they are shed on
 //!   arrival instead of joining it, as long as two of their rank are queued to take the next
@@ -231,6 +233,14 @@ impl Limiter {
         }
     }
 
+    /// Takes the upstream's last window as `ratio` times its no-load latency (tests).
+    #[cfg(test)]
+    pub fn assume_ratio(&self, ratio: f64) {
+        if let Some((c, _)) = &self.control {
+            c.assume_ratio(ratio);
+        }
+    }
+
     /// Asks for a slot for a request of class `rank`, waiting at most until `deadline`. The flag
     /// says whether the request waited in the queue.
     pub async fn admit(self: &Rc<Self>, rank: usize, deadline: Instant) -> (Admission, bool) {
@@ -326,11 +336,16 @@ impl Limiter {
         self.control.as_ref().and_then(|(c, _)| c.baseline()).unwrap_or(DEFAULT_BASELINE)
     }
 
-    /// How long a middle class may wait for a slot.
+    /// How long a middle class may wait for a slot: its share of `queue_wait_factor` no-load
+    /// latencies, less what being served takes now beyond one no-load latency (the last
+    /// window's latency ratio), so that waiting plus being served stays within the bound the
+    /// factor sets while the upstream queues too.
     fn wait_bound(&self, rank: usize, last: usize) -> Duration {
         let baseline = self.baseline();
         let share = if last <= 1 { 1.0 } else { (last - rank) as f64 / (last - 1) as f64 };
-        baseline.mul_f64((self.policy.queue_wait_factor * share).max(0.0))
+        let slower = self.control.as_ref().map_or(0.0, |(c, _)| c.latency_ratio() - 1.0).max(0.0);
+        let factor = self.policy.queue_wait_factor * share - slower;
+        baseline.mul_f64(if factor.is_finite() { factor.max(0.0) } else { 0.0 })
     }
 
     /// Waits in class `rank`'s queue until `until`; rank 0 then takes a slot above the limit,

@@ -354,3 +354,29 @@ fn each_route_s_latency_reaches_the_adaptive_limit_as_its_own_kind() {
         assert!(f < Duration::from_millis(15) && s >= Duration::from_millis(30), "fast {f:?}, slow {s:?}");
     });
 }
+
+#[test]
+fn a_middle_class_waits_less_while_being_served_takes_longer() {
+    // Four classes, a no-load latency of 20 ms, `queue_wait_factor` 1 (these tests' policy):
+    // the second class may wait the whole no-load latency, the third half of it. When the
+    // upstream's last window took 1.3 times the no-load latency, 0.3 of it comes off each
+    // wait; at twice it, nobody but the first class waits.
+    let l = adaptive();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-6;
+    assert!(close(ms(l.wait_bound(1, 3)), 20.0) && close(ms(l.wait_bound(2, 3)), 10.0));
+    l.assume_ratio(1.3);
+    assert!(close(ms(l.wait_bound(1, 3)), 14.0), "{:?}", l.wait_bound(1, 3));
+    assert!(close(ms(l.wait_bound(2, 3)), 4.0), "{:?}", l.wait_bound(2, 3));
+    l.assume_ratio(2.0);
+    assert_eq!((l.wait_bound(1, 3), l.wait_bound(2, 3)), (Duration::ZERO, Duration::ZERO));
+    // Faster than the no-load latency takes nothing off, and adds nothing; nor does a ratio
+    // that is not a number.
+    l.assume_ratio(0.5);
+    assert!(close(ms(l.wait_bound(1, 3)), 20.0));
+    l.assume_ratio(f64::NAN);
+    assert!(close(ms(l.wait_bound(1, 3)), 20.0));
+    // Without the adaptive limit there is no window to read: the factor alone.
+    let fixed = limiter(8);
+    assert!(close(ms(fixed.wait_bound(1, 3)), 20.0));
+}

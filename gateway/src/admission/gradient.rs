@@ -333,8 +333,8 @@ pub struct Gradient {
     settling: bool,
     /// The last window's latency was above the baseline's tolerance: requests queue upstream.
     queueing: bool,
-    /// The last window's latency over its no-load latency (1 until one closed, and after a
-    /// probe re-measured the no-load latency).
+    /// The last window's latency over its no-load latency (1 until one closed, and after the
+    /// no-load latency was re-measured from a window: a probe, or the limit at its minimum).
     ratio: f64,
     /// Windows closed since the baselines were last re-measured, and of those, windows in which
     /// the limit did not bind.
@@ -633,6 +633,7 @@ impl Gradient {
                 // next probe.
                 let _ = self.remeasure();
                 self.queueing = false;
+                self.ratio = 1.0;
                 // The next point of the latency curve is against the new baselines.
                 self.last_bound = None;
             }

@@ -343,9 +343,9 @@ impl Limiter {
     fn wait_bound(&self, rank: usize, last: usize) -> Duration {
         let baseline = self.baseline();
         let share = if last <= 1 { 1.0 } else { (last - rank) as f64 / (last - 1) as f64 };
+        // `max` drops a ratio that is not a number; an infinite one leaves no wait.
         let slower = self.control.as_ref().map_or(0.0, |(c, _)| c.latency_ratio() - 1.0).max(0.0);
-        let factor = self.policy.queue_wait_factor * share - slower;
-        baseline.mul_f64(if factor.is_finite() { factor.max(0.0) } else { 0.0 })
+        baseline.mul_f64((self.policy.queue_wait_factor * share - slower).max(0.0))
     }
 
     /// Waits in class `rank`'s queue until `until`; rank 0 then takes a slot above the limit,

@@ -261,32 +261,12 @@ EOF
 }
 
 start_nginx_proxy() {
-    local dir=$WORK/nginx
+    local dir=$WORK/nginx tls=()
     mkdir -p "$dir"
     pick_port
-    {
-        write_nginx_common "$dir" 4096
-        echo "http {"
-        write_nginx_http_common "$dir"
-        cat <<EOF
-    upstream origin {
-        server 127.0.0.1:$ORIGIN_PORT;
-        keepalive 64;
-        keepalive_requests 10000000;
-    }
-    server {
-        listen 127.0.0.1:$PORT$( ((TLS)) && echo " ssl");
-$( ((TLS)) && printf '        %s\n' "ssl_certificate $PKI/leaf-chain.pem;" "ssl_certificate_key $PKI/leaf.key;" \
-            "ssl_protocols TLSv1.2 TLSv1.3;")
-        location / {
-            proxy_pass http://origin;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-        }
-    }
-}
-EOF
-    } >"$dir/nginx.conf"
+    ((TLS)) && tls=(ssl "ssl_certificate $PKI/leaf-chain.pem;" "ssl_certificate_key $PKI/leaf.key;" \
+        "ssl_protocols TLSv1.2 TLSv1.3;")
+    write_nginx_proxy_conf "$dir" "$PORT" "${tls[@]}" >"$dir/nginx.conf"
     start_nginx "$PROXY_CPU" "$dir" "$dir/nginx.conf"
     check_started nginx "$PID" "$PORT" "$dir/error.log"
 }

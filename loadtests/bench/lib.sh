@@ -424,6 +424,39 @@ write_report() {
     log "wrote $json and $md"
 }
 
+# write_nginx_proxy_conf DIR PORT [LISTEN_OPTION [SERVER_LINE...]]: prints the config of nginx
+# as a keep-alive HTTP/1.1 proxy: one worker, listening on PORT (with LISTEN_OPTION, e.g. ssl,
+# and SERVER_LINEs, e.g. its certificate, in its server block), to the origin at ORIGIN_PORT
+# over up to 64 kept connections.
+write_nginx_proxy_conf() {
+    local dir=$1 port=$2 option=${3:-} line
+    shift 3 2>/dev/null || shift $#
+    write_nginx_common "$dir" 4096
+    echo "http {"
+    write_nginx_http_common "$dir"
+    cat <<EOF
+    upstream origin {
+        server 127.0.0.1:$ORIGIN_PORT;
+        keepalive 64;
+        keepalive_requests 10000000;
+    }
+    server {
+        listen 127.0.0.1:$port${option:+ $option};
+EOF
+    for line in "$@"; do
+        echo "        $line"
+    done
+    cat <<EOF
+        location / {
+            proxy_pass http://origin;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+    }
+}
+EOF
+}
+
 # The origin h1-small and tls-h2 measure through: nginx, one worker on LOAD_CPU, answering
 # every request with a 200: "ok" (2 bytes, `return 200`), or, when ORIGIN_BODY_SIZE is not 2, a
 # static file of that many bytes (sendfile); sets ORIGIN_PORT and ORIGIN_PID.

@@ -73,27 +73,7 @@ start_variant() {
     mkdir -p "$dir"
     pick_port
     if [[ $name == nginx ]]; then
-        {
-            write_nginx_common "$dir" 4096
-            echo "http {"
-            write_nginx_http_common "$dir"
-            cat <<EOF
-    upstream origin {
-        server 127.0.0.1:$ORIGIN_PORT;
-        keepalive 64;
-        keepalive_requests 10000000;
-    }
-    server {
-        listen 127.0.0.1:$PORT;
-        location / {
-            proxy_pass http://origin;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-        }
-    }
-}
-EOF
-        } >"$dir/nginx.conf"
+        write_nginx_proxy_conf "$dir" "$PORT" >"$dir/nginx.conf"
         start_nginx "$PROXY_CPU" "$dir" "$dir/nginx.conf"
     elif [[ $name == gateway ]]; then
         cat >"$dir/gateway.toml" <<EOF

@@ -234,27 +234,7 @@ start_gateway() { # NAME DRIVER [BINARY [EXTRA_SERVER_TOML]]
         tls=$(printf '%s\n' 'protocols = ["h2", "http/1.1"]' '' '[listeners.tls]' \
             "certificates = [{ cert = \"$PKI/leaf-chain.pem\", key = \"$PKI/leaf.key\" }]")
     fi
-    cat >"$dir/gateway.toml" <<EOF
-[server]
-workers = 1
-io_driver = "$driver"
-admin = false
-log_level = "warn"
-$extra
-
-[[listeners]]
-name = "bench"
-address = "127.0.0.1:$PORT"
-$tls
-
-[[routes]]
-name = "all"
-cluster = "origin"
-
-[[clusters]]
-name = "origin"
-endpoints = ["127.0.0.1:$ORIGIN_PORT"]
-EOF
+    write_gateway_proxy_conf "$PORT" "$driver" "$extra" "$tls" >"$dir/gateway.toml"
     gateway_root_args "$bin"
     start_pinned "$PROXY_CPU" "$dir/gateway.log" "$bin" run --config "$dir/gateway.toml" "${GATEWAY_ROOT_ARGS[@]}"
     check_started "$name" "$PID" "$PORT" "$dir/gateway.log"

@@ -424,6 +424,34 @@ write_report() {
     log "wrote $json and $md"
 }
 
+# write_gateway_proxy_conf PORT DRIVER [SERVER_EXTRA [LISTENER_EXTRA]]: prints the config of
+# the gateway as the benchmarks run it: one worker on DRIVER, no admin port, one listener on
+# PORT (LISTENER_EXTRA appended to it, e.g. its TLS table), every request to the origin at
+# ORIGIN_PORT; SERVER_EXTRA is appended to [server].
+write_gateway_proxy_conf() {
+    cat <<EOF
+[server]
+workers = 1
+io_driver = "$2"
+admin = false
+log_level = "warn"
+${3:-}
+
+[[listeners]]
+name = "bench"
+address = "127.0.0.1:$1"
+${4:-}
+
+[[routes]]
+name = "all"
+cluster = "origin"
+
+[[clusters]]
+name = "origin"
+endpoints = ["127.0.0.1:$ORIGIN_PORT"]
+EOF
+}
+
 # write_nginx_proxy_conf DIR PORT [LISTEN_OPTION [SERVER_LINE...]]: prints the config of nginx
 # as a keep-alive HTTP/1.1 proxy: one worker, listening on PORT (with LISTEN_OPTION, e.g. ssl,
 # and SERVER_LINEs, e.g. its certificate, in its server block), to the origin at ORIGIN_PORT

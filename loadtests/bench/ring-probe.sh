@@ -76,25 +76,7 @@ start_variant() {
         write_nginx_proxy_conf "$dir" "$PORT" >"$dir/nginx.conf"
         start_nginx "$PROXY_CPU" "$dir" "$dir/nginx.conf"
     elif [[ $name == gateway ]]; then
-        cat >"$dir/gateway.toml" <<EOF
-[server]
-workers = 1
-io_driver = "io_uring"
-admin = false
-log_level = "warn"
-
-[[listeners]]
-name = "bench"
-address = "127.0.0.1:$PORT"
-
-[[routes]]
-name = "all"
-cluster = "origin"
-
-[[clusters]]
-name = "origin"
-endpoints = ["127.0.0.1:$ORIGIN_PORT"]
-EOF
+        write_gateway_proxy_conf "$PORT" io_uring >"$dir/gateway.toml"
         gateway_root_args "$TARGET/gateway"
         start_pinned "$PROXY_CPU" "$dir/log" "$TARGET/gateway" run --config "$dir/gateway.toml" "${GATEWAY_ROOT_ARGS[@]}"
     else

@@ -346,6 +346,37 @@ fn idle_h2_connections_get_goaway_after_the_idle_timeout() {
     assert!(started.elapsed() >= Duration::from_millis(250));
 }
 
+/// A connection that ends gracefully (GOAWAY, every stream answered) lingers: what the client
+/// sends after it (a request opened before it read the GOAWAY) is read and discarded until the
+/// client closes its side, not answered by a reset. A reset destroys what the client has not
+/// read yet (the GOAWAY, the last answers), and its next write fails: an upgrade over HTTP/2
+/// lost requests that way (`upgrades_lose_nothing_over_tls_for_http1_and_http2_clients`).
+#[test]
+fn a_gracefully_ended_h2_connection_reads_what_the_client_still_sends() {
+    let o = origin();
+    for driver in ["io_uring", "epoll"] {
+        let g = H2Gateway::start(driver, &o, false, "[server.timeouts]\nidle = \"300ms\"");
+        let mut s = connect(g.addr());
+        s.write_all(&h2raw::preface()).unwrap();
+        s.write_all(&h2raw::settings(&[])).unwrap();
+        assert_eq!(h2raw::read_until_goaway(&mut s, Duration::from_secs(5)), Some(0), "{driver}: GOAWAY NO_ERROR");
+        // The gateway's side is shut after the GOAWAY; frames racing it still arrive, twice,
+        // the second after the reset the first would have drawn had the socket been closed.
+        let late =
+            [h2raw::headers(1, &h2raw::hpack_literal(&[(":method", "GET")]), true, true), h2raw::ping([7; 8])].concat();
+        s.write_all(&late).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let second = s.write_all(&late);
+        assert!(second.is_ok(), "{driver}: the gateway reset the connection after its GOAWAY: {second:?}");
+        // Our side closes; the gateway's ends cleanly (end of stream, no reset).
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut rest = Vec::new();
+        let end = std::io::Read::read_to_end(&mut s, &mut rest);
+        assert!(end.is_ok(), "{driver}: {end:?}");
+    }
+}
+
 /// An HTTP/1.1 upstream's connection-specific fields reach no client, over HTTP/2 or HTTP/1.1:
 /// the fixed hop-by-hop ones and those its `Connection` fields name, a name listed after
 /// `keep-alive` included; every other field goes through, and the answer carries the length it

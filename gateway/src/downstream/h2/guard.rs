@@ -111,6 +111,11 @@ impl<T> FrameGuard<T> {
         &self.inner
     }
 
+    /// The wrapped transport, read past the guard (a lingering close discards what it reads).
+    pub fn get_mut(&mut self) -> &mut T {
+        &mut self.inner
+    }
+
     fn pending(&self) -> &[u8] {
         self.pending.get(usize::from(self.pending_at)..usize::from(self.pending_end)).unwrap_or_default()
     }

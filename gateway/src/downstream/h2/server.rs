@@ -40,6 +40,13 @@ pub struct ConnCtx {
 
 /// Longest wait for the GOAWAY of a connection being closed to be written.
 const GOAWAY_FLUSH: Duration = Duration::from_secs(1);
+/// How long a connection that ended gracefully (GOAWAY sent, every stream answered) keeps
+/// reading, and discarding, what the client still sends once our side is shut, so that frames
+/// racing the close (a request opened before the client read the GOAWAY) are not answered by a
+/// reset, which would also destroy the GOAWAY and the last answers before the client read them.
+const LINGER: Duration = Duration::from_secs(2);
+/// The most a lingering close reads before it gives up waiting for the client's end.
+const LINGER_BYTES: usize = 256 * 1024;
 
 /// Reads per wake-up before the task lets the streams it woke run (and write).
 const READS_PER_WAKE: usize = 4;
@@ -183,8 +190,11 @@ where
     match end {
         End::Io => {}
         End::Done => {
-            // Every answer is out: the transport closes cleanly (TLS: close_notify).
-            let _ = crate::runtime::timeout(GOAWAY_FLUSH, driver.close(&shared)).await;
+            // Every answer is out: the transport closes cleanly (TLS: close_notify), then
+            // lingers until the client closes its side.
+            if let Ok(true) = crate::runtime::timeout(GOAWAY_FLUSH, driver.close(&shared)).await {
+                Box::pin(driver.linger()).await;
+            }
         }
         End::Protocol(e) => {
             if e.reason == Reason::ENHANCE_YOUR_CALM {
@@ -334,10 +344,30 @@ impl<T: AsyncRead + AsyncWrite + Unpin + 'static> Driver<T> {
     }
 
     /// Writes what is queued (a GOAWAY last), then closes the transport's sending side
-    /// (TLS: close_notify).
-    async fn close(&mut self, shared: &RefCell<Shared>) {
-        if poll_fn(|cx| self.flush(cx, shared)).await.is_ok() {
-            let _ = poll_fn(|cx| Pin::new(&mut self.io).poll_shutdown(cx)).await;
+    /// (TLS: close_notify); whether both went out.
+    async fn close(&mut self, shared: &RefCell<Shared>) -> bool {
+        poll_fn(|cx| self.flush(cx, shared)).await.is_ok()
+            && poll_fn(|cx| Pin::new(&mut self.io).poll_shutdown(cx)).await.is_ok()
+    }
+
+    /// After [`Driver::close`]: reads and discards what the client still sends until it closes
+    /// its side, for at most [`LINGER`] and [`LINGER_BYTES`] (see [`LINGER`]).
+    async fn linger(&mut self) {
+        let deadline = monoio::time::Instant::now() + LINGER;
+        let mut total = 0;
+        while total < LINGER_BYTES {
+            let read = poll_fn(|cx| {
+                let mut rb = ReadBuf::new(&mut self.rbuf);
+                match Pin::new(self.io.get_mut()).poll_read(cx, &mut rb) {
+                    Poll::Ready(Ok(())) => Poll::Ready(rb.filled().len()),
+                    Poll::Ready(Err(_)) => Poll::Ready(0),
+                    Poll::Pending => Poll::Pending,
+                }
+            });
+            match crate::runtime::timeout_at(deadline, read).await {
+                Ok(n) if n > 0 => total += n,
+                _ => return,
+            }
         }
     }
 

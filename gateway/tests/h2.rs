@@ -377,6 +377,43 @@ fn a_gracefully_ended_h2_connection_reads_what_the_client_still_sends() {
     }
 }
 
+/// The same over TLS: after the GOAWAY and the gateway's `close_notify`, what the client still
+/// sends is read and discarded until the client closes, not answered by a reset.
+#[test]
+fn a_gracefully_ended_h2_connection_over_tls_reads_what_the_client_still_sends() {
+    let o = origin();
+    for driver in ["io_uring", "epoll"] {
+        let g = H2Gateway::start(driver, &o, true, "[server.timeouts]\nidle = \"300ms\"");
+        let cfg = client_config(
+            g.ca.as_deref().unwrap(),
+            &ClientOpts { alpn: vec![b"h2".to_vec()], ..ClientOpts::default() },
+        );
+        let mut s = tls_connect(g.addr(), "a.test", cfg).unwrap();
+        s.write_all(&[h2raw::preface(), h2raw::settings(&[])].concat()).unwrap();
+        s.flush().unwrap();
+        let code = loop {
+            let (kind, _, _, payload) = h2raw::read_frame(&mut s).unwrap();
+            if kind == h2raw::GOAWAY {
+                break u32::from_be_bytes(payload[4..8].try_into().unwrap());
+            }
+        };
+        assert_eq!(code, 0, "{driver}: GOAWAY NO_ERROR");
+        let late =
+            [h2raw::headers(1, &h2raw::hpack_literal(&[(":method", "GET")]), true, true), h2raw::ping([7; 8])].concat();
+        s.write_all(&late).unwrap();
+        s.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let second = s.write_all(&late).and_then(|()| s.flush());
+        assert!(second.is_ok(), "{driver}: the gateway reset the connection after its GOAWAY: {second:?}");
+        s.conn.send_close_notify();
+        s.flush().unwrap();
+        s.sock.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut rest = Vec::new();
+        let end = std::io::Read::read_to_end(&mut s, &mut rest);
+        assert!(end.is_ok(), "{driver}: {end:?}");
+    }
+}
+
 /// An HTTP/1.1 upstream's connection-specific fields reach no client, over HTTP/2 or HTTP/1.1:
 /// the fixed hop-by-hop ones and those its `Connection` fields name, a name listed after
 /// `keep-alive` included; every other field goes through, and the answer carries the length it

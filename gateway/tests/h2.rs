@@ -357,23 +357,8 @@ fn a_gracefully_ended_h2_connection_reads_what_the_client_still_sends() {
     for driver in ["io_uring", "epoll"] {
         let g = H2Gateway::start(driver, &o, false, "[server.timeouts]\nidle = \"300ms\"");
         let mut s = connect(g.addr());
-        s.write_all(&h2raw::preface()).unwrap();
-        s.write_all(&h2raw::settings(&[])).unwrap();
-        assert_eq!(h2raw::read_until_goaway(&mut s, Duration::from_secs(5)), Some(0), "{driver}: GOAWAY NO_ERROR");
-        // The gateway's side is shut after the GOAWAY; frames racing it still arrive, twice,
-        // the second after the reset the first would have drawn had the socket been closed.
-        let late =
-            [h2raw::headers(1, &h2raw::hpack_literal(&[(":method", "GET")]), true, true), h2raw::ping([7; 8])].concat();
-        s.write_all(&late).unwrap();
-        std::thread::sleep(Duration::from_millis(100));
-        let second = s.write_all(&late);
-        assert!(second.is_ok(), "{driver}: the gateway reset the connection after its GOAWAY: {second:?}");
-        // Our side closes; the gateway's ends cleanly (end of stream, no reset).
-        s.shutdown(std::net::Shutdown::Write).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let mut rest = Vec::new();
-        let end = std::io::Read::read_to_end(&mut s, &mut rest);
-        assert!(end.is_ok(), "{driver}: {end:?}");
+        linger_after_goaway(driver, &mut s, |s| s.shutdown(std::net::Shutdown::Write).unwrap());
     }
 }
 
@@ -389,29 +374,38 @@ fn a_gracefully_ended_h2_connection_over_tls_reads_what_the_client_still_sends()
             &ClientOpts { alpn: vec![b"h2".to_vec()], ..ClientOpts::default() },
         );
         let mut s = tls_connect(g.addr(), "a.test", cfg).unwrap();
-        s.write_all(&[h2raw::preface(), h2raw::settings(&[])].concat()).unwrap();
-        s.flush().unwrap();
-        let code = loop {
-            let (kind, _, _, payload) = h2raw::read_frame(&mut s).unwrap();
-            if kind == h2raw::GOAWAY {
-                break u32::from_be_bytes(payload[4..8].try_into().unwrap());
-            }
-        };
-        assert_eq!(code, 0, "{driver}: GOAWAY NO_ERROR");
-        let late =
-            [h2raw::headers(1, &h2raw::hpack_literal(&[(":method", "GET")]), true, true), h2raw::ping([7; 8])].concat();
-        s.write_all(&late).unwrap();
-        s.flush().unwrap();
-        std::thread::sleep(Duration::from_millis(100));
-        let second = s.write_all(&late).and_then(|()| s.flush());
-        assert!(second.is_ok(), "{driver}: the gateway reset the connection after its GOAWAY: {second:?}");
-        s.conn.send_close_notify();
-        s.flush().unwrap();
-        s.sock.shutdown(std::net::Shutdown::Write).unwrap();
-        let mut rest = Vec::new();
-        let end = std::io::Read::read_to_end(&mut s, &mut rest);
-        assert!(end.is_ok(), "{driver}: {end:?}");
+        linger_after_goaway(driver, &mut s, |s| {
+            s.conn.send_close_notify();
+            s.flush().unwrap();
+            s.sock.shutdown(std::net::Shutdown::Write).unwrap();
+        });
     }
+}
+
+/// Opens HTTP/2 on `s`, waits for the idle GOAWAY, sends frames racing it twice (the second
+/// after the reset the first would have drawn had the socket been closed), then closes our side
+/// with `close` and expects the gateway's end to be clean (end of stream, no reset).
+fn linger_after_goaway<S: std::io::Read + Write>(driver: &str, s: &mut S, close: impl FnOnce(&mut S)) {
+    s.write_all(&[h2raw::preface(), h2raw::settings(&[])].concat()).unwrap();
+    s.flush().unwrap();
+    let code = loop {
+        let (kind, _, _, payload) = h2raw::read_frame(s).unwrap();
+        if kind == h2raw::GOAWAY {
+            break u32::from_be_bytes(payload[4..8].try_into().unwrap());
+        }
+    };
+    assert_eq!(code, 0, "{driver}: GOAWAY NO_ERROR");
+    let late =
+        [h2raw::headers(1, &h2raw::hpack_literal(&[(":method", "GET")]), true, true), h2raw::ping([7; 8])].concat();
+    s.write_all(&late).unwrap();
+    s.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let second = s.write_all(&late).and_then(|()| s.flush());
+    assert!(second.is_ok(), "{driver}: the gateway reset the connection after its GOAWAY: {second:?}");
+    close(s);
+    let mut rest = Vec::new();
+    let end = s.read_to_end(&mut rest);
+    assert!(end.is_ok(), "{driver}: {end:?}");
 }
 
 /// An HTTP/1.1 upstream's connection-specific fields reach no client, over HTTP/2 or HTTP/1.1:

@@ -458,7 +458,7 @@ EOF
 # over up to 64 kept connections.
 write_nginx_proxy_conf() {
     local dir=$1 port=$2 option=${3:-} line
-    shift 3 2>/dev/null || shift $#
+    shift $(($# < 3 ? $# : 3))
     write_nginx_common "$dir" 4096
     echo "http {"
     write_nginx_http_common "$dir"

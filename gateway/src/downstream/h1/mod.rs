@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::codec::body::{self, Side, Source};
 use crate::codec::h1::{self, BodyFraming, HeadScratch, RequestHead, RequestLimits};
+use crate::downstream::{LINGER, LINGER_BYTES};
 use crate::pipeline::answer::Refusal;
 use crate::pipeline::dispatch::{dispatch, Verdict};
 use crate::pipeline::exchange::Exchange;
@@ -30,11 +31,6 @@ pub use forward::H1Forward;
 /// it arrives after the close). Until then the connection waits, and a request that comes is
 /// served with `Connection: close`.
 pub const DRAIN_IDLE_GRACE: Duration = Duration::from_secs(2);
-/// How long a draining connection, once its side is shut, keeps reading (and discarding) what
-/// the client still sends, so that a request racing the close is not answered by a reset.
-const LINGER: Duration = Duration::from_secs(2);
-/// The most a lingering close reads before it gives up waiting for the client's end.
-const LINGER_BYTES: usize = 256 * 1024;
 
 /// Largest request body a gateway-answered request (404, direct response, redirect) may carry
 /// and still keep the connection: it is read and discarded. Larger ones close the connection.

@@ -23,6 +23,7 @@ use super::stall::Stall;
 use crate::admission::penalty::{Admit, MAX_STREAMS};
 use crate::codec::h2io::FlowWatch;
 use crate::codec::h2shared::{H2Stream, Shared};
+use crate::downstream::{LINGER, LINGER_BYTES};
 use crate::request::Client;
 use crate::runtime::signal::ListenerHandle;
 use crate::worker::Worker;
@@ -40,13 +41,6 @@ pub struct ConnCtx {
 
 /// Longest wait for the GOAWAY of a connection being closed to be written.
 const GOAWAY_FLUSH: Duration = Duration::from_secs(1);
-/// How long a connection that ended gracefully (GOAWAY sent, every stream answered) keeps
-/// reading, and discarding, what the client still sends once our side is shut, so that frames
-/// racing the close (a request opened before the client read the GOAWAY) are not answered by a
-/// reset, which would also destroy the GOAWAY and the last answers before the client read them.
-const LINGER: Duration = Duration::from_secs(2);
-/// The most a lingering close reads before it gives up waiting for the client's end.
-const LINGER_BYTES: usize = 256 * 1024;
 
 /// Reads per wake-up before the task lets the streams it woke run (and write).
 const READS_PER_WAKE: usize = 4;
@@ -351,7 +345,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin + 'static> Driver<T> {
     }
 
     /// After [`Driver::close`]: reads and discards what the client still sends until it closes
-    /// its side, for at most [`LINGER`] and [`LINGER_BYTES`] (see [`LINGER`]).
+    /// its side, for at most [`LINGER`] and [`LINGER_BYTES`]: frames racing the close (a request
+    /// opened before the client read the GOAWAY) are not answered by a reset.
     async fn linger(&mut self) {
         let deadline = monoio::time::Instant::now() + LINGER;
         let mut total = 0;

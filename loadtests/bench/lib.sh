@@ -297,6 +297,10 @@ cpu_ticks() { stat_ticks "11 12 13 14" "$@"; }
 # sys_ticks PID...: the kernel's part of cpu_ticks, stime+cstime (fields 15 and 17), summed.
 sys_ticks() { stat_ticks "12 14" "$@"; }
 
+# steal_ticks CPU: the time the hypervisor ran something else while CPU had work (the steal
+# column of /proc/stat), in clock ticks; 0 on bare metal.
+steal_ticks() { awk -v cpu="cpu$1" '$1 == cpu { print $9 + 0; found = 1 } END { if (!found) print 0 }' /proc/stat; }
+
 # status_kb FIELD PID...: a /proc/PID/status field (VmRSS, VmHWM) in kB, summed.
 status_kb() {
     local field=$1 total=0 pid key value rest

@@ -529,14 +529,19 @@ run_once() {
     ((HALVE == 1)) && split=(--split-at-s "$(awk -v d="$DURATION" 'BEGIN { print d / 2 }')")
     origin_get /__reset >/dev/null || true
     : >"$dir/rss.txt"
+    # The samplers (and the curl, awk and sleep they start) run on the load CPU, not beside the
+    # proxy: a scrape's process start-up on the proxy's CPU showed as a once-a-second cluster
+    # of slow answers at the wire.
     sample_rss "$dir/rss.txt" "${PROXY_PIDS[@]}" &
     sampler=$!
     STARTED+=("$sampler")
+    taskset -pc "$LOAD_CPU" "$sampler" >/dev/null
     if [[ -n $ADMIN_PORT ]]; then
         scrape_workers >"$dir/workers-base.json" || true
         sample_workers "$dir/workers.jsonl" &
         wsampler=$!
         STARTED+=("$wsampler")
+        taskset -pc "$LOAD_CPU" "$wsampler" >/dev/null
     fi
     local capture=""
     if ((CAPTURE == 1)); then

@@ -559,7 +559,10 @@ run_once() {
     stop "$sampler" ${wsampler:+"$wsampler"} ${capture:+"$capture"}
     local wire=null
     if [[ -n $capture ]]; then
-        wire=$(python3 "$SCRIPT_DIR/wire-latency.py" "$dir/capture.pcap" "$PROXY_PORT" --json) || wire=null
+        wire=$(python3 "$SCRIPT_DIR/wire-latency.py" "$dir/capture.pcap" "$PROXY_PORT" --json 2>>"$dir/tcpdump.log") || {
+            log "round $round $name: no answers at the wire (the capture failed: $(tail -n 2 "$dir/tcpdump.log" | tr '\n' ' '))"
+            wire=null
+        }
         ((KEEP_WORK == 1)) || rm -f "$dir/capture.pcap"
     fi
     [[ -z $ADMIN_PORT ]] || scrape_workers >"$dir/workers-end.json" || true

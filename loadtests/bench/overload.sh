@@ -152,6 +152,10 @@ INTERRUPTED=""        # why the current run was discarded
 
 main() {
     check_params
+    if ((CAPTURE == 1 && EUID != 0)) && ! command -v tcpdump >/dev/null; then
+        log "no tcpdump, and not root to install it or capture: CAPTURE=0 (the sheddable check from send)"
+        CAPTURE=0
+    fi
     if ((CAPTURE == 1)); then install_tools nginx haproxy tcpdump python3; else install_tools nginx haproxy; fi
     HAPROXY=$(sbin_path haproxy)
     check_cpus

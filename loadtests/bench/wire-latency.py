@@ -20,6 +20,7 @@ them; a request whose answer is not in the capture is counted as unanswered.
 """
 
 import json
+import math
 import struct
 import sys
 from collections import defaultdict, deque
@@ -75,9 +76,10 @@ def packets(path):
 
 
 def percentile(sorted_values, q):
+    """The nearest-rank percentile: the smallest value with at least q of them at or below it."""
     if not sorted_values:
         return None
-    rank = max(0, min(len(sorted_values) - 1, int(round(q * len(sorted_values) + 0.5)) - 1))
+    rank = max(0, min(len(sorted_values) - 1, math.ceil(q * len(sorted_values)) - 1))
     return sorted_values[rank]
 
 

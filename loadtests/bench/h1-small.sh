@@ -4,13 +4,15 @@
 #
 #   loadtests/bench/h1-small.sh                      # SCENARIO=small
 #   SCENARIO=16k loadtests/bench/h1-small.sh         # 16 KiB bodies
+#   SCENARIO=large loadtests/bench/h1-small.sh       # 256 KiB bodies (ORIGIN_BODY_SIZE to change)
 #   SCENARIO=https loadtests/bench/h1-small.sh       # TLS 1.3 keep-alive (no direct run)
 #   SCENARIO=latency loadtests/bench/h1-small.sh     # one connection, one request at a time
 #   SCENARIO=openloop loadtests/bench/h1-small.sh    # constant-rate latency at fractions of peak
 #
 # Environment (defaults in brackets):
 #   SCENARIO [small]   small: 2-byte bodies, 64 connections (report h1-small); 16k: 16 KiB bodies
-#                      (h1-16k); https: 2-byte bodies over TLS 1.3 to the proxies (https);
+#                      (h1-16k); large: ORIGIN_BODY_SIZE bytes, 256 KiB unless set (h1-large);
+#                      https: 2-byte bodies over TLS 1.3 to the proxies (https);
 #                      latency: CONNECTIONS=1 (latency); openloop: each proxy's peak with wrk,
 #                      then `openloop` at FRACTIONS of that peak (openloop)
 #   DURATION [10]      seconds of each measured wrk run
@@ -46,6 +48,10 @@ small) REPORT=h1-small ;;
     REPORT=h1-16k
     ORIGIN_BODY_SIZE=16384
     ;;
+large)
+    REPORT=h1-large
+    ORIGIN_BODY_SIZE=${ORIGIN_BODY_SIZE:-262144}
+    ;;
 https)
     REPORT=https
     TLS=1
@@ -56,7 +62,7 @@ latency)
     ;;
 openloop) REPORT=openloop ;;
 *)
-    echo "h1-small: unknown SCENARIO '$SCENARIO' (small 16k https latency openloop)" >&2
+    echo "h1-small: unknown SCENARIO '$SCENARIO' (small 16k large https latency openloop)" >&2
     exit 2
     ;;
 esac
@@ -453,6 +459,7 @@ def stats(f): [.[] | f | select(. != null)] |
   description: ({
     "h1-small": "small keep-alive HTTP/1.1 GETs of / (2-byte body), one wrk thread",
     "h1-16k": "keep-alive HTTP/1.1 GETs of / with a 16 KiB body, one wrk thread",
+    "h1-large": "keep-alive HTTP/1.1 GETs of / with a large body (params.body_bytes), one wrk thread",
     "https": "keep-alive HTTP/1.1 GETs of / (2-byte body) over TLS 1.3 to the proxy, one wrk thread",
     "latency": "one connection, one request at a time: the latency each proxy adds",
     "openloop": "latency at constant request rates, fractions of each proxy's own peak"}[$report]),

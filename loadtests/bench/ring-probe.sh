@@ -20,6 +20,9 @@
 #   CONNECTIONS [64]    wrk connections (one wrk thread)
 #   SKIP_BUILD [0]      1: use the existing target/release binaries
 #   PROXY_CPU [0], LOAD_CPU [1]   where the relay runs; where the origin and wrk share
+#   ORIGIN_BODY_SIZE [2]   the origin's body in bytes (16384: the large-answer variants, head4k
+#                       (an answer's first receive at most 4 KiB) and splice (its rest spliced
+#                       through a pipe), are compared on it)
 #   KEEP_WORK [0]       1: keep the temporary directory
 set -euo pipefail
 
@@ -44,6 +47,8 @@ declare -A FLAGS=(
     [skip-send]="--skip-send-cqe"
     [wait4]="--wait 4 --wait-us 50"
     [all]="--multishot --fixed-files --wait 4 --wait-us 50"
+    [head4k]="--head-read 4096"
+    [splice]="--head-read 4096 --splice"
 )
 for v in $VARIANTS; do
     [[ $v == gateway || $v == nginx || -v FLAGS[$v] ]] || die "unknown variant '$v' (nginx gateway ${!FLAGS[*]})"
@@ -121,7 +126,7 @@ CLK_TCK=$(getconf CLK_TCK)
 {
     echo "# ring-probe, $STAMP"
     echo
-    echo "Command: \`VARIANTS=\"$VARIANTS\" ROUNDS=$ROUNDS DURATION=$DURATION CONNECTIONS=$CONNECTIONS loadtests/bench/ring-probe.sh\`"
+    echo "Command: \`ORIGIN_BODY_SIZE=$ORIGIN_BODY_SIZE VARIANTS=\"$VARIANTS\" ROUNDS=$ROUNDS DURATION=$DURATION CONNECTIONS=$CONNECTIONS loadtests/bench/ring-probe.sh\`"
     echo "(commit $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown); $(nproc) CPUs; $(uname -r))."
     echo "Each relay on CPU $PROXY_CPU, the nginx origin and wrk (-t1 -c$CONNECTIONS) on CPU $LOAD_CPU."
     echo "Medians over the rounds (min-max); µs of CPU per request from /proc (utime+stime)."

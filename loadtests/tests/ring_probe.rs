@@ -48,8 +48,9 @@ fn start(origin: &Origin, flags: &[&str]) -> Option<Probe> {
     Some(Probe { child, addr })
 }
 
-/// Sends `n` GETs one after the other on one connection; each answer must be the origin's.
-fn exchange(addr: SocketAddr, n: usize) {
+/// Sends `n` GETs one after the other on one connection; each answer must be the origin's
+/// (`body`).
+fn exchange(addr: SocketAddr, n: usize, body: &[u8]) {
     let mut conn = TcpStream::connect(addr).unwrap();
     conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     for i in 0..n {
@@ -67,9 +68,9 @@ fn exchange(addr: SocketAddr, n: usize) {
             .lines()
             .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
             .unwrap();
-        let mut body = vec![0; len];
-        conn.read_exact(&mut body).unwrap();
-        assert_eq!(body, b"ok");
+        let mut got = vec![0; len];
+        conn.read_exact(&mut got).unwrap();
+        assert!(got == body, "answer {i}: {len} bytes, not the origin's {}", body.len());
     }
 }
 
@@ -90,11 +91,38 @@ fn every_variant_relays_keep_alive_requests_on_several_connections() {
         let addr = probe.addr;
         // A client that leaves at once first: the relay serves on.
         drop(TcpStream::connect(addr).unwrap());
-        let clients: Vec<_> = (0..8).map(|_| std::thread::spawn(move || exchange(addr, 50))).collect();
+        let clients: Vec<_> = (0..8).map(|_| std::thread::spawn(move || exchange(addr, 50, b"ok"))).collect();
         for c in clients {
             c.join().unwrap_or_else(|_| panic!("a client failed through ring-probe {flags:?}"));
         }
-        exchange(addr, 3);
+        exchange(addr, 3, b"ok");
     }
     assert_eq!(origin.requests(), 7 * (8 * 50 + 3));
+}
+
+/// Answers larger than the first receive: read in further receives (`--head-read`), or their
+/// rest spliced through a pipe (`--splice`); a small answer is read whole by the first receive
+/// and sent as it came, so both kinds go through each variant.
+#[test]
+fn large_answers_are_relayed_whole_with_a_short_first_receive_and_spliced() {
+    for size in [16 * 1024, 60 * 1024, 200 * 1024, 100] {
+        let origin = Origin::spawn("127.0.0.1:0", OriginConfig { body_size: size, ..OriginConfig::default() }).unwrap();
+        let body: Vec<u8> = b"ok".iter().copied().cycle().take(size).collect();
+        let variants: [&[&str]; 3] =
+            [&["--head-read", "4096"], &["--head-read", "4096", "--splice"], &["--head-read", "512", "--splice"]];
+        for flags in variants {
+            let Some(probe) = start(&origin, flags) else { return };
+            let addr = probe.addr;
+            let clients: Vec<_> = (0..4)
+                .map(|_| {
+                    let body = body.clone();
+                    std::thread::spawn(move || exchange(addr, 50, &body))
+                })
+                .collect();
+            for c in clients {
+                c.join().unwrap_or_else(|_| panic!("a client failed through ring-probe {flags:?} ({size} bytes)"));
+            }
+        }
+        assert_eq!(origin.requests(), 3 * 4 * 50);
+    }
 }

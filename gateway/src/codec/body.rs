@@ -11,6 +11,7 @@ use crate::runtime::stream::Stream;
 
 use super::chunked::{encode_chunk, ChunkedDecoder, LAST_CHUNK};
 use crate::runtime::io::{make_room, read_append_timeout};
+use crate::runtime::splice;
 
 /// How the source delimits the body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,10 +160,27 @@ pub async fn transfer(
         if done {
             return Ok(moved);
         }
-        // 3. Read more. A large Length body is streamed without copying through `out`.
+        // 3. Read more. A large Length body is streamed without copying through `out`, and
+        //    between two plain TCP sockets the rest of it is spliced (no copy at all).
         if *pos == buf.len() {
             buf.clear();
             *pos = 0;
+            if let (Source::Length(_), false, Some(Dest::Stream(out_stream))) = (source, chunk_out, dst.as_ref()) {
+                if let (Some(from), Some(to)) = (stream.tcp(), out_stream.tcp()) {
+                    if remaining >= splice::SPLICE_MIN && moved.saturating_add(remaining) <= limits.max_bytes {
+                        let spliced =
+                            splice::splice_exact(from, to, remaining, limits.read_timeout, limits.write_timeout)
+                                .await
+                                .map_err(|e| match e {
+                                    splice::SpliceError::Truncated => TransferError::Truncated,
+                                    splice::SpliceError::ReadTimeout => TransferError::ReadTimeout,
+                                    splice::SpliceError::Read(e) => TransferError::Read(e),
+                                    splice::SpliceError::Write(e) => TransferError::Write(e),
+                                })?;
+                        return Ok(moved + spliced);
+                    }
+                }
+            }
         }
         if !make_room(buf, pos, 1024, buf.capacity().max(crate::runtime::buffers::BUF_SIZE)) {
             return Err(TransferError::Read(io::Error::other("no buffer space")));

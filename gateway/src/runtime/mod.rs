@@ -14,6 +14,7 @@ pub mod park;
 pub mod peek;
 pub mod quickack;
 pub mod signal;
+pub mod splice;
 pub mod stream;
 pub mod uring_tls;
 

@@ -124,6 +124,14 @@ impl Stream {
         }
     }
 
+    /// The plain TCP socket, when this is one (no TLS).
+    pub fn tcp(&self) -> Option<&TcpStream> {
+        match self {
+            Stream::Tcp(s) => Some(s),
+            _ => None,
+        }
+    }
+
     pub fn is_tls(&self) -> bool {
         matches!(self, Stream::TlsServer(_) | Stream::TlsClient(_) | Stream::TlsUring(_))
     }

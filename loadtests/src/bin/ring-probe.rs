@@ -20,7 +20,16 @@
 //!   and the receive that follows it goes in with it (not with `--multishot`, whose buffers go
 //!   back when their send completes);
 //! - `--wait N --wait-us T`: each wait returns after N completions or T microseconds, whichever
-//!   comes first, instead of after one.
+//!   comes first, instead of after one;
+//! - `--head-read N`: an answer's first receive asks for at most N bytes (its head and the
+//!   start of its body), the rest comes in further receives;
+//! - `--splice` (with `--head-read`): the rest of a `Content-Length` body that the first
+//!   receive left in the upstream socket goes to the client without passing through user
+//!   space: the part already read is written into a pipe of the connection's, the rest is
+//!   spliced from the upstream socket into the pipe and the pipe into the client socket
+//!   (`splice(2)`, non-blocking, called directly: io_uring's splice always runs in a worker
+//!   thread of the kernel's, `io_splice` refusing the non-blocking attempt), a pipeful at a
+//!   time.
 //!
 //! Run by `loadtests/bench/ring-probe.sh`, which compares the variants' CPU per request with the
 //! gateway's on the same origin and load. Not a proxy to deploy: it trusts its origin and its
@@ -62,6 +71,12 @@ struct Opts {
     /// The longest a wait for more than one completion waits, in microseconds.
     #[arg(long, default_value_t = 50)]
     wait_us: u64,
+    /// An answer's first receive asks for at most this many bytes (0: the whole buffer).
+    #[arg(long, default_value_t = 0)]
+    head_read: usize,
+    /// The rest of a body the first receive left in the socket is spliced through a pipe.
+    #[arg(long, requires = "head_read")]
+    splice: bool,
 }
 
 const ACCEPT: u64 = 1;
@@ -69,6 +84,10 @@ const C_RECV: u64 = 2;
 const U_SEND: u64 = 3;
 const U_RECV: u64 = 4;
 const C_SEND: u64 = 5;
+/// The upstream socket became readable (the rest of a spliced body).
+const U_POLL: u64 = 6;
+/// The client socket became writable (a spliced answer's rest).
+const C_POLL: u64 = 7;
 
 /// Each plain buffer (a client's request, an upstream's answer).
 const BUF: usize = 32 * 1024;
@@ -114,6 +133,10 @@ struct Conn {
     /// The answer read so far, and its whole length once its head is parsed.
     resp: Vec<u8>,
     resp_len: Option<usize>,
+    /// `--splice`: the connection's pipe (read end, write end), made on first use.
+    pipe: Option<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)>,
+    /// A spliced answer under way: bytes still in the upstream socket, bytes in the pipe.
+    spliced: Option<(usize, usize)>,
 }
 
 /// The ring of provided buffers (`--multishot`).
@@ -245,8 +268,12 @@ impl Probe {
             (c.upstream.as_raw_fd(), &mut c.resp, U_RECV)
         };
         let filled = buf.len();
-        buf.reserve(BUF.saturating_sub(filled));
-        let spare = buf.capacity() - filled;
+        // Room for a whole buffer, and for more when an answer is larger than one.
+        buf.reserve(BUF.saturating_sub(filled).max(BUF / 2));
+        let mut spare = buf.capacity() - filled;
+        if !client && filled == 0 && self.opts.head_read > 0 {
+            spare = spare.min(self.opts.head_read);
+        }
         let ptr = buf.as_mut_ptr().wrapping_add(filled);
         let entry = match self.fd(sock) {
             Fd::Fixed(f) => opcode::Recv::new(f, ptr, spare as u32).build(),
@@ -320,7 +347,15 @@ impl Probe {
         self.next_id += 1;
         self.conns.insert(
             id,
-            Conn { client, upstream, req: Vec::with_capacity(BUF), resp: Vec::with_capacity(BUF), resp_len: None },
+            Conn {
+                client,
+                upstream,
+                req: Vec::with_capacity(BUF),
+                resp: Vec::with_capacity(BUF),
+                resp_len: None,
+                pipe: None,
+                spliced: None,
+            },
         );
         if self.opts.multishot {
             self.recv_multi(id, true)?;
@@ -373,7 +408,105 @@ impl Probe {
                 self.send(id, client, ptr, len, None)
             }
             None if self.opts.multishot => Ok(()),
+            None if !client && self.opts.splice => match missing(pending) {
+                Some(rest) if rest > 0 => self.splice_start(id, rest),
+                _ => self.recv(id, client, false),
+            },
             None => self.recv(id, client, false),
+        }
+    }
+
+    /// `--splice`: the answer read so far goes into the connection's pipe, and the `rest` of
+    /// its body (still in the upstream socket) after it; then the pipe goes to the client.
+    fn splice_start(&mut self, id: u64, rest: usize) -> io::Result<()> {
+        let Some(c) = self.conns.get_mut(&id) else { return Ok(()) };
+        if c.pipe.is_none() {
+            c.pipe = Some(pipe()?);
+        }
+        let Some((_, w)) = c.pipe.as_ref() else { return Ok(()) };
+        let mut off = 0;
+        while off < c.resp.len() {
+            let part = c.resp.get(off..).unwrap_or_default();
+            // SAFETY: writing from a live slice to a pipe this connection owns.
+            let n = unsafe { libc::write(w.as_raw_fd(), part.as_ptr().cast(), part.len()) };
+            if n <= 0 {
+                self.close(id);
+                return Ok(());
+            }
+            off += n as usize;
+        }
+        c.spliced = Some((rest, c.resp.len()));
+        c.resp.clear();
+        self.splice_more(id)
+    }
+
+    /// Moves what it can: upstream socket -> pipe, pipe -> client socket; waits (a poll on the
+    /// ring) where a socket has nothing to give or no room.
+    fn splice_more(&mut self, id: u64) -> io::Result<()> {
+        let Some(c) = self.conns.get_mut(&id) else { return Ok(()) };
+        let (Some((r, w)), Some((mut rest, mut in_pipe))) = (c.pipe.as_ref(), c.spliced) else { return Ok(()) };
+        let flags = libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK;
+        while rest > 0 {
+            // SAFETY: splicing between descriptors this connection owns; null offsets (sockets
+            // and pipes have none).
+            let n = unsafe {
+                libc::splice(
+                    c.upstream.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    w.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    rest,
+                    flags,
+                )
+            };
+            if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN) {
+                break;
+            }
+            if n <= 0 {
+                self.close(id);
+                return Ok(());
+            }
+            rest -= n as usize;
+            in_pipe += n as usize;
+        }
+        while in_pipe > 0 {
+            // SAFETY: as above.
+            let n = unsafe {
+                libc::splice(
+                    r.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    c.client.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    in_pipe,
+                    flags,
+                )
+            };
+            if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN) {
+                break;
+            }
+            if n <= 0 {
+                self.close(id);
+                return Ok(());
+            }
+            in_pipe -= n as usize;
+        }
+        c.spliced = Some((rest, in_pipe));
+        let wait = if in_pipe > 0 {
+            Some((c.client.as_raw_fd(), libc::POLLOUT, C_POLL))
+        } else if rest > 0 {
+            Some((c.upstream.as_raw_fd(), libc::POLLIN, U_POLL))
+        } else {
+            None
+        };
+        match wait {
+            Some((fd, events, kind)) => {
+                let entry = opcode::PollAdd::new(types::Fd(fd), events as u32).build().user_data(data(id, kind, None));
+                self.push(entry)
+            }
+            None => {
+                c.spliced = None;
+                self.recv(id, true, false)
+            }
         }
     }
 
@@ -430,6 +563,7 @@ impl Probe {
                 self.received(id, client, res as usize, provided)
             }
             U_SEND | C_SEND => self.sent(id, kind == U_SEND, res, bid),
+            U_POLL | C_POLL => self.splice_more(id),
             _ => Ok(()),
         }
     }
@@ -482,15 +616,42 @@ fn whole(buf: &[u8], request: bool) -> Option<usize> {
     if request {
         return Some(end);
     }
+    let len = content_length(buf)?;
+    (buf.len() >= end + len).then_some(end + len)
+}
+
+/// Bytes of the body still to come after what `buf` holds of an answer, once its head is whole.
+fn missing(buf: &[u8]) -> Option<usize> {
+    let end = buf.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let len = content_length(buf)?;
+    (end + len).checked_sub(buf.len())
+}
+
+/// The `Content-Length` of the answer head at the start of `buf`.
+fn content_length(buf: &[u8]) -> Option<usize> {
     let mut fields = [httparse::EMPTY_HEADER; 32];
     let mut resp = httparse::Response::new(&mut fields);
     resp.parse(buf).ok()?;
-    let len = resp
-        .headers
+    resp.headers
         .iter()
         .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-        .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse::<usize>().ok())?;
-    (buf.len() >= end + len).then_some(end + len)
+        .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse::<usize>().ok())
+}
+
+/// A non-blocking pipe: (read end, write end).
+fn pipe() -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just made and are owned from here on.
+    Ok(unsafe {
+        (
+            <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fds[0]),
+            <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fds[1]),
+        )
+    })
 }
 
 fn main() {

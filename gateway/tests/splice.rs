@@ -184,3 +184,21 @@ fn a_client_that_stops_reading_a_spliced_body_is_cut_off_at_the_write_timeout() 
         assert!(started.elapsed() < Duration::from_secs(15), "{d}");
     });
 }
+
+#[test]
+fn a_body_that_finds_no_pipe_is_copied_instead() {
+    // At the descriptor limit no pipe can be made; the body then goes the copying way, whole.
+    each_driver(|d| {
+        let o = origin();
+        let gw = TestGateway::start(&config(d, o.addr(), "", ""));
+        let mut r = BufReader::new(connect(gw.addr));
+        for fault in [true, false] {
+            let n = MIB + 11;
+            let field = if fault { "x-gateway-fault: splice-pipe-unavailable\r\n" } else { "" };
+            r.get_mut().write_all(format!("GET /bytes/{n} HTTP/1.1\r\nhost: a\r\n{field}\r\n").as_bytes()).unwrap();
+            let resp = read_response(&mut r, false).unwrap();
+            assert_eq!(resp.status, 200, "{d}");
+            assert!(resp.body == loadtests::origin::pattern(n), "{d}: the body differs (fault {fault})");
+        }
+    });
+}

@@ -168,16 +168,18 @@ pub async fn transfer(
             if let (Source::Length(_), false, Some(Dest::Stream(out_stream))) = (source, chunk_out, dst.as_ref()) {
                 if let (Some(from), Some(to)) = (stream.tcp(), out_stream.tcp()) {
                     if remaining >= splice::SPLICE_MIN && moved.saturating_add(remaining) <= limits.max_bytes {
-                        let spliced =
-                            splice::splice_exact(from, to, remaining, limits.read_timeout, limits.write_timeout)
-                                .await
-                                .map_err(|e| match e {
-                                    splice::SpliceError::Truncated => TransferError::Truncated,
-                                    splice::SpliceError::ReadTimeout => TransferError::ReadTimeout,
-                                    splice::SpliceError::Read(e) => TransferError::Read(e),
-                                    splice::SpliceError::Write(e) => TransferError::Write(e),
-                                })?;
-                        return Ok(moved + spliced);
+                        let (rt, wt) = (limits.read_timeout, limits.write_timeout);
+                        match splice::splice_exact(from, to, remaining, rt, wt).await {
+                            Ok(n) => return Ok(moved + n),
+                            // Nothing moved: copied below instead.
+                            Err(splice::SpliceError::Unavailable(e)) => {
+                                tracing::debug!(error = %e, "splice unavailable, copying the body");
+                            }
+                            Err(splice::SpliceError::Truncated) => return Err(TransferError::Truncated),
+                            Err(splice::SpliceError::ReadTimeout) => return Err(TransferError::ReadTimeout),
+                            Err(splice::SpliceError::Read(e)) => return Err(TransferError::Read(e)),
+                            Err(splice::SpliceError::Write(e)) => return Err(TransferError::Write(e)),
+                        }
                     }
                 }
             }

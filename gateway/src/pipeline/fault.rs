@@ -9,6 +9,7 @@
 //! | `panic-after-request` | panics once the request is answered, when it is accounted (HTTP/1.1: in the connection task, outside the request) |
 //! | `panic-worker` | panics in the worker's next tick, outside any connection: the worker dies |
 //! | `stall-worker=MS` | blocks the worker's thread for MS milliseconds at its next tick |
+//! | `splice-pipe-unavailable` | the worker's next spliced body finds no pipe (as at the descriptor limit) and is copied |
 
 use std::cell::Cell;
 use std::time::Duration;
@@ -38,6 +39,10 @@ pub fn on_request(req: &Request<'_>) {
         b"panic" => panic!("fault injection: panic in the request pipeline"),
         b"panic-after-request" => Armed::Finish,
         b"panic-worker" => Armed::Tick,
+        b"splice-pipe-unavailable" => {
+            crate::runtime::splice::fail_next_pipe();
+            return;
+        }
         v => match v.strip_prefix(b"stall-worker=").and_then(|ms| std::str::from_utf8(ms).ok()?.parse().ok()) {
             Some(ms) => Armed::Stall(ms),
             None => return,

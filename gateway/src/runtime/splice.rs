@@ -43,8 +43,25 @@ struct Pipe {
     write: OwnedFd,
 }
 
+#[cfg(feature = "fault-injection")]
+thread_local! {
+    /// Set by the `splice-pipe-unavailable` fault: the next pipe cannot be made.
+    static FAIL_NEXT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The fault `splice-pipe-unavailable` (tests only): the next transfer on this worker finds
+/// no pipe, as at the descriptor limit.
+#[cfg(feature = "fault-injection")]
+pub fn fail_next_pipe() {
+    FAIL_NEXT.set(true);
+}
+
 impl Pipe {
     fn take() -> io::Result<Pipe> {
+        #[cfg(feature = "fault-injection")]
+        if FAIL_NEXT.replace(false) {
+            return Err(io::Error::from_raw_os_error(libc::EMFILE));
+        }
         if let Some(p) = PIPES.with(|p| p.borrow_mut().pop()) {
             return Ok(p);
         }
@@ -72,6 +89,9 @@ impl Pipe {
 /// Why a spliced transfer stopped.
 #[derive(Debug)]
 pub enum SpliceError {
+    /// Splicing could not start (no pipe: the descriptor limit, say); nothing was moved, and
+    /// the caller moves the body by copying instead.
+    Unavailable(io::Error),
     /// The source ended before `len` bytes.
     Truncated,
     ReadTimeout,
@@ -143,7 +163,7 @@ const MAX_CALL: usize = 1 << 20;
 
 /// Moves exactly `len` bytes from `src` to `dst` by splice, each wait for the source bounded by
 /// `read_timeout` and each wait for the destination by `write_timeout`. Returns the bytes moved
-/// (`len`) or why it stopped.
+/// (`len`) or why it stopped; [`SpliceError::Unavailable`] means nothing was moved.
 pub async fn splice_exact(
     src: &TcpStream,
     dst: &TcpStream,
@@ -151,10 +171,10 @@ pub async fn splice_exact(
     read_timeout: Duration,
     write_timeout: Duration,
 ) -> Result<u64, SpliceError> {
-    let pipe = Pipe::take().map_err(SpliceError::Read)?;
+    let pipe = Pipe::take().map_err(SpliceError::Unavailable)?;
     let (from, to) = (src.as_raw_fd(), dst.as_raw_fd());
-    let _src_mode = NonBlocking::set(from).map_err(SpliceError::Read)?;
-    let _dst_mode = NonBlocking::set(to).map_err(SpliceError::Write)?;
+    let _src_mode = NonBlocking::set(from).map_err(SpliceError::Unavailable)?;
+    let _dst_mode = NonBlocking::set(to).map_err(SpliceError::Unavailable)?;
     let mut left = len;
     let mut in_pipe = 0usize;
     while left > 0 || in_pipe > 0 {

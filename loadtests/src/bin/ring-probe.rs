@@ -445,50 +445,28 @@ impl Probe {
     fn splice_more(&mut self, id: u64) -> io::Result<()> {
         let Some(c) = self.conns.get_mut(&id) else { return Ok(()) };
         let (Some((r, w)), Some((mut rest, mut in_pipe))) = (c.pipe.as_ref(), c.spliced) else { return Ok(()) };
-        let flags = libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK;
         while rest > 0 {
-            // SAFETY: splicing between descriptors this connection owns; null offsets (sockets
-            // and pipes have none).
-            let n = unsafe {
-                libc::splice(
-                    c.upstream.as_raw_fd(),
-                    std::ptr::null_mut(),
-                    w.as_raw_fd(),
-                    std::ptr::null_mut(),
-                    rest,
-                    flags,
-                )
-            };
-            if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN) {
-                break;
+            match splice_step(c.upstream.as_raw_fd(), w.as_raw_fd(), rest) {
+                Some(Ok(n)) => {
+                    rest -= n;
+                    in_pipe += n;
+                }
+                Some(Err(())) => {
+                    self.close(id);
+                    return Ok(());
+                }
+                None => break,
             }
-            if n <= 0 {
-                self.close(id);
-                return Ok(());
-            }
-            rest -= n as usize;
-            in_pipe += n as usize;
         }
         while in_pipe > 0 {
-            // SAFETY: as above.
-            let n = unsafe {
-                libc::splice(
-                    r.as_raw_fd(),
-                    std::ptr::null_mut(),
-                    c.client.as_raw_fd(),
-                    std::ptr::null_mut(),
-                    in_pipe,
-                    flags,
-                )
-            };
-            if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN) {
-                break;
+            match splice_step(r.as_raw_fd(), c.client.as_raw_fd(), in_pipe) {
+                Some(Ok(n)) => in_pipe -= n,
+                Some(Err(())) => {
+                    self.close(id);
+                    return Ok(());
+                }
+                None => break,
             }
-            if n <= 0 {
-                self.close(id);
-                return Ok(());
-            }
-            in_pipe -= n as usize;
         }
         c.spliced = Some((rest, in_pipe));
         let wait = if in_pipe > 0 {
@@ -618,6 +596,19 @@ fn whole(buf: &[u8], request: bool) -> Option<usize> {
     }
     let len = content_length(buf)?;
     (buf.len() >= end + len).then_some(end + len)
+}
+
+/// One non-blocking splice of at most `len` bytes: `Some(Ok(n))` moved n bytes, `None` would
+/// block, `Some(Err(()))` the end of the source or an error (the connection is closed).
+fn splice_step(from: RawFd, to: RawFd, len: usize) -> Option<Result<usize, ()>> {
+    let flags = libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK;
+    // SAFETY: splicing between descriptors a connection owns; null offsets (sockets and pipes
+    // have none).
+    let n = unsafe { libc::splice(from, std::ptr::null_mut(), to, std::ptr::null_mut(), len, flags) };
+    if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN) {
+        return None;
+    }
+    Some(if n > 0 { Ok(n as usize) } else { Err(()) })
 }
 
 /// Bytes of the body still to come after what `buf` holds of an answer, once its head is whole.

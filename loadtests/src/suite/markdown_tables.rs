@@ -5,7 +5,7 @@ use std::fmt::Write;
 use super::markdown::{int, med, opt, range, ratios, table, x, DASH};
 use super::model::{HttpScenario, OpenLoop, Overload, TlsH2};
 
-/// h1-small, h1-16k, https.
+/// h1-small, h1-16k, h1-large, https.
 pub fn http(md: &mut String, sc: &HttpScenario) {
     let _ = writeln!(md, "## {}\n", sc.scenario);
     let head =

@@ -1,4 +1,4 @@
-//! The HTTP scenarios in the `h1-small` format: h1-small, h1-16k, https and latency.
+//! The HTTP scenarios in the `h1-small` format: h1-small, h1-16k, h1-large, https and latency.
 
 use serde_json::Value;
 

@@ -202,3 +202,65 @@ fn a_body_that_finds_no_pipe_is_copied_instead() {
         }
     });
 }
+
+/// An origin whose first answer (a `Content-Length` body of `len` bytes) is followed, in the
+/// same write, by a second answer nobody asked for; every later request gets `ok`.
+fn origin_with_unsolicited_answer(len: usize) -> std::net::SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            let answered = answered.clone();
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                    buf.drain(..end);
+                    let mut out = Vec::new();
+                    if !answered.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                        out.extend_from_slice(format!("HTTP/1.1 200 OK\r\ncontent-length: {len}\r\n\r\n").as_bytes());
+                        out.extend_from_slice(&loadtests::origin::pattern(len));
+                        out.extend_from_slice(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nWRONG");
+                    } else {
+                        out.extend_from_slice(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
+                    }
+                    if s.write_all(&out).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn bytes_after_a_spliced_body_keep_its_upstream_connection_out_of_the_pool() {
+    // What follows a body in the upstream's socket is no answer to any request: the connection
+    // must not serve the next one (it would get "WRONG"). The copying path sees such bytes in
+    // the read that ends the body; the spliced path looks for them after the body.
+    each_driver(|d| {
+        let o = origin_with_unsolicited_answer(300 * 1024);
+        let gw = TestGateway::start(&config(d, o, "", ""));
+        let mut r = BufReader::new(connect(gw.addr));
+        for i in 0..3 {
+            r.get_mut().write_all(b"GET /x HTTP/1.1\r\nhost: a\r\n\r\n").unwrap();
+            let resp = read_response(&mut r, false).unwrap();
+            assert_eq!(resp.status, 200, "{d}: request {i}");
+            if i == 0 {
+                assert!(resp.body == loadtests::origin::pattern(300 * 1024), "{d}: the first body differs");
+            } else {
+                assert!(resp.body == b"ok", "{d}: request {i} got {} bytes, not its own answer", resp.body.len());
+            }
+        }
+    });
+}

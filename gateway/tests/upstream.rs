@@ -158,3 +158,71 @@ fn a_stale_pooled_connection_is_retried_once_on_a_fresh_one() {
         assert_eq!(r.status, 502, "{d}");
     });
 }
+
+/// An origin that answers every request `ok`; after the first answer on its first connection
+/// it then either sends a second answer nobody asked for (`unsolicited`) or closes that
+/// connection, 30 ms later.
+fn origin_acting_up_while_idle(unsolicited: bool) -> std::net::SocketAddr {
+    use std::io::Read;
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for (n, s) in l.incoming().enumerate() {
+            let Ok(mut s) = s else { return };
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let mut answered = 0;
+                loop {
+                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                        }
+                    }
+                    let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                    buf.drain(..end);
+                    if s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").is_err() {
+                        return;
+                    }
+                    answered += 1;
+                    if n == 0 && answered == 1 {
+                        std::thread::sleep(Duration::from_millis(30));
+                        if unsolicited {
+                            let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nWRONG");
+                        } else {
+                            return; // closes the connection
+                        }
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn an_idle_upstream_connection_that_received_bytes_or_was_closed_is_not_reused() {
+    // Bytes on an idle upstream connection are an answer to no request: reused, the connection
+    // would hand them to the next request as its answer (the pool of answers poisoned by the
+    // upstream). A connection the upstream closed would fail the next request sent on it. Both
+    // are noticed when the connection is taken from the pool, and a new one is opened.
+    each_driver(|d| {
+        for unsolicited in [true, false] {
+            let o = origin_acting_up_while_idle(unsolicited);
+            let gw = TestGateway::start(&config(d, o, "", ""));
+            let mut r = BufReader::new(connect(gw.addr));
+            for (i, method) in ["GET", "POST", "GET"].into_iter().enumerate() {
+                let body = if method == "POST" { "content-length: 3\r\n\r\nabc" } else { "\r\n" };
+                r.get_mut().write_all(format!("{method} /x HTTP/1.1\r\nhost: a\r\n{body}").as_bytes()).unwrap();
+                let resp = read_response(&mut r, false).unwrap();
+                assert_eq!(
+                    (resp.status, resp.text().as_str()),
+                    (200, "ok"),
+                    "{d}, unsolicited {unsolicited}: request {i}"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    });
+}

@@ -170,7 +170,11 @@ pub async fn transfer(
                     if remaining >= splice::SPLICE_MIN && moved.saturating_add(remaining) <= limits.max_bytes {
                         let (rt, wt) = (limits.read_timeout, limits.write_timeout);
                         match splice::splice_exact(from, to, remaining, rt, wt).await {
-                            Ok(n) => return Ok(moved + n),
+                            Ok(n) => {
+                                // Bytes beyond the body stay visible to the caller, as when copied.
+                                splice::take_waiting(from, buf);
+                                return Ok(moved + n);
+                            }
                             // Nothing moved: copied below instead.
                             Err(splice::SpliceError::Unavailable(e)) => {
                                 tracing::debug!(error = %e, "splice unavailable, copying the body");

@@ -43,6 +43,10 @@ impl IdlePool {
         let mut found = None;
         while let Some((conn, since)) = idle.pop_back() {
             if now.duration_since(since) < self.idle_timeout {
+                if !still_idle(&conn) {
+                    // Dropped: the next one is tried.
+                    continue;
+                }
                 found = Some(conn);
                 break;
             }
@@ -93,5 +97,33 @@ impl IdlePool {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// Whether an idle plain-TCP connection is as it was put back: nothing has arrived on it since
+/// (bytes there would be an answer nobody asked for, which the next request would otherwise
+/// read as its own: a response queue poisoned by the upstream) and the upstream has not closed
+/// it (a request sent on it would fail, or be retried). One non-blocking peek of a byte, as
+/// nginx and HAProxy watch their idle upstream connections for the same two events. TLS
+/// connections are not looked at here: a TLS 1.3 server may send session tickets at any time,
+/// and rustls reads those on the next read.
+fn still_idle(conn: &UpConn) -> bool {
+    let Some(tcp) = conn.stream.tcp() else { return true };
+    match crate::runtime::peek::peek(tcp, &mut [0u8; 1]) {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => true,
+        Ok(0) => {
+            tracing::debug!("an idle upstream connection was closed by the upstream; not reused");
+            false
+        }
+        Ok(_) => {
+            tracing::warn!(
+                "an upstream sent bytes on an idle connection (an answer nobody asked for); connection closed"
+            );
+            false
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "an idle upstream connection failed; not reused");
+            false
+        }
     }
 }

@@ -8,7 +8,6 @@
 mod common;
 
 use std::io::{BufReader, Read, Write};
-use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -80,33 +79,15 @@ fn a_slow_reader_gets_a_spliced_body_whole() {
     });
 }
 
-/// An origin that answers its first request with a head announcing `announced` body bytes,
-/// sends `sent` of them and closes the connection.
+/// An origin that answers with a head announcing `announced` body bytes, sends `sent` of them
+/// and closes the connection.
 fn origin_cutting_short(announced: usize, sent: usize) -> std::net::SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { return };
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut chunk) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                    }
-                }
-                let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {announced}\r\n\r\n");
-                let _ = s.write_all(head.as_bytes());
-                let _ = s.write_all(&loadtests::origin::pattern(sent));
-                // Close with the bytes delivered (not a reset).
-                let _ = s.shutdown(std::net::Shutdown::Write);
-                std::thread::sleep(Duration::from_millis(200));
-            });
-        }
-    });
-    addr
+    origin_scripted(move |s, _, _| {
+        let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {announced}\r\n\r\n");
+        let _ = s.write_all(head.as_bytes());
+        let _ = s.write_all(&loadtests::origin::pattern(sent));
+        false
+    })
 }
 
 #[test]
@@ -206,41 +187,18 @@ fn a_body_that_finds_no_pipe_is_copied_instead() {
 /// An origin whose first answer (a `Content-Length` body of `len` bytes) is followed, in the
 /// same write, by a second answer nobody asked for; every later request gets `ok`.
 fn origin_with_unsolicited_answer(len: usize) -> std::net::SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    let answered = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { return };
-            let answered = answered.clone();
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                loop {
-                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match s.read(&mut chunk) {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                        }
-                    }
-                    let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-                    buf.drain(..end);
-                    let mut out = Vec::new();
-                    if !answered.swap(true, std::sync::atomic::Ordering::SeqCst) {
-                        out.extend_from_slice(format!("HTTP/1.1 200 OK\r\ncontent-length: {len}\r\n\r\n").as_bytes());
-                        out.extend_from_slice(&loadtests::origin::pattern(len));
-                        out.extend_from_slice(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nWRONG");
-                    } else {
-                        out.extend_from_slice(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
-                    }
-                    if s.write_all(&out).is_err() {
-                        return;
-                    }
-                }
-            });
+    let answered = std::sync::atomic::AtomicBool::new(false);
+    origin_scripted(move |s, _, _| {
+        let mut out = Vec::new();
+        if !answered.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            out.extend_from_slice(format!("HTTP/1.1 200 OK\r\ncontent-length: {len}\r\n\r\n").as_bytes());
+            out.extend_from_slice(&loadtests::origin::pattern(len));
+            out.extend_from_slice(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nWRONG");
+        } else {
+            out.extend_from_slice(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
         }
-    });
-    addr
+        s.write_all(&out).is_ok()
+    })
 }
 
 #[test]

@@ -211,16 +211,28 @@ pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
 
 /// An origin answering every request on every connection with `reply` (read head, write reply).
 pub fn origin_replying(reply: Vec<u8>) -> SocketAddr {
+    origin_scripted(move |s, _, _| s.write_all(&reply).is_ok())
+}
+
+/// An origin run by `answer`: on each connection (numbered from 0 in accept order) it reads
+/// request heads (bodies are left unread) and calls `answer(stream, connection, request)` for
+/// each (requests numbered from 0 on each connection), which writes whatever it likes; the
+/// connection is closed when `answer` returns false.
+pub fn origin_scripted<F>(answer: F) -> SocketAddr
+where
+    F: Fn(&mut TcpStream, usize, usize) -> bool + Send + Sync + 'static,
+{
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
+    let answer = std::sync::Arc::new(answer);
     std::thread::spawn(move || {
-        for s in l.incoming() {
+        for (conn, s) in l.incoming().enumerate() {
             let Ok(mut s) = s else { return };
-            let reply = reply.clone();
+            let answer = answer.clone();
             std::thread::spawn(move || {
                 let mut buf = Vec::new();
                 let mut chunk = [0u8; 4096];
-                loop {
+                for request in 0.. {
                     while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
                         match s.read(&mut chunk) {
                             Ok(0) | Err(_) => return,
@@ -229,7 +241,7 @@ pub fn origin_replying(reply: Vec<u8>) -> SocketAddr {
                     }
                     let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
                     buf.drain(..end);
-                    if s.write_all(&reply).is_err() {
+                    if !answer(&mut s, conn, request) {
                         return;
                     }
                 }

@@ -83,24 +83,33 @@ def percentile(sorted_values, q):
     return sorted_values[rank]
 
 
-def main(argv):
-    if len(argv) < 3:
-        raise SystemExit(__doc__)
-    path, port = argv[1], int(argv[2])
-    as_json = "--json" in argv[3:]
-    waiting = defaultdict(deque)  # client port -> deque of (time, path)
-    latencies = defaultdict(list)  # (path, status) -> [ms]
+def exchanges(path, port, waiting=None):
+    """(sent, answered, target, status) for each request to PORT paired with its answer: the
+    times of the request's and the answer's first packets, the request target and the status
+    as bytes. Requests left unanswered stay in `waiting` (client port -> deque)."""
+    if waiting is None:
+        waiting = defaultdict(deque)
     for t, _src, sport, _dst, dport, payload in packets(path):
         if dport == port and payload[:4] in (b"GET ", b"HEAD", b"POST", b"PUT ", b"DELE"):
             target = payload.split(b" ", 2)[1] if payload.count(b" ") >= 2 else b"?"
-            waiting[sport].append((t, target.decode("latin-1")))
+            waiting[sport].append((t, target))
         elif sport == port and payload.startswith(b"HTTP/1."):
             queue = waiting.get(dport)
             if not queue:
                 continue
             sent, target = queue.popleft()
-            status = payload[9:12].decode("latin-1")
-            latencies[(target, status)].append((t - sent) * 1000.0)
+            yield sent, t, target, payload[9:12]
+
+
+def main(argv):
+    if len(argv) < 3:
+        raise SystemExit(__doc__)
+    path, port = argv[1], int(argv[2])
+    as_json = "--json" in argv[3:]
+    waiting = defaultdict(deque)
+    latencies = defaultdict(list)  # (path, status) -> [ms]
+    for sent, t, target, status in exchanges(path, port, waiting):
+        latencies[(target.decode("latin-1"), status.decode("latin-1"))].append((t - sent) * 1000.0)
     unanswered = sum(len(q) for q in waiting.values())
     rows = []
     for (target, status), values in sorted(latencies.items()):

@@ -165,25 +165,10 @@ pub async fn transfer(
         if *pos == buf.len() {
             buf.clear();
             *pos = 0;
-            if let (Source::Length(_), false, Some(Dest::Stream(out_stream))) = (source, chunk_out, dst.as_ref()) {
-                if let (Some(from), Some(to)) = (stream.tcp(), out_stream.tcp()) {
-                    if remaining >= splice::SPLICE_MIN && moved.saturating_add(remaining) <= limits.max_bytes {
-                        let (rt, wt) = (limits.read_timeout, limits.write_timeout);
-                        match splice::splice_exact(from, to, remaining, rt, wt).await {
-                            Ok(n) => {
-                                // Bytes beyond the body stay visible to the caller, as when copied.
-                                splice::take_waiting(from, buf);
-                                return Ok(moved + n);
-                            }
-                            // Nothing moved: copied below instead.
-                            Err(splice::SpliceError::Unavailable(e)) => {
-                                tracing::debug!(error = %e, "splice unavailable, copying the body");
-                            }
-                            Err(splice::SpliceError::Truncated) => return Err(TransferError::Truncated),
-                            Err(splice::SpliceError::ReadTimeout) => return Err(TransferError::ReadTimeout),
-                            Err(splice::SpliceError::Read(e)) => return Err(TransferError::Read(e)),
-                            Err(splice::SpliceError::Write(e)) => return Err(TransferError::Write(e)),
-                        }
+            if let (Source::Length(_), false, Some(Dest::Stream(to))) = (source, chunk_out, dst.as_ref()) {
+                if remaining >= splice::SPLICE_MIN && moved.saturating_add(remaining) <= limits.max_bytes {
+                    if let Some(spliced) = splice_rest(stream, to, buf, remaining, limits).await {
+                        return spliced.map(|n| moved + n);
                     }
                 }
             }
@@ -221,6 +206,34 @@ pub async fn transfer(
             Err(e) => return Err(TransferError::Read(e)),
         }
     }
+}
+
+/// Splices the `remaining` bytes of a Length body from `from` to `to` when both are plain TCP
+/// sockets; `None` when they are not, or splicing could not start (nothing moved: the caller
+/// copies). Bytes already waiting beyond the body are taken into `buf`, as the copying path's
+/// last read would have.
+async fn splice_rest(
+    from: &Stream,
+    to: &Stream,
+    buf: &mut Vec<u8>,
+    remaining: u64,
+    limits: &Limits,
+) -> Option<Result<u64, TransferError>> {
+    let (from, to) = (from.tcp()?, to.tcp()?);
+    Some(match splice::splice_exact(from, to, remaining, limits.read_timeout, limits.write_timeout).await {
+        Ok(n) => {
+            splice::take_waiting(from, buf);
+            Ok(n)
+        }
+        Err(splice::SpliceError::Unavailable(e)) => {
+            tracing::debug!(error = %e, "splice unavailable, copying the body");
+            return None;
+        }
+        Err(splice::SpliceError::Truncated) => Err(TransferError::Truncated),
+        Err(splice::SpliceError::ReadTimeout) => Err(TransferError::ReadTimeout),
+        Err(splice::SpliceError::Read(e)) => Err(TransferError::Read(e)),
+        Err(splice::SpliceError::Write(e)) => Err(TransferError::Write(e)),
+    })
 }
 
 /// Writes the buffered part of a Length body straight from the read buffer (no copy).

@@ -14,6 +14,12 @@ pub fn peek(tcp: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
     recv(tcp, buf, libc::MSG_PEEK)
 }
 
+/// Takes up to `buf.len()` waiting bytes into `buf`; `Ok(0)` at the end of the stream,
+/// `WouldBlock` when none waits.
+pub fn take(tcp: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+    recv(tcp, buf, 0)
+}
+
 /// Takes (and drops) `n` bytes that [`peek`] showed are waiting.
 pub fn discard(tcp: &TcpStream, mut n: usize) -> io::Result<()> {
     let mut sink = [0u8; 512];

@@ -228,11 +228,9 @@ pub async fn splice_exact(
 /// of the pool); from a client, the start of its next request. Returns the bytes taken.
 pub fn take_waiting(src: &TcpStream, buf: &mut Vec<u8>) -> usize {
     let mut chunk = [0u8; 4096];
-    // SAFETY: receiving into the live stack buffer `chunk`, at most its length, without waiting.
-    let n = unsafe { libc::recv(src.as_raw_fd(), chunk.as_mut_ptr().cast(), chunk.len(), libc::MSG_DONTWAIT) };
     // Nothing waiting, the end of the stream or an error: the next use of the connection finds
     // out as it would have.
-    let Ok(n) = usize::try_from(n) else { return 0 };
+    let n = super::peek::take(src, &mut chunk).unwrap_or(0);
     buf.extend_from_slice(chunk.get(..n).unwrap_or_default());
     n
 }

@@ -1,6 +1,5 @@
 import sys, bisect, importlib.util
 spec = importlib.util.spec_from_file_location("w", __import__("os").path.join(__import__("os").path.dirname(__file__), "../../../bench/wire-latency.py")); w = importlib.util.module_from_spec(spec); spec.loader.exec_module(w)
-from collections import defaultdict, deque
 pcap, port, steal = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 S=[]
 for line in open(steal):
@@ -11,16 +10,9 @@ def steal_around(t, win=0.15):
     i=bisect.bisect_left(ts, t-win); j=bisect.bisect_left(ts, t+win)
     if i>=len(S) or j>=len(S): return None
     return (S[j][1]-S[i][1], S[j][2]-S[i][2])
-waiting=defaultdict(deque); slow=[]; alls=[]
-for t,_s,sport,_d,dport,payload in w.packets(pcap):
-    if dport==port and payload[:4]==b"GET ": waiting[sport].append((t,payload.split(b" ")[1]))
-    elif sport==port and payload.startswith(b"HTTP/1."):
-        q=waiting.get(dport)
-        if not q: continue
-        s,tgt=q.popleft()
-        if payload[9:12]==b"503" and tgt==b"/sheddable":
-            alls.append(s)
-            if t-s>0.001: slow.append((s,(t-s)*1000))
+sheddable=[(s,t) for s,t,tgt,status in w.exchanges(pcap, port) if status==b"503" and tgt==b"/sheddable"]
+alls=[s for s,_t in sheddable]
+slow=[(s,(t-s)*1000) for s,t in sheddable if t-s>0.001]
 # steal in windows around slow vs around random sheddable
 import random
 random.seed(1)
@@ -32,17 +24,11 @@ print("slow", len(slow), "steal>0 in ±150ms (n, cpu0, cpu1):", frac([s for s,_ 
 print("all ", len(alls), "steal>0 in ±150ms (n, cpu0, cpu1):", frac(random.sample(alls, min(2000,len(alls)))))
 # p99 of sheddable 503s outside any steal window
 lat={}
-waiting=defaultdict(deque); vals_in=[]; vals_out=[]
-for t,_s,sport,_d,dport,payload in w.packets(pcap):
-    if dport==port and payload[:4]==b"GET ": waiting[sport].append((t,payload.split(b" ")[1]))
-    elif sport==port and payload.startswith(b"HTTP/1."):
-        q=waiting.get(dport)
-        if not q: continue
-        s,tgt=q.popleft()
-        if payload[9:12]==b"503" and tgt==b"/sheddable":
-            st=steal_around(s,0.15)
-            if st is None: continue
-            (vals_in if (st[0]>0) else vals_out).append((t-s)*1000)
+vals_in=[]; vals_out=[]
+for s,t in sheddable:
+    st=steal_around(s,0.15)
+    if st is None: continue
+    (vals_in if (st[0]>0) else vals_out).append((t-s)*1000)
 for name,v in (("steal on cpu0 nearby",vals_in),("no steal nearby",vals_out)):
     v.sort()
     if v: print(name, len(v), "p50 %.3f p99 %.3f over1 %d" % (v[len(v)//2], v[int(len(v)*0.99)], sum(1 for x in v if x>1)))

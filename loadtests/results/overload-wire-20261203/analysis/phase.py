@@ -1,17 +1,9 @@
 import sys, importlib.util, math
 spec = importlib.util.spec_from_file_location("w", __import__("os").path.join(__import__("os").path.dirname(__file__), "../../../bench/wire-latency.py")); w = importlib.util.module_from_spec(spec); spec.loader.exec_module(w)
-from collections import defaultdict, deque
 pcap, port = sys.argv[1], int(sys.argv[2])
-waiting=defaultdict(deque); slow=[]; allr=[]
-for t,_s,sport,_d,dport,payload in w.packets(pcap):
-    if dport==port and payload[:4]==b"GET ": waiting[sport].append((t,payload.split(b" ")[1]))
-    elif sport==port and payload.startswith(b"HTTP/1."):
-        q=waiting.get(dport)
-        if not q: continue
-        s,tgt=q.popleft()
-        if payload[9:12]==b"503" and tgt==b"/sheddable":
-            allr.append(t)
-            if t-s>0.0008: slow.append(t)   # time the answer left
+sheddable=[(s,t) for s,t,tgt,status in w.exchanges(pcap, port) if status==b"503" and tgt==b"/sheddable"]
+allr=[t for _s,t in sheddable]
+slow=[t for s,t in sheddable if t-s>0.0008]   # time the answer left
 for period in (0.1, 1.0):
     # find the phase that best clusters: circular mean
     ang=[2*math.pi*((x%period)/period) for x in slow]

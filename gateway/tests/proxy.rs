@@ -345,6 +345,30 @@ fn keep_alive_requests_arriving_at_once_or_after_a_pause_are_served() {
 }
 
 #[test]
+fn a_request_sent_while_the_previous_one_is_answered_is_served_next() {
+    // The next request arrives while the gateway waits for the origin's answer to the previous
+    // one (read whole, nothing after it): once that answer is out, the request is waiting. On
+    // epoll the attempt to read that replaces the readiness wait takes it; the late answers
+    // come on a reused upstream connection whose idle check told the driver it was drained, so
+    // their read waits for them.
+    each_driver(|d| {
+        let o = origin();
+        let gw = start(d, &o);
+        let mut s = connect(gw.addr);
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        for i in 0..5 {
+            s.write_all(b"GET /delay/50 HTTP/1.1\r\nhost: a\r\n\r\n").unwrap();
+            std::thread::sleep(Duration::from_millis(10));
+            s.write_all(format!("GET /bytes/{} HTTP/1.1\r\nhost: a\r\n\r\n", i + 1).as_bytes()).unwrap();
+            assert_eq!(read_response(&mut r, false).unwrap().status, 200, "{d}: the late answer {i}");
+            assert_eq!(read_response(&mut r, false).unwrap().body.len(), i + 1, "{d}: the request that waited {i}");
+        }
+        assert_eq!(o.requests(), 10);
+        assert_eq!(o.connections(), 1, "{d}: one upstream connection throughout");
+    });
+}
+
+#[test]
 fn http10_without_host_is_forwarded_with_the_cluster_name_as_host() {
     let o = origin();
     let gw = start("io_uring", &o);

@@ -30,6 +30,8 @@
 #   SKIP_BUILD [0]     1: use the existing target/release/gateway instead of building it
 #   RESULTS_DIR [loadtests/results], RESULT_NAME [<report>-<UTC timestamp>]
 #   KEEP_WORK [0]      1: keep the temporary directory (configs, logs, raw wrk output)
+#   COUNT [1]          count each proxy's system calls and io_uring submissions per request
+#                      during the warm-up run (perf tracepoints; skipped without perf); 0: off
 #
 # The origin is nginx (1 worker, `return 200 "ok"`, or a 16 KiB static file). Every proxy has
 # one worker and upstream keep-alive, and is started once and kept running across all rounds.
@@ -80,6 +82,7 @@ PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 SKIP_BUILD=${SKIP_BUILD:-0}
 KEEP_WORK=${KEEP_WORK:-0}
+COUNT=${COUNT:-1}
 
 # Shared with the other benchmarks: log/die, cleanup on exit, tools, ports, pinned processes,
 # CPU accounting, nginx and HAProxy config parts, the origin, test certificates, write_report.
@@ -369,8 +372,9 @@ measure() {
     fi
     read -r -a origin_pids <<<"$ORIGIN_PID $(descendants "$ORIGIN_PID")"
 
+    local counted="null"
     if ((WARMUP > 0)); then
-        run_wrk "$port" "$WARMUP" "$WORK/warmup.txt" || true
+        counted=$(warmup_counted "$port" "${proxy_pids[@]}")
     fi
     p0=$(cpu_ticks "${proxy_pids[@]}")
     s0=$(sys_ticks "${proxy_pids[@]}")
@@ -394,7 +398,7 @@ measure() {
     jq -c '.result' "$out.json" | jq -c \
         --arg proxy "$name" --argjson round "$round" \
         --argjson proxy_ticks "$((p1 - p0))" --argjson origin_ticks "$((o1 - o0))" \
-        --argjson sys_ticks "$((s1 - s0))" \
+        --argjson sys_ticks "$((s1 - s0))" --argjson counted "$counted" \
         --argjson has_proxy "$([[ $name == direct ]] && echo false || echo true)" \
         --argjson tck "$CLK_TCK" --arg scenario "$SCENARIO" '
         .requests as $requests | .duration_us as $duration_us | .p50_us as $p50 | .p90_us as $p90
@@ -412,11 +416,44 @@ measure() {
           cpu_us_per_req: (if $has_proxy then per_req($proxy_ticks) else null end),
           sys_us_per_req: (if $has_proxy then per_req($sys_ticks) else null end),
           origin_cpu_us_per_req: per_req($origin_ticks),
-          cpu_per_origin_cpu: (if $has_proxy and $origin_ticks > 0 then $proxy_ticks / $origin_ticks else null end)
+          cpu_per_origin_cpu: (if $has_proxy and $origin_ticks > 0 then $proxy_ticks / $origin_ticks else null end),
+          syscalls_per_req: $counted.syscalls_per_req, ring_ops_per_req: $counted.ring_ops_per_req
         }' >>"$WORK/runs.jsonl"
     log "$(jq -r '"round \(.round) \(.proxy): \(.rps | floor) req/s, " +
         "\(if .cpu_us_per_req then (.cpu_us_per_req * 10 | round / 10 | tostring) else "-" end) us CPU/req, " +
         "p50 \(.p50_us) us, p99 \(.p99_us) us, errors \(.errors.total)"' <<<"$(tail -n 1 "$WORK/runs.jsonl")")"
+}
+
+# warmup_counted PORT PIDS...: the warm-up run; prints {syscalls_per_req, ring_ops_per_req} of
+# the proxy's processes over it (system calls entered, io_uring operations submitted), counted
+# by perf's tracepoints, or null (no proxy, perf missing or not allowed: COUNT=0 to skip). Counted
+# in the warm-up, not the measured run, so that the counting's own cost is not in the CPU
+# figures; the counts do not move with the machine's noise as CPU time does.
+warmup_counted() {
+    local port=$1 counts=$WORK/perf-counts.csv perf_pid="" requests syscalls ops
+    shift
+    if (($# > 0)) && [[ $COUNT == 1 ]] && command -v perf >/dev/null; then
+        perf stat -x, -o "$counts" -e raw_syscalls:sys_enter,io_uring:io_uring_submit_req \
+            -p "$(IFS=,; echo "$*")" >/dev/null 2>&1 &
+        perf_pid=$!
+        sleep 0.2 # perf attaches before the load starts
+    fi
+    run_wrk "$port" "$WARMUP" "$WORK/warmup.txt" || true
+    if [[ -z $perf_pid ]]; then
+        echo null
+        return 0
+    fi
+    kill -INT "$perf_pid" 2>/dev/null || true
+    wait "$perf_pid" 2>/dev/null || true
+    requests=$(sed -n 's/^RESULT requests=\([0-9]*\) .*/\1/p' "$WORK/warmup.txt")
+    syscalls=$(awk -F, '$3 == "raw_syscalls:sys_enter" && $1 ~ /^[0-9]+$/ { print $1 }' "$counts" 2>/dev/null)
+    ops=$(awk -F, '$3 == "io_uring:io_uring_submit_req" && $1 ~ /^[0-9]+$/ { print $1 }' "$counts" 2>/dev/null)
+    if [[ -z $requests || $requests == 0 || -z $syscalls ]]; then
+        echo null
+        return 0
+    fi
+    jq -nc --argjson r "$requests" --argjson s "$syscalls" --argjson o "${ops:-0}" \
+        '{syscalls_per_req: ($s / $r), ring_ops_per_req: ($o / $r)}'
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -446,6 +483,7 @@ def stats(f): [.[] | f | select(. != null)] |
     rps: stats(.rps), cpu_us_per_req: stats(.cpu_us_per_req), sys_us_per_req: stats(.sys_us_per_req),
     origin_cpu_us_per_req: stats(.origin_cpu_us_per_req),
     cpu_per_origin_cpu: stats(.cpu_per_origin_cpu),
+    syscalls_per_req: stats(.syscalls_per_req), ring_ops_per_req: stats(.ring_ops_per_req),
     p50_us: stats(.p50_us), p99_us: stats(.p99_us),
     errors: (map(.errors.total) | add)
   }
@@ -521,9 +559,11 @@ markdown() {
       (.summary[] | . as $s | .points[] |
         "| \($s.proxy) | \($s.peak_rps | fixed(0)) | \(.fraction) | \(.rate | fixed(0)) | \(.range.p50_us | cell(0)) | \(.p90_us | fixed(0)) | \(.range.p99_us | cell(0)) | \(.range.p999_us | cell(0)) | \(.cpu_us_per_req | fixed(1)) | \(.errors) | \(if .valid then "yes" else "no: " + (.invalid | unique | join("; ")) end) |")
     else
-      "| proxy | req/s | µs CPU/req | of which kernel µs | p50 µs | p99 µs | errors | req/s vs nginx | CPU/req vs nginx | CPU/req vs HAProxy | origin µs CPU/req | proxy CPU ÷ origin CPU |",
-      "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-      (.summary[] | "| \(.proxy) | \(.rps | cell(0)) | \(.cpu_us_per_req | cell(1)) | \(.sys_us_per_req | cell(1)) | \(.p50_us | cell(0)) | \(.p99_us | cell(0)) | \(.errors) | \(.rps_vs_nginx | ratio) | \(.cpu_vs_nginx | ratio) | \(.cpu_vs_haproxy | ratio) | \(.origin_cpu_us_per_req | cell(1)) | \(.cpu_per_origin_cpu | cell(3)) |"),
+      "| proxy | req/s | µs CPU/req | of which kernel µs | p50 µs | p99 µs | errors | req/s vs nginx | CPU/req vs nginx | CPU/req vs HAProxy | origin µs CPU/req | proxy CPU ÷ origin CPU | system calls/req | io_uring ops/req |",
+      "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+      (.summary[] | "| \(.proxy) | \(.rps | cell(0)) | \(.cpu_us_per_req | cell(1)) | \(.sys_us_per_req | cell(1)) | \(.p50_us | cell(0)) | \(.p99_us | cell(0)) | \(.errors) | \(.rps_vs_nginx | ratio) | \(.cpu_vs_nginx | ratio) | \(.cpu_vs_haproxy | ratio) | \(.origin_cpu_us_per_req | cell(1)) | \(.cpu_per_origin_cpu | cell(3)) | \(.syscalls_per_req.median | fixed(2)) | \(.ring_ops_per_req.median | fixed(2)) |"),
+      "",
+      "System calls/req and io_uring ops/req: entered by the proxy'"'"'s processes (perf'"'"'s `raw_syscalls:sys_enter`) and submitted to its rings (`io_uring:io_uring_submit_req`) per request of the warm-up run before each measured one, median over rounds; not counted in the measured runs, so that counting costs nothing there. – when perf was missing or not allowed.",
       "",
       "Proxy CPU ÷ origin CPU: the proxy'"'"'s CPU time over the origin'"'"'s in the same run, per round. The origin does the same work for every request of a run, so this cancels what slows the whole machine between runs (on a shared VM the CPU time per request of every process moves by 10-20% from run to run; this ratio by 1-5%): compare two builds of one proxy on one driver with it. Across proxies it also carries how each one'"'"'s batching changes the origin'"'"'s cost, so the µs columns compare proxies."
     end,

@@ -1,9 +1,15 @@
 //! Small helpers over monoio's owned-buffer I/O.
 
+use std::future::Future;
 use std::io;
+use std::mem::MaybeUninit;
 use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use monoio::buf::IoBufMut;
+use monoio::io::AsyncReadRent;
+use monoio::net::TcpStream;
 use monoio::time::Sleep;
 
 use super::idle_timer::Expiry;
@@ -94,6 +100,67 @@ pub async fn write_from_by(
     }
 }
 
+/// On the epoll driver: one receive into `dst`, now, through the driver. `None`: nothing to
+/// read yet, and the driver now knows the socket is drained, so a relaxed wait
+/// (`readable(true)`) sleeps until bytes arrive, with no system call.
+///
+/// Why: the epoll driver keeps a socket's readiness until a read finds it drained, and a read
+/// that took everything there was (a whole request, a whole response) does not. A wait after it
+/// must then ask the kernel (`readable(false)`: a `poll` now, and a second one once the bytes
+/// come), and a read must fail once first. Trying the read instead costs one receive when the
+/// bytes are not there yet, and is the read itself when they are.
+///
+/// Always `None` on io_uring, where a receive cannot be tried without waiting for its
+/// completion: callers check [`monoio::utils::is_legacy`] first.
+pub fn try_read_now(tcp: &mut TcpStream, dst: &mut [MaybeUninit<u8>]) -> Option<io::Result<usize>> {
+    if !monoio::utils::is_legacy() || dst.is_empty() {
+        return None;
+    }
+    let read = tcp.read(Borrowed { ptr: dst.as_mut_ptr().cast(), len: dst.len() });
+    let mut read = std::pin::pin!(read);
+    // The no-op waker stays with the socket's readiness until the next wait replaces it (an
+    // ended task's waker would keep the task allocated; see `park::release_waker`).
+    let mut cx = Context::from_waker(Waker::noop());
+    match read.as_mut().poll(&mut cx) {
+        Poll::Ready((result, _)) => Some(result.map(|n| n.min(dst.len()))),
+        Poll::Pending => None,
+    }
+}
+
+/// `dst` of [`try_read_now`], lent to one receive of the epoll driver. Sound only there: the
+/// driver makes the system call inside the poll, and a dropped operation leaves nothing
+/// behind, so the memory is written only while the caller's borrow lasts. (io_uring hands the
+/// pointer to the kernel until the operation completes: never used there.)
+struct Borrowed {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: `ptr` is valid for writes of `len` bytes while the borrow in `try_read_now` lasts,
+// and the epoll driver writes only within the poll made there (see above).
+unsafe impl IoBufMut for Borrowed {
+    fn write_ptr(&mut self) -> *mut u8 {
+        self.ptr
+    }
+
+    fn bytes_total(&mut self) -> usize {
+        self.len
+    }
+
+    unsafe fn set_init(&mut self, _pos: usize) {}
+}
+
+/// [`try_read_now`] into the spare capacity of `buf`, appending what it read.
+pub fn try_read_append_now(tcp: &mut TcpStream, buf: &mut Vec<u8>) -> Option<io::Result<usize>> {
+    let result = try_read_now(tcp, buf.spare_capacity_mut());
+    if let Some(Ok(n)) = result {
+        // SAFETY: the receive initialised the first `n` bytes of the spare capacity (`n` is
+        // capped at its length).
+        unsafe { buf.set_len(buf.len() + n) };
+    }
+    result
+}
+
 /// Makes room to read at least `min_spare` more bytes: drops the consumed prefix
 /// `buf[..*pos]` first, then grows the buffer only if that was not enough and the result
 /// stays within `max_len`. Returns false when the buffer cannot take more bytes.
@@ -116,6 +183,90 @@ pub fn make_room(buf: &mut Vec<u8>, pos: &mut usize, min_spare: usize, max_len: 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
+
+    /// A connected pair: the client end (std, blocking) and the server end (monoio).
+    fn pair() -> (std::net::TcpStream, TcpStream) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        // As the driver's own accepted sockets are (on epoll a receive must not block).
+        server.set_nonblocking(true).unwrap();
+        (client, TcpStream::from_std(server).unwrap())
+    }
+
+    /// Whether a relaxed readiness wait completes within `limit`.
+    async fn ready_within(tcp: &mut TcpStream, limit: Duration) -> bool {
+        monoio::select! {
+            r = tcp.readable(true) => r.is_ok(),
+            _ = monoio::time::sleep(limit) => false,
+        }
+    }
+
+    fn legacy(f: impl std::future::Future<Output = ()>) {
+        let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().enable_timer().build().unwrap();
+        rt.block_on(f);
+    }
+
+    /// The reason for `try_read_now`: on epoll a read that takes everything leaves the readiness
+    /// set, and a relaxed wait returns at once with nothing to read.
+    #[test]
+    fn on_epoll_a_draining_read_leaves_stale_readiness_that_try_read_now_clears() {
+        legacy(async {
+            let (mut client, mut server) = pair();
+            client.write_all(b"abc").unwrap();
+            assert!(ready_within(&mut server, Duration::from_secs(5)).await);
+            let (n, _) = server.read(Vec::with_capacity(64)).await;
+            assert_eq!(n.unwrap(), 3);
+            assert!(ready_within(&mut server, Duration::from_millis(50)).await, "stale: ready with nothing to read");
+            let mut dst = [MaybeUninit::uninit(); 16];
+            assert!(try_read_now(&mut server, &mut dst).is_none(), "nothing to read");
+            assert!(!ready_within(&mut server, Duration::from_millis(50)).await, "drained: the wait sleeps");
+            client.write_all(b"de").unwrap();
+            assert!(ready_within(&mut server, Duration::from_secs(5)).await, "woken by new bytes");
+            let mut buf = Vec::with_capacity(16);
+            assert_eq!(try_read_append_now(&mut server, &mut buf).unwrap().unwrap(), 2);
+            assert_eq!(buf, b"de");
+        });
+    }
+
+    #[test]
+    fn on_epoll_try_read_now_takes_what_waits_and_reports_the_end() {
+        legacy(async {
+            let (mut client, mut server) = pair();
+            client.write_all(b"hello").unwrap();
+            assert!(ready_within(&mut server, Duration::from_secs(5)).await);
+            // Appends after what the buffer holds, at most its spare capacity.
+            let mut buf = Vec::with_capacity(8);
+            buf.extend_from_slice(b"xy");
+            assert_eq!(try_read_append_now(&mut server, &mut buf).unwrap().unwrap(), 5);
+            assert_eq!(buf, b"xyhello");
+            // A buffer without spare capacity reads nothing.
+            let mut full = Vec::new();
+            assert!(try_read_append_now(&mut server, &mut full).is_none());
+            drop(client);
+            assert!(ready_within(&mut server, Duration::from_secs(5)).await);
+            let mut dst = [MaybeUninit::uninit(); 4];
+            assert_eq!(try_read_now(&mut server, &mut dst).unwrap().unwrap(), 0, "end of stream");
+        });
+    }
+
+    #[test]
+    fn on_io_uring_try_read_now_never_reads() {
+        let Ok(mut rt) = monoio::RuntimeBuilder::<monoio::IoUringDriver>::new().enable_timer().build() else {
+            eprintln!("skipped: io_uring is not available here");
+            return;
+        };
+        rt.block_on(async {
+            let (mut client, mut server) = pair();
+            client.write_all(b"abc").unwrap();
+            assert!(ready_within(&mut server, Duration::from_secs(5)).await);
+            let mut dst = [MaybeUninit::uninit(); 16];
+            assert!(try_read_now(&mut server, &mut dst).is_none());
+            let (n, _) = server.read(Vec::with_capacity(64)).await;
+            assert_eq!(n.unwrap(), 3, "the bytes are still there");
+        });
+    }
 
     #[test]
     fn make_room_compacts_before_growing() {

@@ -132,6 +132,14 @@ impl Stream {
         }
     }
 
+    /// [`Stream::tcp`], mutably.
+    pub fn tcp_mut(&mut self) -> Option<&mut TcpStream> {
+        match self {
+            Stream::Tcp(s) => Some(s),
+            _ => None,
+        }
+    }
+
     pub fn is_tls(&self) -> bool {
         matches!(self, Stream::TlsServer(_) | Stream::TlsClient(_) | Stream::TlsUring(_))
     }

@@ -41,9 +41,9 @@ impl IdlePool {
         let mut idle = self.idle.borrow_mut();
         let now = Instant::now();
         let mut found = None;
-        while let Some((conn, since)) = idle.pop_back() {
+        while let Some((mut conn, since)) = idle.pop_back() {
             if now.duration_since(since) < self.idle_timeout {
-                if !still_idle(&conn) {
+                if !still_idle(&mut conn) {
                     // Dropped: the next one is tried.
                     continue;
                 }
@@ -103,13 +103,21 @@ impl IdlePool {
 /// Whether an idle plain-TCP connection is as it was put back: nothing has arrived on it since
 /// (bytes there would be an answer nobody asked for, which the next request would otherwise
 /// read as its own: a response queue poisoned by the upstream) and the upstream has not closed
-/// it (a request sent on it would fail, or be retried). One non-blocking peek of a byte, as
-/// nginx and HAProxy watch their idle upstream connections for the same two events. TLS
-/// connections are not looked at here: a TLS 1.3 server may send session tickets at any time,
-/// and rustls reads those on the next read.
-fn still_idle(conn: &UpConn) -> bool {
-    let Some(tcp) = conn.stream.tcp() else { return true };
-    match crate::runtime::peek::peek(tcp, &mut [0u8; 1]) {
+/// it (a request sent on it would fail, or be retried). One non-blocking look for a byte, as
+/// nginx and HAProxy watch their idle upstream connections for the same two events: on epoll a
+/// receive through the driver, which also tells the driver the socket is drained, so the read
+/// of the response waits for it instead of failing once first; on io_uring a peek (a ring
+/// receive cannot be tried without waiting). TLS connections are not looked at here: a TLS 1.3
+/// server may send session tickets at any time, and rustls reads those on the next read.
+fn still_idle(conn: &mut UpConn) -> bool {
+    let Some(tcp) = conn.stream.tcp_mut() else { return true };
+    let looked = if monoio::utils::is_legacy() {
+        let mut byte = [std::mem::MaybeUninit::uninit(); 1];
+        crate::runtime::io::try_read_now(tcp, &mut byte).unwrap_or_else(|| Err(std::io::ErrorKind::WouldBlock.into()))
+    } else {
+        crate::runtime::peek::peek(tcp, &mut [0u8; 1])
+    };
+    match looked {
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => true,
         Ok(0) => {
             tracing::debug!("an idle upstream connection was closed by the upstream; not reused");

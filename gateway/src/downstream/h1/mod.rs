@@ -296,14 +296,32 @@ async fn wait_for_request(worker: &Rc<Worker>, conn: &mut Conn, ended: Option<In
         let expiry = worker.idle_timer.at(deadline);
         return if wait_for_tls_request(worker, conn, expiry, ended).await { Wait::Ready } else { Wait::Close };
     }
+    // On epoll: the next request may be there already (read it), or the driver learns that
+    // the socket is drained, so the relaxed wait below sleeps without a system call. (The
+    // readiness left by the last read is stale otherwise: a wait for real readiness asks the
+    // kernel, twice when the bytes are not there yet.) io_uring polls for real either way.
+    if let Some(tcp) = conn.stream.tcp_mut().filter(|_| monoio::utils::is_legacy()) {
+        let mut buf = worker.buffers.take();
+        match crate::runtime::io::try_read_append_now(tcp, &mut buf) {
+            None => worker.buffers.give(buf),
+            Some(Ok(n)) if n > 0 => {
+                worker.stats.downstream_bytes_in.add(n as u64);
+                conn.rbuf = buf;
+                return Wait::Ready;
+            }
+            // The client closed, or the socket failed.
+            Some(_) => {
+                worker.buffers.give(buf);
+                return Wait::Close;
+            }
+        }
+    }
     let park = parkable && conn.stream.parks() && park_at < deadline && !conn.closing();
     // One timer entry: the park time when the connection may park, else its deadline.
     let expiry = worker.idle_timer.at(if park { park_at } else { deadline });
-    // On epoll, relaxed readiness can be stale; io_uring polls for real either way.
-    let relaxed = !monoio::utils::is_legacy();
     let first = conn.served == 0;
     let woke = monoio::select! {
-        r = conn.stream.readable(relaxed) => if r.is_ok() { Wait::Ready } else { Wait::Close },
+        r = conn.stream.readable(true) => if r.is_ok() { Wait::Ready } else { Wait::Close },
         _ = expiry => if park { Wait::Park { since, deadline } } else { Wait::Close },
         _ = stop_when_idle(worker, &conn.client, first, ended) => Wait::Close,
     };

@@ -425,35 +425,17 @@ measure() {
 }
 
 # warmup_counted PORT PIDS...: the warm-up run; prints {syscalls_per_req, ring_ops_per_req} of
-# the proxy's processes over it (system calls entered, io_uring operations submitted), counted
-# by perf's tracepoints, or null (no proxy, perf missing or not allowed: COUNT=0 to skip). Counted
-# in the warm-up, not the measured run, so that the counting's own cost is not in the CPU
-# figures; the counts do not move with the machine's noise as CPU time does.
+# the proxy's processes over it (lib.sh's `counted`), or null.
 warmup_counted() {
-    local port=$1 counts=$WORK/perf-counts.csv perf_pid="" requests syscalls ops
+    local port=$1 counts requests
     shift
-    if (($# > 0)) && [[ $COUNT == 1 ]] && command -v perf >/dev/null; then
-        perf stat -x, -o "$counts" -e raw_syscalls:sys_enter,io_uring:io_uring_submit_req \
-            -p "$(IFS=,; echo "$*")" >/dev/null 2>&1 &
-        perf_pid=$!
-        sleep 0.2 # perf attaches before the load starts
-    fi
-    run_wrk "$port" "$WARMUP" "$WORK/warmup.txt" || true
-    if [[ -z $perf_pid ]]; then
-        echo null
-        return 0
-    fi
-    kill -INT "$perf_pid" 2>/dev/null || true
-    wait "$perf_pid" 2>/dev/null || true
+    counts=$(counted "$(IFS=,; echo "$*")" run_wrk "$port" "$WARMUP" "$WORK/warmup.txt")
     requests=$(sed -n 's/^RESULT requests=\([0-9]*\) .*/\1/p' "$WORK/warmup.txt")
-    syscalls=$(awk -F, '$3 == "raw_syscalls:sys_enter" && $1 ~ /^[0-9]+$/ { print $1 }' "$counts" 2>/dev/null)
-    ops=$(awk -F, '$3 == "io_uring:io_uring_submit_req" && $1 ~ /^[0-9]+$/ { print $1 }' "$counts" 2>/dev/null)
-    if [[ -z $requests || $requests == 0 || -z $syscalls ]]; then
+    if [[ $counts == null || -z $requests || $requests == 0 ]]; then
         echo null
         return 0
     fi
-    jq -nc --argjson r "$requests" --argjson s "$syscalls" --argjson o "${ops:-0}" \
-        '{syscalls_per_req: ($s / $r), ring_ops_per_req: ($o / $r)}'
+    jq -c --argjson r "$requests" '{syscalls_per_req: (.syscalls / $r), ring_ops_per_req: (.ring_ops / $r)}' <<<"$counts"
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -563,6 +563,39 @@ backend origin
 EOF
 }
 
+# counted PIDS_CSV COMMAND...: runs COMMAND while perf counts the system calls entered by the
+# processes PIDS_CSV (comma-separated) and the io_uring operations they submitted
+# (`raw_syscalls:sys_enter`, `io_uring:io_uring_submit_req` tracepoints); prints
+# {"syscalls":N,"ring_ops":N}, or null when nothing was counted (COUNT=0, no PIDs, perf missing
+# or not allowed). COMMAND's own output goes where the caller sends it (use a file). Used on
+# warm-up runs: the counts do not move with the machine's noise as CPU time does, and counting
+# there costs nothing in the measured runs.
+counted() {
+    local pids=$1 counts=$WORK/perf-counts.csv perf_pid="" syscalls ops
+    shift
+    if [[ -n $pids && ${COUNT:-1} == 1 ]] && command -v perf >/dev/null; then
+        rm -f "$counts"
+        perf stat -x, -o "$counts" -e raw_syscalls:sys_enter,io_uring:io_uring_submit_req -p "$pids" \
+            >/dev/null 2>&1 &
+        perf_pid=$!
+        sleep 0.2 # perf attaches before the load starts
+    fi
+    "$@" || true
+    if [[ -z $perf_pid ]]; then
+        echo null
+        return 0
+    fi
+    kill -INT "$perf_pid" 2>/dev/null || true
+    wait "$perf_pid" 2>/dev/null || true
+    syscalls=$(awk -F, '$3 == "raw_syscalls:sys_enter" && $1 ~ /^[0-9]+$/ { print $1 }' "$counts" 2>/dev/null)
+    ops=$(awk -F, '$3 == "io_uring:io_uring_submit_req" && $1 ~ /^[0-9]+$/ { print $1 }' "$counts" 2>/dev/null)
+    if [[ -z $syscalls ]]; then
+        echo null
+        return 0
+    fi
+    echo "{\"syscalls\":$syscalls,\"ring_ops\":${ops:-0}}"
+}
+
 # gateway_root_args BIN: sets GATEWAY_ROOT_ARGS to (--allow-root) when this script runs as root
 # and BIN knows the flag (a gateway started as root without server.user refuses to run; older
 # builds, e.g. a BASELINE_GATEWAY_BIN, have no such check and no such flag), else to ().

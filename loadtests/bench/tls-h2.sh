@@ -34,6 +34,8 @@
 #   GATEWAY_BIN [target/release/gateway of this repository]
 #   RESULTS_DIR [loadtests/results]
 #   KEEP_WORK [0]          1: keep the temporary directory (certificates, configs, logs, raw output)
+#   COUNT [1]              count each proxy's system calls and io_uring submissions per request
+#                          in the h2 and h2c warm-up runs (perf tracepoints; skipped without perf)
 #
 # The origin is nginx (1 worker, `return 200 "ok"`, plain HTTP/1.1), as in h1-small. Every proxy
 # terminates TLS 1.2 and 1.3 with the same ECDSA P-256 certificate (made here by openssl, signed
@@ -495,7 +497,17 @@ measure_h2load() {
     # The origin answers one HTTP/1.1 request per h2 request: its CPU over the run cancels what
     # slows the whole machine between runs (as in h1-small.sh), for A/Bs of one proxy.
     read -r -a origin_pids <<<"$ORIGIN_PID $(descendants "$ORIGIN_PID")"
-    ((WARMUP > 0)) && { "${cmd[@]}" -D "$WARMUP" "$url" >"$WORK/h2load-warmup.txt" 2>&1 || true; }
+    local counts=null warm
+    if ((WARMUP > 0)); then
+        # The warm-up's system calls and io_uring operations per request (lib.sh's `counted`).
+        counts=$(counted "$(IFS=,; echo "${pids[*]}")" warmup_h2load "$url" "${cmd[@]}")
+        warm=$("$REPORT_BIN" parse h2load "$WORK/h2load-warmup.txt" 2>/dev/null | jq -r '.done // 0' 2>/dev/null || echo 0)
+        if [[ $counts != null && ${warm:-0} -gt 0 ]]; then
+            counts=$(jq -c --argjson r "$warm" '{syscalls: (.syscalls / $r), ring_ops: (.ring_ops / $r)}' <<<"$counts")
+        else
+            counts=null
+        fi
+    fi
     c0=$(cpu_ticks "${pids[@]}")
     s0=$(sys_ticks "${pids[@]}")
     o0=$(cpu_ticks "${origin_pids[@]}")
@@ -525,14 +537,22 @@ measure_h2load() {
     record "$(jq -cn --arg test "$test" --arg proxy "$name" --argjson round "$round" --argjson secs "$secs" \
         --argjson completed "$completed" --argjson ok "$ok" --argjson failed "$failed" --argjson errored "$errored" \
         --argjson timeout "$timeout" --argjson ticks "$((c1 - c0))" --argjson tck "$CLK_TCK" \
-        --argjson origin_ticks "$((o1 - o0))" --argjson sys_ticks "$((s1 - s0))" '
+        --argjson origin_ticks "$((o1 - o0))" --argjson sys_ticks "$((s1 - s0))" --argjson counts "$counts" '
         {test: $test, proxy: $proxy, round: $round, requests: $completed, succeeded: $ok,
          failed: ($failed + $errored + $timeout), seconds: $secs, per_s: ($ok / $secs),
          proxy_cpu_s: ($ticks / $tck),
          cpu_us_per_op: (if $completed > 0 then $ticks * 1e6 / $tck / $completed else null end),
          sys_us_per_op: (if $completed > 0 then $sys_ticks * 1e6 / $tck / $completed else null end),
          origin_cpu_s: ($origin_ticks / $tck),
-         cpu_per_origin_cpu: (if $origin_ticks > 0 then $ticks / $origin_ticks else null end)}')"
+         cpu_per_origin_cpu: (if $origin_ticks > 0 then $ticks / $origin_ticks else null end),
+         syscalls_per_op: $counts.syscalls, ring_ops_per_op: $counts.ring_ops}')"
+}
+
+# warmup_h2load URL COMMAND...: the unmeasured h2load run before a measured one.
+warmup_h2load() {
+    local url=$1
+    shift
+    "$@" -D "$WARMUP" "$url" >"$WORK/h2load-warmup.txt" 2>&1
 }
 
 # measure_idle NAME ROUND tls|plain: a fresh instance of the proxy; its Pss and RSS before and
@@ -621,8 +641,10 @@ def of(test): map(select(.test == test));
     handshake: (of("handshake") | {runs: length, per_s: stats(.per_s), cpu_us: stats(.cpu_us_per_op),
                                    bytes_per_conn: stats(.bytes_per_conn)}),
     h2: (of("h2") | {runs: length, per_s: stats(.per_s), cpu_us: stats(.cpu_us_per_op), sys_us: stats(.sys_us_per_op),
+                     syscalls: stats(.syscalls_per_op), ring_ops: stats(.ring_ops_per_op),
                      failed: (map(.failed) | add // 0)}),
     h2c: (of("h2c") | {runs: length, per_s: stats(.per_s), cpu_us: stats(.cpu_us_per_op), sys_us: stats(.sys_us_per_op),
+                       syscalls: stats(.syscalls_per_op), ring_ops: stats(.ring_ops_per_op),
                        failed: (map(.failed) | add // 0)}),
     idle: (of("idle") | {runs: length, pss_kib: stats(.pss_kib_per_conn), rss_kib: stats(.rss_kib_per_conn),
                          opened: stats(.opened), sockets_added: stats(.sockets_added)}),
@@ -681,6 +703,12 @@ markdown() {
     "| proxy | handshakes/s | µs CPU/handshake | h2 req/s | µs CPU/h2 req | of which kernel | h2 failed | h2c req/s | µs CPU/h2c req | of which kernel | h2c failed | idle TLS KiB/conn (Pss) | idle TLS KiB/conn (RSS) | idle plain KiB/conn (Pss) | idle plain KiB/conn (RSS) | CPU/handshake vs nginx | CPU/h2 req vs nginx | CPU/h2c req vs nginx | idle TLS Pss vs nginx | idle plain Pss vs nginx |",
     "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     (.summary[] | "| \(.proxy) | \(.handshake.per_s | cell(0)) | \(.handshake.cpu_us | cell(0)) | \(.h2.per_s | cell(0)) | \(.h2.cpu_us | cell(1)) | \(.h2.sys_us | cell(1)) | \(.h2.failed) | \(.h2c.per_s | cell(0)) | \(.h2c.cpu_us | cell(1)) | \(.h2c.sys_us | cell(1)) | \(.h2c.failed // "–") | \(.idle.pss_kib | cell(2)) | \(.idle.rss_kib | cell(2)) | \(.idle_plain.pss_kib | cell(2)) | \(.idle_plain.rss_kib | cell(2)) | \(.vs_nginx.handshake_cpu | ratio) | \(.vs_nginx.h2_cpu | ratio) | \(.vs_nginx.h2c_cpu | ratio) | \(.vs_nginx.idle_pss | ratio) | \(.vs_nginx.idle_plain_pss | ratio) |"),
+    "",
+    "| proxy | h2 system calls/req | h2 io_uring ops/req | h2c system calls/req | h2c io_uring ops/req |",
+    "| --- | --- | --- | --- | --- |",
+    (.summary[] | "| \(.proxy) | \(.h2.syscalls.median | fixed(2)) | \(.h2.ring_ops.median | fixed(2)) | \(.h2c.syscalls.median | fixed(2)) | \(.h2c.ring_ops.median | fixed(2)) |"),
+    "",
+    "System calls entered by the proxy'"'"'s processes (perf'"'"'s `raw_syscalls:sys_enter`) and io_uring operations submitted (`io_uring:io_uring_submit_req`) per request of the warm-up run before each measured one, median over rounds (– without perf, or COUNT=0).",
     "",
     "Handshakes/s are bounded by the single load CPU (openssl s_time costs more CPU per handshake than any proxy here); h2 and h2c req/s by the proxy'"'"'s one CPU or h2load'"'"'s, whichever saturates first: **the µs CPU columns and KiB/conn compare the proxies**. Idle runs (TLS / plain): \([.summary[] | "\(.proxy) \(.idle.opened | cell(0)) / \(.idle_plain.opened | cell(0)) opened, \(.idle.sockets_added | cell(0)) / \(.idle_plain.sockets_added | cell(0)) sockets added"] | join("; ")).",
     (if (.skipped | length) > 0 then "", "Skipped: " + ([.skipped[] | "\(.proxy) (\(.reason))"] | join("; ")) else empty end)

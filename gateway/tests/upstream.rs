@@ -201,6 +201,8 @@ fn an_idle_upstream_connection_that_received_bytes_or_was_closed_is_not_reused()
                 );
                 std::thread::sleep(Duration::from_millis(100));
             }
+            // The first connection, dropped when the POST took it; the second served the rest.
+            assert_eq!(gw.total("upstream_idle_discards"), 1, "{d}, unsolicited {unsolicited}");
         }
     });
 }

@@ -206,8 +206,13 @@ port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 start_pinned() {
     local cpu=$1 logfile=$2
     shift 2
-    taskset -c "$cpu" "$@" >"$logfile" 2>&1 &
+    # Without the lock's descriptor (9, `take_lock`): a process that outlives the run must not
+    # keep the next benchmark waiting for the lock.
+    taskset -c "$cpu" "$@" >"$logfile" 2>&1 9>&- &
     PID=$!
+    # PIDs wrap (pid_max is 32,768 here; a long run starts thousands of processes): a status
+    # recorded for an earlier process with this PID would make `stop` skip this one.
+    unset 'EXIT_STATUS[$PID]'
     STARTED+=("$PID")
 }
 

@@ -20,7 +20,7 @@ pub async fn acquire(
     connect_timeout: Duration,
     deadline: Instant,
 ) -> Result<(UpConn, bool), UpstreamError> {
-    Ok(match endpoint.pool.take() {
+    Ok(match endpoint.pool.take(&worker.stats.upstream_idle_discards) {
         Some(s) => {
             worker.stats.upstream_reuses.inc();
             if let Some(m) = local.clusters.get(cluster).map(|c| c.metrics()) {

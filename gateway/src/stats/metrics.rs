@@ -154,6 +154,12 @@ pub const WORKER_FAMILIES: &[WorkerFamily] = &[
         "Requests retried once on a fresh connection after a reused connection failed before any response byte."
     ),
     per_worker!(
+        upstream_idle_discards,
+        Counter,
+        "gateway_upstream_idle_discards_total",
+        "Pooled upstream connections dropped when taken: the upstream had closed them, or sent bytes while they were idle."
+    ),
+    per_worker!(
         upstream_retries,
         Counter,
         "gateway_upstream_retries_total",

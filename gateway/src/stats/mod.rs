@@ -106,6 +106,8 @@ worker_stats! {
     upstream_reuses,
     /// Requests retried once on a fresh connection after a reused connection failed before any response byte.
     upstream_stale_retries,
+    /// Pooled upstream connections dropped when taken: the upstream had closed them, or sent bytes while they were idle.
+    upstream_idle_discards,
     /// Tries sent again after a failed try, under the route's retry policy.
     upstream_retries,
     /// Retries not made because the cluster's retry budget was used up.

@@ -36,14 +36,17 @@ impl IdlePool {
         }
     }
 
-    /// The most recently returned connection that has not expired.
-    pub fn take(&self) -> Option<UpConn> {
+    /// The most recently returned connection that has not expired. Connections dropped on the
+    /// way because they are no longer idle (the upstream closed them or sent bytes meanwhile)
+    /// are counted in `discarded`.
+    pub fn take(&self, discarded: &crate::stats::Counter) -> Option<UpConn> {
         let mut idle = self.idle.borrow_mut();
         let now = Instant::now();
         let mut found = None;
         while let Some((mut conn, since)) = idle.pop_back() {
             if now.duration_since(since) < self.idle_timeout {
                 if !still_idle(&mut conn) {
+                    discarded.inc();
                     // Dropped: the next one is tried.
                     continue;
                 }

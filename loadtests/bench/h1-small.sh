@@ -32,6 +32,9 @@
 #   KEEP_WORK [0]      1: keep the temporary directory (configs, logs, raw wrk output)
 #   COUNT [1]          count each proxy's system calls and io_uring submissions per request
 #                      during the warm-up run (perf tracepoints; skipped without perf); 0: off
+#   PROFILE [0]        1: also sample each proxy with `perf record -g` during round 1's warm-up
+#                      run and write where its CPU went (kernel and user shares, kernel paths,
+#                      top functions) to <report>-profiles.md (lib.sh's `profiled`)
 #
 # The origin is nginx (1 worker, `return 200 "ok"`, or a 16 KiB static file). Every proxy has
 # one worker and upstream keep-alive, and is started once and kept running across all rounds.
@@ -373,6 +376,8 @@ measure() {
     read -r -a origin_pids <<<"$ORIGIN_PID $(descendants "$ORIGIN_PID")"
 
     local counted="null"
+    PROFILE_TAG=""
+    ((round == 1)) && PROFILE_TAG="$SCENARIO: $name"
     if ((WARMUP > 0)); then
         counted=$(warmup_counted "$port" "${proxy_pids[@]}")
     fi
@@ -429,7 +434,8 @@ measure() {
 warmup_counted() {
     local port=$1 counts requests
     shift
-    counts=$(counted "$(IFS=,; echo "$*")" run_wrk "$port" "$WARMUP" "$WORK/warmup.txt")
+    counts=$(counted "$(IFS=,; echo "$*")" profiled "$PROFILE_TAG" "$(IFS=,; echo "$*")" \
+        run_wrk "$port" "$WARMUP" "$WORK/warmup.txt")
     requests=$(sed -n 's/^RESULT requests=\([0-9]*\) .*/\1/p' "$WORK/warmup.txt")
     if [[ $counts == null || -z $requests || $requests == 0 ]]; then
         echo null

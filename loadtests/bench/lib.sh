@@ -601,6 +601,40 @@ counted() {
     echo "{\"syscalls\":$syscalls,\"ring_ops\":${ops:-0}}"
 }
 
+# profiled TAG PIDS_CSV COMMAND...: with PROFILE=1, runs COMMAND while `perf record -g` samples
+# the processes PIDS_CSV (PROFILE_HZ per second, 2999 by default), then appends where their CPU
+# went (profile-summary.py: kernel and user shares, the shared kernel paths, the top functions)
+# to the run's profiles file, $RESULTS_DIR/<report name>-profiles.md, under the heading TAG.
+# Without PROFILE=1, perf, TAG or PIDS it just runs COMMAND. Used on warm-up runs: sampling costs the
+# proxy CPU, so it never runs during a measured one.
+profiled() {
+    local tag=$1 pids=$2 data perf_pid="" profiles
+    shift 2
+    if [[ ${PROFILE:-0} != 1 || -z $tag || -z $pids ]] || ! command -v perf >/dev/null; then
+        "$@"
+        return
+    fi
+    data=$WORK/perf-${tag//[^A-Za-z0-9_.-]/_}.data
+    perf record -q -F "${PROFILE_HZ:-2999}" -g -o "$data" -p "$pids" >/dev/null 2>&1 &
+    perf_pid=$!
+    sleep 0.3 # perf attaches before the load starts
+    local status=0
+    "$@" || status=$?
+    kill -INT "$perf_pid" 2>/dev/null || true
+    wait "$perf_pid" 2>/dev/null || true
+    profiles=$RESULTS_DIR/${RESULT_NAME:-$BENCH-$STAMP}-profiles.md
+    mkdir -p "$RESULTS_DIR"
+    if [[ ! -s $profiles ]]; then
+        printf '# Where each proxy'"'"'s CPU went: %s %s\n\n' "$BENCH" "$STAMP" >"$profiles"
+        printf '`perf record -F %s -g` of the proxy'"'"'s processes during the warm-up run before round 1'"'"'s measured one (PROFILE=1); kernel %s, commit %s.\n\n' \
+            "${PROFILE_HZ:-2999}" "$(uname -r)" "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)" >>"$profiles"
+    fi
+    python3 "$SCRIPT_DIR/profile-summary.py" "$data" "$tag" >>"$profiles" 2>/dev/null ||
+        log "profile of $tag: perf report failed"
+    rm -f "$data"
+    return "$status"
+}
+
 # gateway_root_args BIN: sets GATEWAY_ROOT_ARGS to (--allow-root) when this script runs as root
 # and BIN knows the flag (a gateway started as root without server.user refuses to run; older
 # builds, e.g. a BASELINE_GATEWAY_BIN, have no such check and no such flag), else to ().

@@ -36,6 +36,8 @@
 #   KEEP_WORK [0]          1: keep the temporary directory (certificates, configs, logs, raw output)
 #   COUNT [1]              count each proxy's system calls and io_uring submissions per request
 #                          in the h2 and h2c warm-up runs (perf tracepoints; skipped without perf)
+#   PROFILE [0]            1: also sample each proxy with `perf record -g` during round 1's h2
+#                          and h2c warm-up runs; where its CPU went goes to <report>-profiles.md
 #
 # The origin is nginx (1 worker, `return 200 "ok"`, plain HTTP/1.1), as in h1-small. Every proxy
 # terminates TLS 1.2 and 1.3 with the same ECDSA P-256 certificate (made here by openssl, signed
@@ -500,7 +502,10 @@ measure_h2load() {
     local counts=null warm
     if ((WARMUP > 0)); then
         # The warm-up's system calls and io_uring operations per request (lib.sh's `counted`).
-        counts=$(counted "$(IFS=,; echo "${pids[*]}")" warmup_h2load "$url" "${cmd[@]}")
+        local tag=""
+        ((round == 1)) && tag="$test: $name"
+        counts=$(counted "$(IFS=,; echo "${pids[*]}")" profiled "$tag" "$(IFS=,; echo "${pids[*]}")" \
+            warmup_h2load "$url" "${cmd[@]}")
         warm=$("$REPORT_BIN" parse h2load "$WORK/h2load-warmup.txt" 2>/dev/null | jq -r '.done // 0' 2>/dev/null || echo 0)
         if [[ $counts != null && ${warm:-0} -gt 0 ]]; then
             counts=$(jq -c --argjson r "$warm" '{syscalls: (.syscalls / $r), ring_ops: (.ring_ops / $r)}' <<<"$counts")

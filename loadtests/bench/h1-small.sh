@@ -375,11 +375,10 @@ measure() {
     fi
     read -r -a origin_pids <<<"$ORIGIN_PID $(descendants "$ORIGIN_PID")"
 
-    local counted="null"
-    PROFILE_TAG=""
-    ((round == 1)) && PROFILE_TAG="$SCENARIO: $name"
+    local counted="null" tag=""
+    ((round == 1)) && tag="$SCENARIO: $name"
     if ((WARMUP > 0)); then
-        counted=$(warmup_counted "$port" "${proxy_pids[@]}")
+        counted=$(warmup_counted "$port" "$tag" "${proxy_pids[@]}")
     fi
     p0=$(cpu_ticks "${proxy_pids[@]}")
     s0=$(sys_ticks "${proxy_pids[@]}")
@@ -429,13 +428,13 @@ measure() {
         "p50 \(.p50_us) us, p99 \(.p99_us) us, errors \(.errors.total)"' <<<"$(tail -n 1 "$WORK/runs.jsonl")")"
 }
 
-# warmup_counted PORT PIDS...: the warm-up run; prints {syscalls_per_req, ring_ops_per_req} of
-# the proxy's processes over it (lib.sh's `counted`), or null.
+# warmup_counted PORT TAG PIDS...: the warm-up run (profiled under TAG with PROFILE=1); prints
+# {syscalls_per_req, ring_ops_per_req} of the proxy's processes over it (lib.sh's `counted`), or null.
 warmup_counted() {
-    local port=$1 counts requests
-    shift
-    counts=$(counted "$(IFS=,; echo "$*")" profiled "$PROFILE_TAG" "$(IFS=,; echo "$*")" \
-        run_wrk "$port" "$WARMUP" "$WORK/warmup.txt")
+    local port=$1 tag=$2 pids counts requests
+    shift 2
+    pids=$(IFS=,; echo "$*")
+    counts=$(counted "$pids" profiled "$tag" "$pids" run_wrk "$port" "$WARMUP" "$WORK/warmup.txt")
     requests=$(sed -n 's/^RESULT requests=\([0-9]*\) .*/\1/p' "$WORK/warmup.txt")
     if [[ $counts == null || -z $requests || $requests == 0 ]]; then
         echo null

@@ -1,13 +1,12 @@
 #!/usr/bin/env python3
 """profile-summary: where one proxy's CPU went, from a `perf record -g` of its processes.
 
-    profile-summary.py PERF_DATA TITLE [US_PER_REQ]
+    profile-summary.py PERF_DATA TITLE
 
 Prints a markdown section: the kernel's and user space's shares of the samples, the shares of
 the binaries, the kernel paths every proxy shares (inclusive: a path's share contains what it
 calls, so they overlap), and the functions with the most samples of their own, kernel and user
-space apart. With US_PER_REQ (the proxy's CPU per request in the measured run), each share is
-also given in µs per request. Used by lib.sh's `profiled` (PROFILE=1 in the benchmarks).
+space apart. Used by lib.sh's `profiled` (PROFILE=1 in the benchmarks).
 """
 
 import subprocess
@@ -36,13 +35,7 @@ PATHS = [
 def perf_report(data, *args):
     cmd = ["perf", "report", "-i", data, "--stdio", "-q", "-g", "none", *args]
     out = subprocess.run(cmd, capture_output=True, text=True, check=False).stdout
-    rows = []
-    for line in out.splitlines():
-        parts = line.split()
-        if not parts or not parts[0].endswith("%"):
-            continue
-        rows.append((parts, line))
-    return rows
+    return [parts for parts in map(str.split, out.splitlines()) if parts and parts[0].endswith("%")]
 
 
 def pct(s):
@@ -50,26 +43,22 @@ def pct(s):
 
 
 def main():
-    if len(sys.argv) < 3:
+    if len(sys.argv) != 3:
         sys.exit(__doc__)
     data, title = sys.argv[1], sys.argv[2]
-    us = float(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[3] not in ("", "null") else None
-
-    def cell(share):
-        return f"{share:.1f}%" + (f" ({share * us / 100:.2f} µs)" if us else "")
 
     # Self samples by binary (dso), then by (dso, symbol).
-    dsos = [(pct(p[0]), " ".join(p[1:])) for p, _ in perf_report(data, "--no-children", "--sort", "dso")]
+    dsos = [(pct(p[0]), " ".join(p[1:])) for p in perf_report(data, "--no-children", "--sort", "dso")]
     kernel = sum(s for s, d in dsos if d.startswith("[kernel"))
     syms = []
-    for parts, _ in perf_report(data, "--no-children", "--sort", "dso,sym"):
+    for parts in perf_report(data, "--no-children", "--sort", "dso,sym"):
         # "12.34%  dso  [k] symbol..." or "[.] symbol..."
         share, dso = pct(parts[0]), parts[1]
         kind = parts[2] if len(parts) > 2 else ""
         sym = " ".join(parts[3:]) if len(parts) > 3 else ""
         syms.append((share, dso, kind, sym))
     children = {}
-    for parts, _ in perf_report(data, "--children", "--sort", "sym"):
+    for parts in perf_report(data, "--children", "--sort", "sym"):
         # "children%  self%  [k] symbol"
         if len(parts) >= 4:
             children.setdefault(" ".join(parts[3:]), pct(parts[0]))
@@ -78,14 +67,13 @@ def main():
     if not dsos:
         print("No samples (perf report read nothing).\n")
         return
-    print(f"Kernel {cell(kernel)}, user space {cell(100 - kernel)}"
-          + (f" of {us:.2f} µs CPU per request (the measured run's)" if us else "") + ".\n")
+    print(f"Kernel {kernel:.1f}%, user space {100 - kernel:.1f}%.\n")
     print("By binary: " + ", ".join(f"{d} {s:.1f}%" for s, d in dsos if s >= 0.5) + ".\n")
     print("| kernel path (inclusive; they overlap) | share |")
     print("| --- | --- |")
     for fn, what in PATHS:
         if fn in children and children[fn] >= 0.5:
-            print(f"| `{fn}`: {what} | {cell(children[fn])} |")
+            print(f"| `{fn}`: {what} | {children[fn]:.1f}% |")
     print()
     for label, is_kernel in (("kernel", True), ("user space", False)):
         top = [r for r in syms if (r[2] == "[k]") == is_kernel][:12]

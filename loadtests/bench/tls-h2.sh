@@ -502,10 +502,10 @@ measure_h2load() {
     local counts=null warm
     if ((WARMUP > 0)); then
         # The warm-up's system calls and io_uring operations per request (lib.sh's `counted`).
-        local tag=""
+        local tag="" pids_csv
         ((round == 1)) && tag="$test: $name"
-        counts=$(counted "$(IFS=,; echo "${pids[*]}")" profiled "$tag" "$(IFS=,; echo "${pids[*]}")" \
-            warmup_h2load "$url" "${cmd[@]}")
+        pids_csv=$(IFS=,; echo "${pids[*]}")
+        counts=$(counted "$pids_csv" profiled "$tag" "$pids_csv" warmup_h2load "$url" "${cmd[@]}")
         warm=$("$REPORT_BIN" parse h2load "$WORK/h2load-warmup.txt" 2>/dev/null | jq -r '.done // 0' 2>/dev/null || echo 0)
         if [[ $counts != null && ${warm:-0} -gt 0 ]]; then
             counts=$(jq -c --argjson r "$warm" '{syscalls: (.syscalls / $r), ring_ops: (.ring_ops / $r)}' <<<"$counts")

@@ -206,3 +206,46 @@ fn an_idle_upstream_connection_that_received_bytes_or_was_closed_is_not_reused()
         }
     });
 }
+
+#[test]
+fn a_reused_upstream_connection_carries_every_kind_of_answer_and_times_out_cleanly() {
+    // On io_uring an idle upstream connection waits with the next response's receive already
+    // submitted, and that receive reads the response (`upstream::armed`). One client connection
+    // here, so every request after the first reuses the upstream connection the one before
+    // returned: answers that fit the first receive, that do not (a body larger than its
+    // buffer), chunked, bodiless and HEAD answers, one longer than the route's timeout (504,
+    // the connection closed) and one after it.
+    each_driver(|d| {
+        let o = origin();
+        let routes = r#"
+[[routes]]
+name = "slow"
+match = { path_prefix = "/delay" }
+cluster = "origin"
+timeout = "300ms"
+"#;
+        let gw = TestGateway::start(&config(d, o.addr(), "", routes));
+        let mut r = BufReader::new(connect(gw.addr));
+        let mut ask = |method: &str, path: &str| {
+            r.get_mut().write_all(format!("{method} {path} HTTP/1.1\r\nhost: a\r\n\r\n").as_bytes()).unwrap();
+            let resp = read_response(&mut r, method == "HEAD").unwrap();
+            (resp.status, resp.body.len())
+        };
+        assert_eq!(ask("GET", "/bytes/4"), (200, 4), "{d}");
+        // Idle long enough for the connection to be parked (and armed) before it is taken.
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(ask("GET", "/bytes/100000"), (200, 100_000), "{d}: larger than the first receive");
+        assert_eq!(ask("GET", "/chunked/5000"), (200, 5000), "{d}");
+        assert_eq!(ask("GET", "/status/204"), (204, 0), "{d}");
+        assert_eq!(ask("HEAD", "/bytes/10"), (200, 0), "{d}");
+        assert_eq!(ask("GET", "/delay/20"), (200, 2), "{d}: an answer that comes later");
+        let started = Instant::now();
+        assert_eq!(ask("GET", "/delay/3000").0, 504, "{d}");
+        assert!(started.elapsed() < Duration::from_millis(2000), "{d}: at the route's timeout");
+        assert_eq!(ask("GET", "/bytes/3"), (200, 3), "{d}: after the timeout");
+        assert_eq!(gw.total("upstream_reuses"), 6, "{d}");
+        // The first connection, then a new one after the 504 closed the first.
+        assert_eq!(gw.total("upstream_connects"), 2, "{d}");
+        assert_eq!(gw.total("upstream_idle_discards"), 0, "{d}");
+    });
+}

@@ -219,7 +219,7 @@ async fn discard_response(
     let reusable = ok && resp.keep_alive && upos == ubuf.len() && source != Some(Source::UntilClose);
     worker.buffers.give(ubuf);
     if reusable {
-        endpoint.pool.put(up);
+        endpoint.pool.put(up, &worker.buffers, &worker.armed);
     }
     ok
 }

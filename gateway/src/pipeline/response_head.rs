@@ -13,10 +13,7 @@ use crate::runtime::stream::Stream;
 use crate::upstream::{UpConn, UpstreamError};
 use crate::worker::Worker;
 
-/// Bytes left free at the front of the pooled response buffer (before the upstream's head), so
-/// that the rewritten response head can be placed right before the body bytes that arrived with
-/// it and both go out in one write without copying the body (see `relay_response`).
-pub const HEAD_ROOM: usize = 512;
+pub use crate::runtime::buffers::HEAD_ROOM;
 
 /// A response head read from an HTTP/1.1 upstream: its read buffer (the head at `upos`, body
 /// bytes that came with it after), the head and its field ranges.
@@ -40,12 +37,43 @@ pub async fn read_response_head_pooled(
     interim: &mut interim::Interim<'_>,
     timer: Pin<&mut Sleep>,
 ) -> Result<UpHead, UpstreamError> {
-    let mut ubuf = worker.buffers.take_response();
-    ubuf.resize(HEAD_ROOM, 0);
+    let mut timer = timer;
+    // A connection taken from its pool may come with the response's receive already submitted
+    // (`upstream::armed`): its buffer holds the head room, then what arrived.
+    let (mut ubuf, first) = match up.armed.take() {
+        Some(armed) => {
+            let received = monoio::select! {
+                r = armed.received() => r,
+                _ = timer.as_mut() => (Err(io::ErrorKind::TimedOut.into()), Vec::new()),
+            };
+            (received.1, Some(received.0))
+        }
+        None => {
+            let mut ubuf = worker.buffers.take_response();
+            ubuf.resize(HEAD_ROOM, 0);
+            (ubuf, None)
+        }
+    };
     let mut scratch = worker.take_scratch(server.limits.max_headers);
-    let read =
-        read_response_head(worker, &mut up.stream, &mut ubuf, &mut scratch, server, is_head, websocket, interim, timer)
-            .await;
+    let read = match first.map(|res| read_outcome(res, false)) {
+        Some(Err(e)) => Err(e),
+        _ => {
+            let up = &mut up.stream;
+            read_response_head(
+                worker,
+                up,
+                &mut ubuf,
+                HEAD_ROOM,
+                &mut scratch,
+                server,
+                is_head,
+                websocket,
+                interim,
+                timer,
+            )
+            .await
+        }
+    };
     match read {
         Ok((upos, head)) => Ok(UpHead { ubuf, upos, head, scratch }),
         Err(e) => {
@@ -56,8 +84,9 @@ pub async fn read_response_head_pooled(
     }
 }
 
-/// Reads until a final (non-1xx) response head is buffered after the bytes `ubuf` already holds
-/// (which are left alone unless room is needed); interim 1xx responses go to
+/// Reads until a final (non-1xx) response head is buffered from `ubuf[start..]` on (the bytes
+/// before are left alone unless room is needed; bytes after were received already, by an
+/// armed receive); interim 1xx responses go to
 /// `interim` (see [`interim`]: at most [`interim::MAX_INTERIM`], then a protocol error).
 /// A 101 is final: accepted when `websocket` (the request was a WebSocket handshake) and it
 /// switches to WebSocket, refused otherwise.
@@ -66,6 +95,7 @@ pub async fn read_response_head(
     worker: &Rc<Worker>,
     up: &mut Stream,
     ubuf: &mut Vec<u8>,
+    start: usize,
     scratch: &mut HeadScratch,
     server: &gateway_config::Server,
     is_head: bool,
@@ -74,8 +104,8 @@ pub async fn read_response_head(
     mut timer: Pin<&mut Sleep>,
 ) -> Result<(usize, ResponseHead), UpstreamError> {
     let max = server.limits.max_response_header_bytes;
-    let mut upos = ubuf.len();
-    let mut received_any = false;
+    let mut upos = start;
+    let mut received_any = ubuf.len() > start;
     let mut interims = 0;
     loop {
         let (parsed, switches, out) = {
@@ -117,13 +147,20 @@ pub async fn read_response_head(
         }
         let (res, b) = read_append_by(up, std::mem::take(ubuf), timer.as_mut()).await;
         *ubuf = b;
-        match res {
-            Ok(0) if !received_any => return Err(UpstreamError::ClosedEarly),
-            Ok(0) => return Err(UpstreamError::Protocol("closed inside the response head")),
-            Ok(_) => received_any = true,
-            Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(UpstreamError::Timeout),
-            Err(_) if !received_any => return Err(UpstreamError::ClosedEarly),
-            Err(_) => return Err(UpstreamError::Protocol("read error inside the response head")),
-        }
+        read_outcome(res, received_any)?;
+        received_any = true;
+    }
+}
+
+/// What a read of the response head that returned `res` means (`received_any`: bytes of it had
+/// arrived before).
+fn read_outcome(res: io::Result<usize>, received_any: bool) -> Result<(), UpstreamError> {
+    match res {
+        Ok(0) if !received_any => Err(UpstreamError::ClosedEarly),
+        Ok(0) => Err(UpstreamError::Protocol("closed inside the response head")),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::TimedOut => Err(UpstreamError::Timeout),
+        Err(_) if !received_any => Err(UpstreamError::ClosedEarly),
+        Err(_) => Err(UpstreamError::Protocol("read error inside the response head")),
     }
 }

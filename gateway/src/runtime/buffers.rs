@@ -5,7 +5,7 @@
 //!
 //! Most buffers (a client's request, a head being built, chunked framing) are [`BUF_SIZE`]. An
 //! upstream's HTTP/1.1 response is read into a [`RESPONSE_BUF_SIZE`] one: it holds
-//! [`HEAD_ROOM`](crate::pipeline::response_head::HEAD_ROOM), the upstream's head and 16 KiB of
+//! [`HEAD_ROOM`], the upstream's head and 16 KiB of
 //! body, so a response of that size arrives in one read and leaves in one write (with 16 KiB
 //! buffers it took two of each: 12-14% less CPU per 16 KiB response on both drivers,
 //! `loadtests/results/response-buffer-20261202.md`). Only an exchange in flight holds one, so
@@ -18,6 +18,10 @@ use std::cell::RefCell;
 pub const BUF_SIZE: usize = 16 * 1024;
 /// Capacity of the buffers an upstream's HTTP/1.1 response is read into.
 pub const RESPONSE_BUF_SIZE: usize = 32 * 1024;
+/// Bytes left free at the front of a response buffer (before the upstream's head), so that the
+/// rewritten response head can be placed right before the body bytes that arrived with it and
+/// both go out in one write without copying the body (see `relay_response`).
+pub const HEAD_ROOM: usize = 512;
 
 pub struct BufferPool {
     free: RefCell<Vec<Vec<u8>>>,

@@ -8,6 +8,7 @@
 //! `all_unhealthy = "fail"` makes the pick return `None` (a fast 503) and `"panic"` picks among
 //! all endpoints as if they were healthy (counted in `gateway_cluster_panic_picks_total`).
 
+pub mod armed;
 pub mod balancer;
 mod error;
 pub mod ewma;
@@ -153,6 +154,9 @@ pub type EndpointViews = Mutex<Vec<(String, SocketAddr, Arc<EndpointGauge>)>>;
 /// An upstream connection, counted against its cluster's `caps.max_connections` while it exists.
 pub struct UpConn {
     pub stream: crate::runtime::stream::Stream,
+    /// The next response's receive, submitted while the connection was idle in its pool
+    /// (io_uring, plain TCP: [`armed`]); the response is read from it first.
+    pub armed: Option<armed::ArmedRead>,
     count: Rc<Cell<usize>>,
 }
 
@@ -166,7 +170,7 @@ impl EndpointState {
     /// Counts a newly opened connection against the cluster's cap.
     pub fn adopt(&self, stream: crate::runtime::stream::Stream) -> UpConn {
         self.connections.set(self.connections.get() + 1);
-        UpConn { stream, count: Rc::clone(&self.connections) }
+        UpConn { stream, armed: None, count: Rc::clone(&self.connections) }
     }
 
     /// Whether the cluster may open another connection.

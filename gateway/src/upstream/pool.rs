@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
+use super::armed::{ArmedCount, ArmedRead};
 use super::{EndpointGauge, UpConn};
+use crate::runtime::buffers::BufferPool;
 
 pub struct IdlePool {
     idle: RefCell<VecDeque<(UpConn, Instant)>>,
@@ -45,7 +47,19 @@ impl IdlePool {
         let mut found = None;
         while let Some((mut conn, since)) = idle.pop_back() {
             if now.duration_since(since) < self.idle_timeout {
-                if !still_idle(&mut conn) {
+                let idle_still = match conn.armed.as_mut() {
+                    Some(armed) => match armed.completed() {
+                        None => true,
+                        // The receive completed while the connection was idle: whatever it
+                        // brought (logged here), the connection is not idle any more.
+                        Some((looked, _)) => {
+                            let _ = still_idle_by(looked);
+                            false
+                        }
+                    },
+                    None => still_idle(&mut conn),
+                };
+                if !idle_still {
                     discarded.inc();
                     // Dropped: the next one is tried.
                     continue;
@@ -62,10 +76,17 @@ impl IdlePool {
     }
 
     /// Returns a connection whose last exchange completed cleanly. The oldest one is closed when
-    /// the pool is full.
-    pub fn put(&self, conn: UpConn) {
+    /// the pool is full. On io_uring a plain-TCP connection is parked with its next response's
+    /// receive submitted (into one of `buffers`' response buffers), while fewer than
+    /// [`super::armed::MAX_ARMED`] of the worker's connections (`armed`) are.
+    pub fn put(&self, mut conn: UpConn, buffers: &BufferPool, armed: &ArmedCount) {
         if self.max_idle == 0 || self.closed.get() {
             return;
+        }
+        if conn.armed.is_none() && !monoio::utils::is_legacy() {
+            if let Some(tcp) = conn.stream.tcp_mut() {
+                conn.armed = ArmedRead::arm(tcp, buffers, armed);
+            }
         }
         let mut idle = self.idle.borrow_mut();
         if idle.len() >= self.max_idle {
@@ -120,6 +141,12 @@ fn still_idle(conn: &mut UpConn) -> bool {
     } else {
         crate::runtime::peek::peek(tcp, &mut [0u8; 1])
     };
+    still_idle_by(looked)
+}
+
+/// Whether a look at an idle connection (a receive that must not have found anything) says it
+/// is still idle.
+fn still_idle_by(looked: std::io::Result<usize>) -> bool {
     match looked {
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => true,
         Ok(0) => {

@@ -38,6 +38,9 @@ pub struct Worker {
     ids: RefCell<RequestIds>,
     pub drain: Drain,
     pub buffers: BufferPool,
+    /// How many of this worker's idle upstream connections wait with a receive submitted
+    /// ([`crate::upstream::armed`]).
+    pub armed: crate::upstream::armed::ArmedCount,
     /// Idle and header-read deadlines of this worker's connections, advanced by [`run`].
     pub idle_timer: IdleTimer,
     pub rng: XorShift,
@@ -125,6 +128,7 @@ impl Worker {
             ids: RefCell::new(RequestIds::new(id)),
             drain: Drain::default(),
             buffers: BufferPool::new(1024),
+            armed: Default::default(),
             idle_timer: IdleTimer::new(),
             rng: XorShift::new(seed),
             shared,

@@ -145,7 +145,7 @@ pub(super) async fn from_h1(
     worker.buffers.give(ubuf);
     worker.buffers.give(wbuf);
     if reusable {
-        endpoint.pool.put(up);
+        endpoint.pool.put(up, &worker.buffers, &worker.armed);
     }
     if ok && !close {
         Next::KeepAlive

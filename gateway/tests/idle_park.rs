@@ -197,3 +197,34 @@ fn a_parked_connection_keeps_its_proxy_protocol_source() {
         }
     });
 }
+
+#[test]
+fn a_busy_connections_request_arriving_as_it_parks_is_answered() {
+    // After two requests a plain connection on io_uring waits for the next one in a receive
+    // (`downstream::h1::armed_wait`), cancelled when the connection parks. A request that comes
+    // as the receive is cancelled must be answered, not lost with the cancelled receive: sent
+    // here at delays around the park time, on one connection (each request re-arms it), and
+    // after parks.
+    each_driver(|d| {
+        let o = origin();
+        let gw = TestGateway::start(&config(d, o.addr(), "", ""));
+        let mut s = connect(gw.addr);
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        request_ok(&mut s, &mut r, &format!("{d}: first"));
+        request_ok(&mut s, &mut r, &format!("{d}: second"));
+        let mut sent = 2;
+        for delay in [150, 190, 200, 205, 210, 215, 220, 225, 230, 240, 250, 270, 300, 350, 450] {
+            std::thread::sleep(Duration::from_millis(delay));
+            request_ok(&mut s, &mut r, &format!("{d}: after {delay} ms"));
+            sent += 1;
+        }
+        // And a request split in two: its first bytes complete the receive, the rest come
+        // 600 ms later (past the park time).
+        request_ok(&mut s, &mut r, &format!("{d}: before the split one"));
+        s.write_all(b"GET /bytes/3 HT").unwrap();
+        std::thread::sleep(Duration::from_millis(600));
+        s.write_all(b"TP/1.1\r\nhost: a\r\n\r\n").unwrap();
+        assert_eq!(read_response(&mut r, false).unwrap().body, b"abc", "{d}");
+        assert_eq!(o.requests(), sent + 2, "{d}");
+    });
+}

@@ -268,6 +268,53 @@ mod tests {
         });
     }
 
+    /// What `downstream::h1::armed_wait` relies on when a waiting connection parks: a receive
+    /// cancelled after its bytes arrived (before the worker looked at its completions) either
+    /// returns them or leaves them in the socket, with every ring setup the workers use.
+    #[test]
+    fn on_io_uring_a_receive_cancelled_as_its_bytes_arrive_loses_none_of_them() {
+        use monoio::io::{CancelableAsyncReadRent, Canceller};
+        for flags in [
+            super::super::UringFlags::DeferTaskrun,
+            super::super::UringFlags::CoopTaskrun,
+            super::super::UringFlags::Plain,
+        ] {
+            let Ok(mut rt) = super::super::uring_runtime(flags) else {
+                eprintln!("skipped: this io_uring setup is not available here");
+                continue;
+            };
+            rt.block_on(async {
+                let (mut client, mut server) = pair();
+                let (res, buf) = {
+                    let canceller = Canceller::new();
+                    let read = server.cancelable_read(Vec::with_capacity(64), canceller.handle());
+                    let mut read = std::pin::pin!(read);
+                    // The receive is submitted and waits (nothing has come yet).
+                    monoio::select! {
+                        biased;
+                        _ = &mut read => panic!("nothing was sent yet"),
+                        _ = monoio::time::sleep(Duration::from_millis(20)) => {}
+                    };
+                    client.write_all(b"abc").unwrap();
+                    // The bytes arrive while the worker is busy elsewhere, then the cancel comes.
+                    std::thread::sleep(Duration::from_millis(20));
+                    let _ = canceller.cancel();
+                    read.await
+                };
+                let got = match res {
+                    Ok(n) => buf.get(..n).unwrap_or_default().to_vec(),
+                    Err(e) => {
+                        assert_eq!(e.raw_os_error(), Some(libc::ECANCELED), "{e}");
+                        // Cancelled before it took anything: the bytes wait in the socket.
+                        let (n, buf) = server.read(Vec::with_capacity(64)).await;
+                        buf.get(..n.unwrap()).unwrap_or_default().to_vec()
+                    }
+                };
+                assert_eq!(got, b"abc");
+            });
+        }
+    }
+
     #[test]
     fn make_room_compacts_before_growing() {
         let mut buf = Vec::with_capacity(8);

@@ -41,6 +41,9 @@ pub struct Worker {
     /// How many of this worker's idle upstream connections wait with a receive submitted
     /// ([`crate::upstream::armed`]).
     pub armed: crate::upstream::armed::ArmedCount,
+    /// How many of this worker's client connections wait for their next request in a receive
+    /// (`downstream::h1::armed_wait`).
+    pub armed_waits: std::cell::Cell<usize>,
     /// Idle and header-read deadlines of this worker's connections, advanced by [`run`].
     pub idle_timer: IdleTimer,
     pub rng: XorShift,
@@ -129,6 +132,7 @@ impl Worker {
             drain: Drain::default(),
             buffers: BufferPool::new(1024),
             armed: Default::default(),
+            armed_waits: Default::default(),
             idle_timer: IdleTimer::new(),
             rng: XorShift::new(seed),
             shared,

@@ -35,18 +35,17 @@ pub async fn read_response_head_pooled(
     is_head: bool,
     websocket: bool,
     interim: &mut interim::Interim<'_>,
-    timer: Pin<&mut Sleep>,
+    mut timer: Pin<&mut Sleep>,
 ) -> Result<UpHead, UpstreamError> {
-    let mut timer = timer;
     // A connection taken from its pool may come with the response's receive already submitted
     // (`upstream::armed`): its buffer holds the head room, then what arrived.
     let (mut ubuf, first) = match up.armed.take() {
         Some(armed) => {
-            let received = monoio::select! {
+            let (res, buf) = monoio::select! {
                 r = armed.received() => r,
                 _ = timer.as_mut() => (Err(io::ErrorKind::TimedOut.into()), Vec::new()),
             };
-            (received.1, Some(received.0))
+            (buf, Some(res))
         }
         None => {
             let mut ubuf = worker.buffers.take_response();

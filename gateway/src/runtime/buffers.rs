@@ -23,6 +23,33 @@ pub const RESPONSE_BUF_SIZE: usize = 32 * 1024;
 /// both go out in one write without copying the body (see `relay_response`).
 pub const HEAD_ROOM: usize = 512;
 
+/// A count of things a worker holds buffers for (receives submitted ahead of their data), with a
+/// cap: [`Slots::take`] hands out a [`Slot`] while fewer than the cap are out, and a slot gives
+/// itself back when dropped, however its holder ends.
+#[derive(Default)]
+pub struct Slots(std::rc::Rc<std::cell::Cell<usize>>);
+
+/// One of [`Slots`], held until dropped.
+pub struct Slot(std::rc::Rc<std::cell::Cell<usize>>);
+
+impl Slots {
+    /// A slot, unless `max` are out already.
+    pub fn take(&self, max: usize) -> Option<Slot> {
+        let n = self.0.get();
+        if n >= max {
+            return None;
+        }
+        self.0.set(n + 1);
+        Some(Slot(std::rc::Rc::clone(&self.0)))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.set(self.0.get().saturating_sub(1));
+    }
+}
+
 pub struct BufferPool {
     free: RefCell<Vec<Vec<u8>>>,
     free_response: RefCell<Vec<Vec<u8>>>,
@@ -83,6 +110,19 @@ mod tests {
         big.push(1);
         pool.give(big);
         assert!(pool.take().capacity() == BUF_SIZE);
+    }
+
+    #[test]
+    fn slots_are_capped_and_come_back_when_dropped() {
+        let slots = Slots::default();
+        let a = slots.take(2).unwrap();
+        let b = slots.take(2).unwrap();
+        assert!(slots.take(2).is_none());
+        drop(a);
+        let c = slots.take(2).unwrap();
+        drop((b, c));
+        assert!(slots.take(0).is_none());
+        assert_eq!([slots.take(2).is_some(), slots.take(2).is_some()], [true, true]);
     }
 
     #[test]

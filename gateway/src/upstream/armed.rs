@@ -26,18 +26,16 @@
 //! are peeked at when taken, as before. The epoll driver keeps its receive through the driver
 //! (`pool::still_idle`): there the check costs no extra system call.
 
-use std::cell::Cell;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
 use monoio::buf::SliceMut;
 use monoio::io::AsyncReadRent;
 use monoio::net::TcpStream;
 
-use crate::runtime::buffers::{BufferPool, HEAD_ROOM, RESPONSE_BUF_SIZE};
+use crate::runtime::buffers::{BufferPool, Slot, Slots, HEAD_ROOM, RESPONSE_BUF_SIZE};
 
 /// The most connections of one worker armed at once (each holds a [`RESPONSE_BUF_SIZE`]
 /// buffer while idle: 16 MiB; the h2c benchmark, 16 connections of 32 streams each, needs
@@ -50,35 +48,17 @@ type Read = Pin<Box<dyn Future<Output = monoio::BufResult<usize, SliceMut<Vec<u8
 /// bytes (where the response head is read, as `read_response_head_pooled` reads it).
 pub struct ArmedRead {
     read: Read,
-    /// The worker's count of armed connections, decreased when this ends (however it ends).
-    armed: Rc<Cell<usize>>,
-}
-
-impl Drop for ArmedRead {
-    fn drop(&mut self) {
-        // A receive still in flight is cancelled by monoio when `read` drops, and its buffer
-        // freed when the cancellation completes.
-        self.armed.set(self.armed.get().saturating_sub(1));
-    }
-}
-
-/// The worker's count of armed connections, kept with its buffers.
-#[derive(Default)]
-pub struct ArmedCount(Rc<Cell<usize>>);
-
-impl ArmedCount {
-    pub fn get(&self) -> usize {
-        self.0.get()
-    }
+    /// One of the worker's armed slots, given back when this ends (however it ends). A receive
+    /// still in flight is cancelled by monoio when `read` drops, and its buffer freed when the
+    /// cancellation completes.
+    _slot: Slot,
 }
 
 impl ArmedRead {
     /// Submits the next response's receive on `tcp`, unless the worker has [`MAX_ARMED`]
     /// connections armed already (then `None`: the connection is checked when taken).
-    pub fn arm(tcp: &mut TcpStream, buffers: &BufferPool, count: &ArmedCount) -> Option<Self> {
-        if count.get() >= MAX_ARMED {
-            return None;
-        }
+    pub fn arm(tcp: &mut TcpStream, buffers: &BufferPool, armed: &Slots) -> Option<Self> {
+        let slot = armed.take(MAX_ARMED)?;
         let mut buf = buffers.take_response();
         buf.resize(HEAD_ROOM, 0);
         let read = tcp.read(SliceMut::new(buf, HEAD_ROOM, RESPONSE_BUF_SIZE));
@@ -91,8 +71,7 @@ impl ArmedRead {
         // becomes of the `TcpStream` (the socket closes when the last handle goes), and the
         // stream may be written meanwhile (a send beside a receive is ordinary io_uring use).
         let read: Read = unsafe { std::mem::transmute::<Pin<Box<dyn Future<Output = _> + '_>>, Read>(read) };
-        count.0.set(count.0.get() + 1);
-        Some(Self { read, armed: Rc::clone(&count.0) })
+        Some(Self { read, _slot: slot })
     }
 
     /// What the receive brought if it completed while the connection was idle (it looks once,

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
-use super::armed::{ArmedCount, ArmedRead};
+use super::armed::ArmedRead;
 use super::{EndpointGauge, UpConn};
-use crate::runtime::buffers::BufferPool;
+use crate::runtime::buffers::{BufferPool, Slots};
 
 pub struct IdlePool {
     idle: RefCell<VecDeque<(UpConn, Instant)>>,
@@ -79,7 +79,7 @@ impl IdlePool {
     /// the pool is full. On io_uring a plain-TCP connection is parked with its next response's
     /// receive submitted (into one of `buffers`' response buffers), while fewer than
     /// [`super::armed::MAX_ARMED`] of the worker's connections (`armed`) are.
-    pub fn put(&self, mut conn: UpConn, buffers: &BufferPool, armed: &ArmedCount) {
+    pub fn put(&self, mut conn: UpConn, buffers: &BufferPool, armed: &Slots) {
         if self.max_idle == 0 || self.closed.get() {
             return;
         }

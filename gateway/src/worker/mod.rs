@@ -40,10 +40,10 @@ pub struct Worker {
     pub buffers: BufferPool,
     /// How many of this worker's idle upstream connections wait with a receive submitted
     /// ([`crate::upstream::armed`]).
-    pub armed: crate::upstream::armed::ArmedCount,
+    pub armed: crate::runtime::buffers::Slots,
     /// How many of this worker's client connections wait for their next request in a receive
     /// (`downstream::h1::armed_wait`).
-    pub armed_waits: std::cell::Cell<usize>,
+    pub armed_waits: crate::runtime::buffers::Slots,
     /// Idle and header-read deadlines of this worker's connections, advanced by [`run`].
     pub idle_timer: IdleTimer,
     pub rng: XorShift,

@@ -373,21 +373,11 @@ async fn armed_wait(
     ended: Option<Instant>,
 ) -> Option<Wait> {
     use monoio::io::CancelableAsyncReadRent;
-    if worker.armed_waits.get() >= MAX_ARMED_WAITS {
-        return None;
-    }
     let Conn { stream: Stream::Tcp(tcp), canceller, client, .. } = conn else { return None };
+    // Held until this wait ends, however it ends (its task may be dropped with it).
+    let slot = worker.armed_waits.take(MAX_ARMED_WAITS)?;
     let buf = worker.buffers.take();
     let cap = buf.capacity();
-    // Counted until this wait ends, however it ends (its task may be dropped with it).
-    struct Counted<'a>(&'a std::cell::Cell<usize>);
-    impl Drop for Counted<'_> {
-        fn drop(&mut self) {
-            self.0.set(self.0.get().saturating_sub(1));
-        }
-    }
-    worker.armed_waits.set(worker.armed_waits.get() + 1);
-    let counted = Counted(&worker.armed_waits);
     let read = tcp.cancelable_read(monoio::buf::SliceMut::new(buf, 0, cap), canceller.handle());
     let mut read = std::pin::pin!(read);
     enum Woke<R> {
@@ -416,7 +406,7 @@ async fn armed_wait(
             (r, otherwise)
         }
     };
-    drop(counted);
+    drop(slot);
     let (res, slice) = got;
     let buf = slice.into_inner();
     Some(match res {

@@ -11,7 +11,10 @@
 #   BINS ["gateway=target/release/gateway"]  name=path pairs, measured in this order
 #   DRIVERS ["epoll io_uring"]  the gateway's io_driver for each run
 #   LOADS ["h1 h2c"]            h1: HTTP/1.1 keep-alive GETs (h2load --h1, CLIENTS connections);
-#                               h2c: HTTP/2 cleartext, CLIENTS connections x STREAMS streams
+#                               h2c: HTTP/2 cleartext, CLIENTS connections x STREAMS streams;
+#                               https: h1 over TLS 1.3; h2: HTTP/2 over TLS 1.3 (ALPN), as h2c
+#                               (a throwaway ECDSA P-256 certificate, lib.sh's make_test_pki;
+#                               the handshakes are in both runs alike and cancel out)
 #   N1 [500], N2 [2500]         requests of the short and the long run: the per-request count is
 #                               (Ir(N2) - Ir(N1)) / (N2 - N1), so start-up and shutdown cancel out
 #   CLIENTS [4], STREAMS [8]    h2load's connections, and streams per h2c connection: 1 and 1
@@ -23,11 +26,18 @@
 #                               one (whose answers carry an `x-origin-conn` field that differs per
 #                               upstream connection); e.g. nginx as the other benchmarks run it,
 #                               whose answers carry Server, Date and `Connection: keep-alive`
+#   KEEP [unset]                a directory: the long run's callgrind output of each build,
+#                               driver and load is copied there (cg-BUILD-DRIVER-LOAD.out), for
+#                               callgrind_annotate
 #
 # The origin is the bundled `origin` (loadtests) on another port; the gateway runs one worker.
 # Prints a table: build, driver, load, instructions per request.
 
 set -euo pipefail
+
+# For make_test_pki; the functions defined below (die, cleanup) replace lib.sh's.
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}/release
@@ -44,10 +54,10 @@ die() {
     echo "instructions: $*" >&2
     exit 1
 }
-for tool in valgrind callgrind_control h2load curl; do
+for tool in valgrind callgrind_control h2load curl openssl; do
     command -v "$tool" >/dev/null || {
         ((EUID == 0)) || die "missing $tool (apt-get install valgrind nghttp2-client curl)"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind nghttp2-client curl >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind nghttp2-client curl openssl >/dev/null
     }
 done
 [[ -x $TARGET/origin ]] || (cd "$ROOT" && cargo build --release -q -p loadtests --bin origin)
@@ -62,13 +72,16 @@ trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
+# wait_port PORT [SCHEME]: until an HTTP request to the port is answered.
 wait_port() {
     for _ in $(seq 1 600); do
-        curl -s -o /dev/null "http://127.0.0.1:$1/" && return 0
+        curl -sk -o /dev/null "${2:-http}://127.0.0.1:$1/" && return 0
         sleep 0.1
     done
     return 1
 }
+
+make_test_pki "$WORK/pki"
 
 if [[ -n ${ORIGIN_ADDR:-} ]]; then
     ORIGIN=$ORIGIN_ADDR
@@ -83,8 +96,13 @@ fi
 
 # One callgrind run: the gateway (binary $1, driver $2) serves $4 requests of load $3; prints Ir.
 run() {
-    local bin=$1 driver=$2 load=$3 n=$4 port conf out pid
+    local bin=$1 driver=$2 load=$3 n=$4 port conf out pid scheme=http tls=""
     port=$(free_port)
+    if [[ $load == https || $load == h2 ]]; then
+        scheme=https
+        tls="[listeners.tls]
+certificates = [{ cert = \"$WORK/pki/leaf-chain.pem\", key = \"$WORK/pki/leaf.key\" }]"
+    fi
     conf=$WORK/gw-$port.toml
     out=$WORK/cg-$port.out
     cat >"$conf" <<EOF
@@ -98,6 +116,7 @@ admin = false
 name = "main"
 address = "127.0.0.1:$port"
 protocols = ["http/1.1", "h2"]
+$tls
 
 [[routes]]
 name = "r"
@@ -110,10 +129,12 @@ EOF
     valgrind --tool=callgrind --callgrind-out-file="$out" "$bin" run --config "$conf" --allow-root \
         >"$WORK/gw-$port.log" 2>&1 &
     pid=$!
-    wait_port "$port" || die "$bin ($driver) did not start: $(tail -5 "$WORK/gw-$port.log")"
+    wait_port "$port" "$scheme" || die "$bin ($driver) did not start: $(tail -5 "$WORK/gw-$port.log")"
     case $load in
     h1) h2load --h1 -n "$n" -c "$CLIENTS" "http://127.0.0.1:$port/" >"$WORK/load-$port.log" 2>&1 ;;
     h2c) h2load -n "$n" -c "$CLIENTS" -m "$STREAMS" "http://127.0.0.1:$port/" >"$WORK/load-$port.log" 2>&1 ;;
+    https) h2load --h1 -n "$n" -c "$CLIENTS" "https://127.0.0.1:$port/" >"$WORK/load-$port.log" 2>&1 ;;
+    h2) h2load -n "$n" -c "$CLIENTS" -m "$STREAMS" "https://127.0.0.1:$port/" >"$WORK/load-$port.log" 2>&1 ;;
     *) die "unknown load $load" ;;
     esac
     grep -q "succeeded, 0 failed, 0 errored" "$WORK/load-$port.log" ||
@@ -128,6 +149,7 @@ EOF
     done
     kill -KILL "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null || true
+    LAST_OUT=$out.1
     awk '/^totals:/ {print $2; exit}' "$out.1"
 }
 
@@ -139,7 +161,12 @@ for load in $LOADS; do
             bin=${pair#*=}
             [[ -x $bin ]] || die "$name: no executable at $bin"
             a=$(run "$bin" "$driver" "$load" "$N1")
-            b=$(run "$bin" "$driver" "$load" "$N2")
+            run "$bin" "$driver" "$load" "$N2" >"$WORK/b"
+            b=$(cat "$WORK/b")
+            if [[ -n ${KEEP:-} ]]; then
+                mkdir -p "$KEEP"
+                cp "$LAST_OUT" "$KEEP/cg-$name-$driver-$load.out"
+            fi
             per=$(((b - a) / (N2 - N1)))
             printf '| %s | %s | %s | %s |\n' "$name" "$driver" "$load" "$per"
         done

@@ -68,6 +68,9 @@ pub struct HttpRow {
     pub rounds: Option<u64>,
     pub rps: Option<Stat>,
     pub cpu_us_per_req: Option<Stat>,
+    /// The proxy's CPU time over the origin's in the same run (the origin serves one request per
+    /// proxied request, so this cancels what slows the whole machine between runs).
+    pub cpu_per_origin: Option<Stat>,
     pub p50_us: Option<Stat>,
     pub p99_us: Option<Stat>,
     pub errors: Option<u64>,
@@ -103,9 +106,12 @@ pub struct TlsRow {
     pub handshake_cpu_us: Option<Stat>,
     pub h2_per_s: Option<Stat>,
     pub h2_cpu_us: Option<Stat>,
+    /// As [`HttpRow::cpu_per_origin`], for the h2 and h2c loads.
+    pub h2_cpu_per_origin: Option<Stat>,
     pub h2_failed: Option<u64>,
     pub h2c_per_s: Option<Stat>,
     pub h2c_cpu_us: Option<Stat>,
+    pub h2c_cpu_per_origin: Option<Stat>,
     pub h2c_failed: Option<u64>,
     pub idle_tls_kib: Option<Stat>,
     pub idle_tls_opened: Option<f64>,

@@ -19,6 +19,7 @@ pub fn scenario(name: &str, doc: &Value, notes: &mut Vec<String>) -> HttpScenari
             rounds: count(e, "rounds"),
             rps: stat(e, "rps"),
             cpu_us_per_req: stat(e, "cpu_us_per_req"),
+            cpu_per_origin: stat(e, "cpu_per_origin_cpu"),
             p50_us: stat(e, "p50_us"),
             p99_us: stat(e, "p99_us"),
             errors: count(e, "errors"),

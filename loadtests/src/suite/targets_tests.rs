@@ -126,3 +126,33 @@ fn an_empty_summary_has_only_missing_rows() {
     assert!(t.iter().all(|t| t.met == Verdict::Missing), "{t:?}");
     assert_eq!(t.len(), 17);
 }
+
+#[test]
+fn the_origin_ratio_is_stated_against_the_better_peer() {
+    let ratio = |v: f64| json!({"median": v, "min": v, "max": v});
+    let row = |p: &str, cpu: f64, r: Option<f64>| json!({"proxy": p, "cpu_us_per_req": cpu, "cpu_per_origin_cpu": r.map(ratio)});
+    let mut s = Summary::default();
+    let doc = json!({"summary": [row("gateway-uring", 18.7, Some(1.889)), row("nginx", 21.2, Some(2.0)),
+        row("haproxy", 22.0, Some(2.063))]});
+    s.http.push(norm_http::scenario("h1-small", &doc, &mut Vec::new()));
+    // No figure for the peers: no row.
+    let doc = json!({"summary": [row("gateway-uring", 30.0, Some(1.4)), row("nginx", 35.0, None)]});
+    s.http.push(norm_http::scenario("h1-16k", &doc, &mut Vec::new()));
+    let entry = |p: &str, h2: f64, h2c: f64| {
+        json!({"proxy": p, "h2": {"cpu_us": 10.0, "cpu_per_origin_cpu": ratio(h2)},
+               "h2c": {"cpu_us": 10.0, "cpu_per_origin_cpu": ratio(h2c)}})
+    };
+    let doc = json!({"summary": [entry("gateway-uring", 1.515, 1.543), entry("nginx", 2.311, 2.566),
+        entry("haproxy", 1.663, 1.516)]});
+    s.tls_h2 = Some(norm_tls::tls_h2(&doc, &mut Vec::new()));
+    let t = evaluate(&s);
+    let small = find(&t, "h1-small: proxy CPU over origin CPU");
+    assert_eq!((small.met, small.measured.as_str()), (Verdict::Stated, "0.94x nginx; 1.89 vs 2.00"));
+    assert!(!t.iter().any(|x| x.target.starts_with("h1-16k: proxy CPU over origin CPU")), "{t:?}");
+    assert_eq!(find(&t, "h2: proxy CPU over origin CPU").measured, "0.91x HAProxy; 1.51 vs 1.66");
+    assert_eq!(find(&t, "h2c: proxy CPU over origin CPU").measured, "1.02x HAProxy; 1.54 vs 1.52");
+    // After the CPU targets, before the stated costs.
+    let pos = |prefix: &str| t.iter().position(|x| x.target.starts_with(prefix)).unwrap();
+    assert!(pos("h1-small: proxy CPU over origin CPU") > pos("idle memory per TLS"));
+    assert!(pos("h2c: proxy CPU over origin CPU") < pos("access log cost"));
+}

@@ -81,7 +81,10 @@ wait_port() {
     return 1
 }
 
-make_test_pki "$WORK/pki"
+# The TLS loads' certificate.
+if [[ " $LOADS " == *" https "* || " $LOADS " == *" h2 "* ]]; then
+    make_test_pki "$WORK/pki"
+fi
 
 if [[ -n ${ORIGIN_ADDR:-} ]]; then
     ORIGIN=$ORIGIN_ADDR

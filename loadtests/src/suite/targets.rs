@@ -134,55 +134,46 @@ pub fn evaluate(s: &Summary) -> Vec<Target> {
     out
 }
 
-/// A scenario's figures for the gateway, nginx and HAProxy, in that order.
-type Figures = [(&'static str, Option<f64>); 3];
-
 /// The CPU targets again by the proxy's CPU over the origin's in the same run, against the
 /// better of nginx and HAProxy by that figure: stated, not judged (the targets are CPU per
 /// request), because on a shared VM CPU per request moves by 10-20% between runs and this
 /// ratio by 1-5%. A scenario without the figure for the gateway or for both peers has no row.
 fn steadier_cpu(s: &Summary) -> Vec<Target> {
     let m = |x: Option<Stat>| x.map(|x| x.median);
-    // Per scenario: the gateway's figure, then nginx's and HAProxy's.
-    let mut rows: Vec<(&str, Figures)> = Vec::new();
+    let mut out = Vec::new();
     for scenario in ["h1-small", "h1-16k", "https"] {
         if let Some(r) = http_rows(s, scenario) {
-            let of = |p| pick(r, p, |r| m(r.cpu_per_origin));
-            rows.push((scenario, [(GATEWAY, of(GATEWAY)), ("nginx", of("nginx")), ("haproxy", of("haproxy"))]));
+            out.extend(against_better_peer(scenario, |p| pick(r, p, |r| m(r.cpu_per_origin))));
         }
     }
     if let Some(t) = &s.tls_h2 {
-        for (test, key) in [
-            ("h2", (|r: &TlsRow| r.h2_cpu_per_origin) as fn(&TlsRow) -> Option<Stat>),
-            ("h2c", |r: &TlsRow| r.h2c_cpu_per_origin),
-        ] {
-            let of = |p| pick(&t.rows, p, |r| m(key(r)));
-            rows.push((test, [(GATEWAY, of(GATEWAY)), ("nginx", of("nginx")), ("haproxy", of("haproxy"))]));
-        }
-    }
-    let mut out = Vec::new();
-    for (scenario, figures) in rows {
-        let gateway = figures.first().and_then(|(_, v)| *v);
-        let better = figures.iter().skip(1).filter_map(|(p, v)| v.map(|v| (*p, v))).min_by(|a, b| a.1.total_cmp(&b.1));
-        let (Some(gateway), Some((peer, reference))) = (gateway, better) else { continue };
-        if reference <= 0.0 {
-            continue;
-        }
-        out.push(Target {
-            target: format!(
-                "{scenario}: proxy CPU over origin CPU vs the better peer (≤ {CPU_TARGET}x asked of CPU/request)"
-            ),
-            measured: format!(
-                "{:.2}x {}; {} vs {}",
-                gateway / reference,
-                display(peer),
-                fmt_num(gateway),
-                fmt_num(reference)
-            ),
-            met: Verdict::Stated,
-        });
+        out.extend(against_better_peer("h2", |p| pick(&t.rows, p, |r| m(r.h2_cpu_per_origin))));
+        out.extend(against_better_peer("h2c", |p| pick(&t.rows, p, |r| m(r.h2c_cpu_per_origin))));
     }
     out
+}
+
+/// One [`steadier_cpu`] row: the gateway's figure over the lower of nginx's and HAProxy's.
+fn against_better_peer(scenario: &str, figure: impl Fn(&str) -> Option<f64>) -> Option<Target> {
+    let gateway = figure(GATEWAY)?;
+    let (peer, reference) = ["nginx", "haproxy"]
+        .into_iter()
+        .filter_map(|p| figure(p).map(|v| (p, v)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .filter(|(_, v)| *v > 0.0)?;
+    Some(Target {
+        target: format!(
+            "{scenario}: proxy CPU over origin CPU vs the better peer (≤ {CPU_TARGET}x asked of CPU/request)"
+        ),
+        measured: format!(
+            "{:.2}x {}; {} vs {}",
+            gateway / reference,
+            display(peer),
+            fmt_num(gateway),
+            fmt_num(reference)
+        ),
+        met: Verdict::Stated,
+    })
 }
 
 /// The access log's cost and io_uring against epoll, per scenario: figures without a target.

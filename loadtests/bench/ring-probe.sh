@@ -4,16 +4,17 @@
 # the ring levers that monoio 0.2.4 keeps out of the gateway's reach (poll-first receives,
 # registered files, multishot receives into provided buffers, sends without completions, waits
 # for more than one completion). Each variant and the gateway (io_uring, one worker) relay wrk's
-# keep-alive GETs to the same nginx origin in interleaved rounds, with nginx as a proxy (one
-# worker, upstream keep-alive) beside them; the report gives CPU per request (utime+stime from
+# keep-alive GETs to the same nginx origin in interleaved rounds, with nginx (one worker,
+# upstream keep-alive) and HAProxy (one thread, http-reuse always) as proxies beside them; the report gives CPU per request (utime+stime from
 # /proc), its kernel part, and the proxy's CPU over the origin's (the steadier figure: a proxy's
 # CPU per request moves with how often it sleeps, which the origin's pace sets).
 #
 #   loadtests/bench/ring-probe.sh
 #
 # Environment (defaults in brackets):
-#   VARIANTS ["nginx gateway base poll-first fixed-files multishot ms-fixed skip-send wait4 all"]
-#                       nginx: nginx 1.22 as the proxy; gateway: the gateway (io_uring, one worker);
+#   VARIANTS ["nginx haproxy gateway base poll-first fixed-files multishot ms-fixed skip-send wait4 all"]
+#                       nginx: nginx as the proxy; haproxy: HAProxy as the proxy; gateway: the
+#                       gateway (io_uring, one worker);
 #                       the rest: ring-probe with the flags in FLAGS below
 #   ROUNDS [3]          interleaved rounds
 #   DURATION [10]       seconds of each measured wrk run (after a 2 s warm-up)
@@ -32,7 +33,7 @@ KEEP_WORK=${KEEP_WORK:-0}
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_init ring-probe
 
-VARIANTS=${VARIANTS:-"nginx gateway base poll-first fixed-files multishot ms-fixed skip-send wait4 all"}
+VARIANTS=${VARIANTS:-"nginx haproxy gateway base poll-first fixed-files multishot ms-fixed skip-send wait4 all"}
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10}
 CONNECTIONS=${CONNECTIONS:-64}
@@ -51,13 +52,19 @@ declare -A FLAGS=(
     [splice]="--head-read 4096 --splice"
 )
 for v in $VARIANTS; do
-    [[ $v == gateway || $v == nginx || -v FLAGS[$v] ]] || die "unknown variant '$v' (nginx gateway ${!FLAGS[*]})"
+    [[ $v == gateway || $v == nginx || $v == haproxy || -v FLAGS[$v] ]] ||
+        die "unknown variant '$v' (nginx haproxy gateway ${!FLAGS[*]})"
 done
 
 check_cpus
 take_lock
 raise_fd_limit
 install_tools nginx wrk curl
+HAPROXY=""
+if [[ " $VARIANTS " == *" haproxy "* ]]; then
+    install_tools haproxy
+    HAPROXY=$(sbin_path haproxy)
+fi
 if [[ ${SKIP_BUILD:-0} != 1 ]]; then
     log "building: cargo build --release -p gateway -p loadtests --bin ring-probe"
     (cd "$ROOT" && cargo build --release -p gateway && cargo build --release -p loadtests --bin ring-probe) \
@@ -80,6 +87,9 @@ start_variant() {
     if [[ $name == nginx ]]; then
         write_nginx_proxy_conf "$dir" "$PORT" >"$dir/nginx.conf"
         start_nginx "$PROXY_CPU" "$dir" "$dir/nginx.conf"
+    elif [[ $name == haproxy ]]; then
+        write_haproxy_config "$PORT" 4096 >"$dir/haproxy.cfg"
+        start_pinned "$PROXY_CPU" "$dir/log" "$HAPROXY" -db -f "$dir/haproxy.cfg"
     elif [[ $name == gateway ]]; then
         write_gateway_proxy_conf "$PORT" io_uring >"$dir/gateway.toml"
         gateway_root_args "$TARGET/gateway"
@@ -136,7 +146,8 @@ CLK_TCK=$(getconf CLK_TCK)
     for v in $VARIANTS; do
         case $v in
         gateway) flags="(the gateway, io_uring)" ;;
-        nginx) flags="(nginx 1.22, 1 worker)" ;;
+        nginx) flags="(nginx $("$(sbin_path nginx)" -v 2>&1 | sed 's|.*/||'), 1 worker)" ;;
+        haproxy) flags="(HAProxy $("$HAPROXY" -v 2>/dev/null | awk 'NR == 1 {print $3}'), 1 thread)" ;;
         *) flags=${FLAGS[$v]:-"(none)"} ;;
         esac
         awk -F'\t' -v v="$v" -v hz="$CLK_TCK" -v d="$DURATION" -v flags="$flags" '

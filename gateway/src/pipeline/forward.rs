@@ -10,7 +10,9 @@ use std::pin::Pin;
 use std::rc::Rc;
 
 use gateway_config::ProxyAction;
-use monoio::time::{Instant, Sleep};
+use monoio::time::Instant;
+
+use crate::runtime::idle_timer::Expiry;
 
 use super::answer::Refusal;
 use super::connect::{acquire, retry_if_stale};
@@ -53,7 +55,7 @@ pub trait Downstream {
         t: &Try<'_>,
         up: &mut Stream,
         head: &mut Vec<u8>,
-        timer: Pin<&mut Sleep>,
+        timer: Pin<&mut Expiry<'_>>,
     ) -> Result<(), UpstreamError>;
 
     /// Where interim (1xx) responses go while a response head is awaited.
@@ -386,9 +388,9 @@ async fn try_h1<D: Downstream>(
     let replayable = t.req.body == Body::None && t.req.is_idempotent();
     let mut retried = false;
     // The try's deadline, for the request's write and the response head's read alike: one
-    // timer entry for both. Boxed: a `Sleep` is 640 bytes, and every request's future would
-    // carry it across the try.
-    let mut timer = crate::runtime::boxed(|| monoio::time::sleep_until(t.try_deadline));
+    // entry on the worker's fine timer for both (three words here, 40 bytes in its slab).
+    let mut timer = t.worker.deadlines.at(t.try_deadline.into_std());
+    let mut timer = Pin::new(&mut timer);
     loop {
         let (mut up, reused) =
             acquire(t.worker, t.local, t.action.cluster, endpoint, connect_timeout, t.try_deadline).await?;

@@ -154,7 +154,8 @@ async fn exchange(worker: &Rc<Worker>, local: &Local, copy: &Copy, head: &mut Ve
                 return false;
             }
         };
-        let mut timer = std::pin::pin!(monoio::time::sleep_until(deadline));
+        let mut timer = worker.deadlines.at(deadline.into_std());
+        let mut timer = std::pin::Pin::new(&mut timer);
         let (res, b) = write_from_by(&mut up.stream, std::mem::take(head), 0, timer.as_mut()).await;
         *head = b;
         let err = match res {

@@ -4,7 +4,7 @@ use std::io;
 use std::pin::Pin;
 use std::rc::Rc;
 
-use monoio::time::Sleep;
+use crate::runtime::idle_timer::Expiry;
 
 use super::{interim, websocket};
 use crate::codec::h1::{self, HeadScratch, ResponseHead};
@@ -35,7 +35,7 @@ pub async fn read_response_head_pooled(
     is_head: bool,
     websocket: bool,
     interim: &mut interim::Interim<'_>,
-    mut timer: Pin<&mut Sleep>,
+    mut timer: Pin<&mut Expiry<'_>>,
 ) -> Result<UpHead, UpstreamError> {
     // A connection taken from its pool may come with the response's receive already submitted
     // (`upstream::armed`): its buffer holds the head room, then what arrived.
@@ -100,7 +100,7 @@ pub async fn read_response_head(
     is_head: bool,
     websocket: bool,
     interim: &mut interim::Interim<'_>,
-    mut timer: Pin<&mut Sleep>,
+    mut timer: Pin<&mut Expiry<'_>>,
 ) -> Result<(usize, ResponseHead), UpstreamError> {
     let max = server.limits.max_response_header_bytes;
     let mut upos = start;

@@ -10,7 +10,6 @@ use std::time::Duration;
 use monoio::buf::IoBufMut;
 use monoio::io::AsyncReadRent;
 use monoio::net::TcpStream;
-use monoio::time::Sleep;
 
 use super::idle_timer::Expiry;
 use super::stream::Stream;
@@ -75,7 +74,11 @@ pub async fn write_range_expiry(
 /// [`read_append`] bounded by `timer`, which the caller holds across several operations of one
 /// exchange (one timer entry for all of them, instead of one per operation); a timeout is
 /// `ErrorKind::TimedOut`.
-pub async fn read_append_by(stream: &mut Stream, buf: Vec<u8>, timer: Pin<&mut Sleep>) -> (io::Result<usize>, Vec<u8>) {
+pub async fn read_append_by(
+    stream: &mut Stream,
+    buf: Vec<u8>,
+    timer: Pin<&mut Expiry<'_>>,
+) -> (io::Result<usize>, Vec<u8>) {
     // As above: on timeout the buffer goes with the cancelled read.
     monoio::select! {
         r = read_append(stream, buf) => r,
@@ -88,7 +91,7 @@ pub async fn write_from_by(
     stream: &mut Stream,
     buf: Vec<u8>,
     from: usize,
-    timer: Pin<&mut Sleep>,
+    timer: Pin<&mut Expiry<'_>>,
 ) -> (io::Result<()>, Vec<u8>) {
     if from >= buf.len() {
         return (Ok(()), buf);

@@ -46,6 +46,9 @@ pub struct Worker {
     pub armed_waits: crate::runtime::buffers::Slots,
     /// Idle and header-read deadlines of this worker's connections, advanced by [`run`].
     pub idle_timer: IdleTimer,
+    /// The deadline of each try (the request's write and the response head's read), on a
+    /// fine timer that advances itself (`runtime::idle_timer`).
+    pub deadlines: IdleTimer,
     pub rng: XorShift,
     pub(crate) shared: Arc<Shared>,
     /// Field-range storage for HTTP/1.1 heads, lent to a request (or an upstream response)
@@ -134,6 +137,7 @@ impl Worker {
             armed: Default::default(),
             armed_waits: Default::default(),
             idle_timer: IdleTimer::new(),
+            deadlines: IdleTimer::driven(crate::runtime::idle_timer::FINE_RESOLUTION),
             rng: XorShift::new(seed),
             shared,
             scratches: RefCell::new(Vec::new()),

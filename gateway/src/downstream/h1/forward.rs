@@ -7,7 +7,9 @@ use std::pin::Pin;
 use std::rc::Rc;
 
 use bytes::Bytes;
-use monoio::time::{Instant, Sleep};
+use monoio::time::Instant;
+
+use crate::runtime::idle_timer::Expiry;
 
 use super::{relay, Conn, Next};
 use crate::codec::body::{self, Dest, Side, Source, TransferError};
@@ -73,7 +75,7 @@ impl Downstream for H1Forward<'_> {
         t: &Try<'_>,
         up: &mut Stream,
         head: &mut Vec<u8>,
-        timer: Pin<&mut Sleep>,
+        timer: Pin<&mut Expiry<'_>>,
     ) -> Result<(), UpstreamError> {
         // The head (kept in `head` for a resend when there is no body), then the body streamed
         // from the client.

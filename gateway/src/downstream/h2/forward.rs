@@ -9,7 +9,9 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 use gateway_h2::frame::Reason;
-use monoio::time::{Instant, Sleep};
+use monoio::time::Instant;
+
+use crate::runtime::idle_timer::Expiry;
 
 use super::server::ConnCtx;
 use crate::codec::body::{self, Dest, Side, Source, TransferError};
@@ -80,7 +82,7 @@ impl Downstream for H2Forward<'_> {
         t: &Try<'_>,
         up: &mut Stream,
         head: &mut Vec<u8>,
-        timer: Pin<&mut Sleep>,
+        timer: Pin<&mut Expiry<'_>>,
     ) -> Result<(), UpstreamError> {
         let len = head.len();
         // A held body goes out with the head, in one write (a Content-Length body: its

@@ -535,12 +535,13 @@ mod tests {
     }
 
     /// Runs `f` on a runtime of each driver (io_uring where the kernel allows it).
-    fn on_each_driver<F: Future>(f: impl Fn() -> F) {
+    fn on_each_driver<F: Future<Output = ()>>(f: impl Fn() -> F) {
         #[allow(clippy::unwrap_used)]
         let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().enable_timer().build().unwrap();
         rt.block_on(f());
-        if let Ok(mut rt) = monoio::RuntimeBuilder::<monoio::IoUringDriver>::new().enable_timer().build() {
-            rt.block_on(f());
+        match monoio::RuntimeBuilder::<monoio::IoUringDriver>::new().enable_timer().build() {
+            Ok(mut rt) => rt.block_on(f()),
+            Err(e) => eprintln!("skipped on io_uring (no ring here: {e}); ran on epoll only"),
         }
     }
 

@@ -27,7 +27,9 @@
 #                      same build on the epoll driver)
 #   PROXY_CPU [0]      CPU the proxies are pinned to
 #   LOAD_CPU [1]       CPU the origin and wrk share
-#   SKIP_BUILD [0]     1: use the existing target/release/gateway instead of building it
+#   SKIP_BUILD [0]     1: do not build the gateway, use GATEWAY_BIN as it is
+#   GATEWAY_BIN [target/release/gateway of this repository]  the gateway-uring, gateway-epoll
+#                      and gateway-uring-log build (built first unless SKIP_BUILD=1)
 #   RESULTS_DIR [loadtests/results], RESULT_NAME [<report>-<UTC timestamp>]
 #   KEEP_WORK [0]      1: keep the temporary directory (configs, logs, raw wrk output)
 #   COUNT [1]          count each proxy's system calls and io_uring submissions per request
@@ -98,7 +100,7 @@ declare -A PROXY_PID=()    # proxy name -> PID of its (main) process
 declare -A PROXY_PORT=()   # proxy name -> port wrk loads
 ACTIVE=()                  # proxies that started and answered correctly
 SKIPPED_JSON=()            # {"proxy":..,"reason":..} for the ones that did not
-GATEWAY_BIN=""
+GATEWAY_BIN=${GATEWAY_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/gateway}
 OPENLOOP_BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/openloop
 REPORT_BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/bench-report
 HAPROXY=""
@@ -153,7 +155,7 @@ check_params() {
 }
 
 build_gateway() {
-    local bin=${CARGO_TARGET_DIR:-$ROOT/target}/release/gateway
+    local bin=$GATEWAY_BIN
     if [[ $SKIP_BUILD == 1 ]]; then
         log "SKIP_BUILD=1: using $bin as it is"
     else

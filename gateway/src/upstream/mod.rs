@@ -160,6 +160,13 @@ pub struct UpConn {
     count: Rc<Cell<usize>>,
 }
 
+impl UpConn {
+    /// How many connections this worker has open to the connection's cluster, this one included.
+    pub fn open(&self) -> usize {
+        self.count.get()
+    }
+}
+
 impl Drop for UpConn {
     fn drop(&mut self) {
         self.count.set(self.count.get().saturating_sub(1));

@@ -78,12 +78,13 @@ impl IdlePool {
     /// Returns a connection whose last exchange completed cleanly. The oldest one is closed when
     /// the pool is full. On io_uring a plain-TCP connection is parked with its next response's
     /// receive submitted (into one of `buffers`' response buffers), while fewer than
-    /// [`super::armed::MAX_ARMED`] of the worker's connections (`armed`) are.
+    /// [`super::armed::MAX_ARMED`] of the worker's connections (`armed`) are and the worker has
+    /// at most [`super::armed::ARM_UP_TO_OPEN`] connections open to the cluster.
     pub fn put(&self, mut conn: UpConn, buffers: &BufferPool, armed: &Slots) {
         if self.max_idle == 0 || self.closed.get() {
             return;
         }
-        if conn.armed.is_none() && !monoio::utils::is_legacy() {
+        if conn.armed.is_none() && !monoio::utils::is_legacy() && conn.open() <= super::armed::ARM_UP_TO_OPEN {
             if let Some(tcp) = conn.stream.tcp_mut() {
                 conn.armed = ArmedRead::arm(tcp, buffers, armed);
             }
@@ -163,5 +164,68 @@ fn still_idle_by(looked: std::io::Result<usize>) -> bool {
             tracing::debug!(error = %e, "an idle upstream connection failed; not reused");
             false
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::cell::Cell;
+    use std::io::Write;
+    use std::rc::Rc;
+
+    use super::*;
+    use crate::runtime::buffers::{BufferPool, Slots};
+    use crate::runtime::stream::Stream;
+    use crate::upstream::armed::ARM_UP_TO_OPEN;
+
+    /// An upstream connection (the gateway's end) counted as one of `open` to its cluster, and
+    /// the upstream's end.
+    fn conn(open: &Rc<Cell<usize>>) -> (UpConn, std::net::TcpStream) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let ours = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (theirs, _) = listener.accept().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        let tcp = monoio::net::TcpStream::from_std(ours).unwrap();
+        (UpConn { stream: Stream::Tcp(tcp), armed: None, count: Rc::clone(open) }, theirs)
+    }
+
+    /// On io_uring an idle connection waits with its next receive submitted while its worker has
+    /// few connections open to the cluster, and is peeked at when taken over
+    /// [`ARM_UP_TO_OPEN`]. Either way, one the upstream sent bytes on while it was idle, or
+    /// closed, is not reused.
+    #[test]
+    fn idle_connections_are_armed_only_while_few_are_open_and_checked_either_way() {
+        let Ok(mut rt) = monoio::RuntimeBuilder::<monoio::IoUringDriver>::new().enable_timer().build() else {
+            eprintln!("skipped: io_uring is not available here");
+            return;
+        };
+        rt.block_on(async {
+            let (buffers, armed) = (BufferPool::new(8), Slots::default());
+            let pool = IdlePool::new(8, Duration::from_secs(60), Arc::default());
+            let discarded = crate::stats::Counter::default();
+            for (open, arms) in [(1, true), (ARM_UP_TO_OPEN, true), (ARM_UP_TO_OPEN + 1, false)] {
+                for upstream_does in ["nothing", "send", "close"] {
+                    let count = Rc::new(Cell::new(open));
+                    let (up, mut theirs) = conn(&count);
+                    pool.put(up, &buffers, &armed);
+                    let parked_armed = pool.idle.borrow().back().map(|(c, _)| c.armed.is_some());
+                    assert_eq!(parked_armed, Some(arms), "{open} open");
+                    match upstream_does {
+                        "send" => theirs.write_all(b"HTTP/1.1 200 OK\r\n\r\n").unwrap(),
+                        "close" => drop(theirs),
+                        _ => {}
+                    }
+                    // Time for the bytes or the close to arrive, and for an armed receive's
+                    // completion to be reaped.
+                    monoio::time::sleep(Duration::from_millis(20)).await;
+                    let before = discarded.value();
+                    let taken = pool.take(&discarded);
+                    let reused = upstream_does == "nothing";
+                    assert_eq!(taken.is_some(), reused, "{open} open, the upstream did {upstream_does}");
+                    assert_eq!(discarded.value() - before, u64::from(!reused), "{open} open, {upstream_does}");
+                }
+            }
+        });
     }
 }

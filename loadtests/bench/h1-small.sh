@@ -29,7 +29,8 @@
 #   LOAD_CPU [1]       CPU the origin and wrk share
 #   SKIP_BUILD [0]     1: do not build the gateway, use GATEWAY_BIN as it is
 #   GATEWAY_BIN [target/release/gateway of this repository]  the gateway-uring, gateway-epoll
-#                      and gateway-uring-log build (built first unless SKIP_BUILD=1)
+#                      and gateway-uring-log build (unless SKIP_BUILD=1, this repository's
+#                      gateway is built first; GATEWAY_BIN is then run as it is)
 #   RESULTS_DIR [loadtests/results], RESULT_NAME [<report>-<UTC timestamp>]
 #   KEEP_WORK [0]      1: keep the temporary directory (configs, logs, raw wrk output)
 #   COUNT [1]          count each proxy's system calls and io_uring submissions per request

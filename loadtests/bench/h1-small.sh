@@ -17,7 +17,9 @@
 #                      then `openloop` at FRACTIONS of that peak (openloop)
 #   DURATION [10]      seconds of each measured wrk run
 #   WARMUP [2]         seconds of the unmeasured wrk run before each measured run
-#   ROUNDS [3]         interleaved rounds: every proxy once per round, in PROXIES order
+#   ROUNDS [3]         interleaved rounds: every proxy once per round, in PROXIES order in odd
+#                      rounds and reversed in even ones (lib.sh `in_round_order`; A/Bs: an even
+#                      number of rounds)
 #   CONNECTIONS [64]   wrk connections (one wrk thread); 1 for SCENARIO=latency
 #   FRACTIONS ["0.25 0.5 0.75 0.9"]  SCENARIO=openloop: rates, as fractions of the proxy's peak
 #   PROXIES ["gateway-uring gateway-epoll nginx haproxy direct"] (no direct for https); also
@@ -319,7 +321,7 @@ run_rounds() {
     LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
     log "load average before the rounds: $LOADAVG"
     for ((round = 1; round <= ROUNDS; round++)); do
-        for p in "${ACTIVE[@]}"; do
+        for p in $(in_round_order "$round" "${ACTIVE[@]}"); do
             if [[ $SCENARIO == openloop ]]; then
                 measure_openloop "$p" "$round"
             else
@@ -537,7 +539,7 @@ markdown() {
     .params as $p |
     "## \(.benchmark) \(.timestamp)",
     "",
-    "\(.description | .[:1] | ascii_upcase)\(.description | .[1:]): \(if .benchmark == "openloop" then "the peak from " else "" end)wrk -t1 -c\($p.connections) to \(if $p.tls then "https" else "http" end)://127.0.0.1:PORT/, \($p.duration_s) s per run after \($p.warmup_s) s warm-up, \($p.rounds) interleaved round(s), median (min–max) over rounds. Proxies pinned to CPU \($p.proxy_cpu), one worker each, kept running across rounds; origin (\($p.origin)) and the load generator pinned to CPU \($p.load_cpu). CPU/req: utime+stime of all the proxy'"'"'s processes per completed request.\(if $p.tls then " TLS: the same ECDSA P-256 certificate everywhere; negotiated \($p.tls_cipher)." else "" end)",
+    "\(.description | .[:1] | ascii_upcase)\(.description | .[1:]): \(if .benchmark == "openloop" then "the peak from " else "" end)wrk -t1 -c\($p.connections) to \(if $p.tls then "https" else "http" end)://127.0.0.1:PORT/, \($p.duration_s) s per run after \($p.warmup_s) s warm-up, \($p.rounds) interleaved round(s) (the order reversed every other round), median (min–max) over rounds. Proxies pinned to CPU \($p.proxy_cpu), one worker each, kept running across rounds; origin (\($p.origin)) and the load generator pinned to CPU \($p.load_cpu). CPU/req: utime+stime of all the proxy'"'"'s processes per completed request.\(if $p.tls then " TLS: the same ECDSA P-256 certificate everywhere; negotiated \($p.tls_cipher)." else "" end)",
     "",
     "Machine: Linux \(.machine.kernel), \(.machine.nproc) CPUs (\(.machine.cpu_model)), load average \(.machine.loadavg_before) before the rounds; nginx \(.machine.nginx); wrk \(.machine.wrk); commit \(.git.commit)\(if .git.dirty then " (dirty tree)" else "" end).",
     "",

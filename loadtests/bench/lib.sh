@@ -119,6 +119,24 @@ alive() {
     return 1
 }
 
+# in_round_order ROUND NAME...: the NAMEs in the order round ROUND runs them: as given in odd
+# rounds, reversed in even ones (ABBA). Whichever runs first in a round had an edge of several
+# percent in A/B runs of two gateway builds (`loadtests/results/run-order-20261204.md`): with a
+# fixed order that edge lands on the same build in every round and reads as the change's effect.
+# Reversing every other round gives every pair each order equally often over an even number of
+# rounds.
+in_round_order() {
+    local round=$1 i
+    shift
+    if ((round % 2)); then
+        echo "$@"
+    else
+        local names=("$@") out=()
+        for ((i = ${#names[@]} - 1; i >= 0; i--)); do out+=("${names[i]}"); done
+        echo "${out[@]}"
+    fi
+}
+
 # ---------------------------------------------------------------------------------------------
 # Setup
 

@@ -16,7 +16,7 @@
 #                       nginx: nginx as the proxy; haproxy: HAProxy as the proxy; gateway: the
 #                       gateway (io_uring, one worker);
 #                       the rest: ring-probe with the flags in FLAGS below
-#   ROUNDS [3]          interleaved rounds
+#   ROUNDS [3]          interleaved rounds (VARIANTS order in odd rounds, reversed in even ones)
 #   DURATION [10]       seconds of each measured wrk run (after a 2 s warm-up)
 #   CONNECTIONS [64]    wrk connections (one wrk thread)
 #   SKIP_BUILD [0]      1: use the existing target/release binaries
@@ -108,7 +108,7 @@ start_variant() {
 : >"$WORK/runs.tsv"
 log "load average before the rounds: $(cut -d' ' -f1-3 /proc/loadavg)"
 for ((round = 1; round <= ROUNDS; round++)); do
-    for v in $VARIANTS; do
+    for v in $(in_round_order "$round" $VARIANTS); do
         start_variant "$v"
         taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNECTIONS" -d2s "http://127.0.0.1:$PORT/" >/dev/null 2>&1 || true
         cpu0=$(cpu_ticks "${PIDS[@]}")

@@ -14,6 +14,7 @@
 #   DURATION [10]          seconds of each measured handshake, h2 and h2c run
 #   WARMUP [2]             seconds of the unmeasured run before each of them
 #   ROUNDS [3]             interleaved rounds: in each, every proxy once per test, in PROXIES order
+#                          in odd rounds and reversed in even ones (lib.sh `in_round_order`)
 #   SMOKE [0]              1: one short round (defaults ROUNDS=1, DURATION=3, WARMUP=1,
 #                          IDLE_CONNECTIONS=500), for a quick check that everything works
 #   PROXIES ["gateway-uring gateway-epoll nginx haproxy"]; also gateway-baseline
@@ -393,17 +394,19 @@ run_rounds() {
     : >"$WORK/runs.jsonl"
     LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
     log "load average before the rounds: $LOADAVG"
+    local order
     for ((round = 1; round <= ROUNDS; round++)); do
-        for p in "${ACTIVE[@]}"; do
+        order=$(in_round_order "$round" "${ACTIVE[@]}")
+        for p in $order; do
             if wanted handshake; then measure_handshakes "$p" "$round"; fi
         done
-        for p in "${ACTIVE[@]}"; do
+        for p in $order; do
             if wanted h2; then measure_h2 "$p" "$round"; fi
         done
-        for p in "${ACTIVE[@]}"; do
+        for p in $order; do
             if wanted h2c; then measure_h2c "$p" "$round"; fi
         done
-        for p in "${ACTIVE[@]}"; do
+        for p in $order; do
             if wanted idle; then measure_idle "$p" "$round" tls; fi
             if wanted idle_plain; then measure_idle "$p" "$round" plain; fi
         done
@@ -698,7 +701,7 @@ markdown() {
     .params as $p |
     "## tls-h2 \(.timestamp)\(if $p.smoke then " (SMOKE=1: a quick check, not a measurement)" else "" end)",
     "",
-    "TLS termination, gateway vs nginx vs HAProxy: TLS 1.2 + 1.3, ALPN h2 + http/1.1, \($p.certificate), one worker each pinned to CPU \($p.proxy_cpu), no access log, upstream keep-alive to the origin (\($p.origin), plain HTTP/1.1) on CPU \($p.load_cpu) with the load generators. \($p.rounds) interleaved round(s) of \($p.duration_s) s per measured run after \($p.warmup_s) s warm-up; median (min–max) over rounds. CPU: utime+stime of all the proxy'"'"'s processes per completed handshake or request. Memory: Pss (and RSS) summed over the proxy'"'"'s processes, a fresh instance per run, before and after \($p.idle_connections) idle connections.",
+    "TLS termination, gateway vs nginx vs HAProxy: TLS 1.2 + 1.3, ALPN h2 + http/1.1, \($p.certificate), one worker each pinned to CPU \($p.proxy_cpu), no access log, upstream keep-alive to the origin (\($p.origin), plain HTTP/1.1) on CPU \($p.load_cpu) with the load generators. \($p.rounds) interleaved round(s) (the order reversed every other round) of \($p.duration_s) s per measured run after \($p.warmup_s) s warm-up; median (min–max) over rounds. CPU: utime+stime of all the proxy'"'"'s processes per completed handshake or request. Memory: Pss (and RSS) summed over the proxy'"'"'s processes, a fresh instance per run, before and after \($p.idle_connections) idle connections.",
     "",
     "- handshakes: `\($p.commands.handshake)` — one TCP connection, one full TLS 1.3 handshake (no resumption: `-new`), one `GET / HTTP/1.0` proxied to the origin, close;",
     "- HTTP/2: `\($p.commands.h2)`;",

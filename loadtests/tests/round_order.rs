@@ -2,6 +2,8 @@
 //! `in_round_order`): as listed in odd rounds, reversed in even ones, so that in an A/B of two
 //! builds neither runs first in every round.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
 use std::path::Path;
 use std::process::Command;
 

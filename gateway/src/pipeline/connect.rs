@@ -11,7 +11,9 @@ use crate::runtime::stream::Stream;
 use crate::upstream::{EndpointState, UpConn, UpstreamError};
 use crate::worker::{Local, Worker};
 
-/// An upstream connection to `endpoint`: a pooled one (`true`: reused) or a new one.
+/// An upstream connection to `endpoint`: a pooled one (`true`: reused) or a new one. `now`:
+/// the caller's clock reading (for the pool's idle timeout).
+#[allow(clippy::too_many_arguments)]
 pub async fn acquire(
     worker: &Worker,
     local: &Local,
@@ -19,8 +21,9 @@ pub async fn acquire(
     endpoint: &EndpointState,
     connect_timeout: Duration,
     deadline: Instant,
+    now: Instant,
 ) -> Result<(UpConn, bool), UpstreamError> {
-    Ok(match endpoint.pool.take(&worker.stats.upstream_idle_discards) {
+    Ok(match endpoint.pool.take(&worker.stats.upstream_idle_discards, now.into_std()) {
         Some(s) => {
             worker.stats.upstream_reuses.inc();
             if let Some(m) = local.clusters.get(cluster).map(|c| c.metrics()) {

@@ -302,7 +302,7 @@ async fn choose<D: Downstream>(
                     wbuf.truncate(head_len);
                 }
                 outbound::finish_h1_head(wbuf, grpc, add.deadline_header, remaining);
-                result = try_h1(&tt, down, endpoint, wbuf).await;
+                result = try_h1(&tt, down, endpoint, wbuf, try_start).await;
             }
             // When the try ended: its latency, and (for the last try) the upstream's time.
             let ended = Instant::now();
@@ -381,6 +381,7 @@ async fn try_h1<D: Downstream>(
     down: &mut D,
     endpoint: &EndpointState,
     head: &mut Vec<u8>,
+    started: Instant,
 ) -> Result<Response, UpstreamError> {
     let server = &t.local.snap.config.server;
     let connect_timeout = t.local.clusters.get(t.action.cluster).map(|c| c.settings.connect_timeout);
@@ -393,7 +394,7 @@ async fn try_h1<D: Downstream>(
     let mut timer = Pin::new(&mut timer);
     loop {
         let (mut up, reused) =
-            acquire(t.worker, t.local, t.action.cluster, endpoint, connect_timeout, t.try_deadline).await?;
+            acquire(t.worker, t.local, t.action.cluster, endpoint, connect_timeout, t.try_deadline, started).await?;
         let err = match down.send_h1(t, &mut up.stream, head, timer.as_mut()).await {
             Ok(()) => {
                 let (is_head, websocket) = (t.req.is_head(), t.websocket);

@@ -145,15 +145,16 @@ async fn exchange(worker: &Rc<Worker>, local: &Local, copy: &Copy, head: &mut Ve
     let connect_timeout = cluster.settings.connect_timeout;
     let mut retried = false;
     loop {
-        let (mut up, reused) = match acquire(worker, local, copy.cluster, endpoint, connect_timeout, deadline).await {
-            Ok(x) => x,
-            Err(e) => {
-                if let Some(o) = e.outcome() {
-                    inflight.record(o);
+        let (mut up, reused) =
+            match acquire(worker, local, copy.cluster, endpoint, connect_timeout, deadline, Instant::now()).await {
+                Ok(x) => x,
+                Err(e) => {
+                    if let Some(o) = e.outcome() {
+                        inflight.record(o);
+                    }
+                    return false;
                 }
-                return false;
-            }
-        };
+            };
         let mut timer = worker.deadlines.at(deadline.into_std());
         let mut timer = std::pin::Pin::new(&mut timer);
         let (res, b) = write_from_by(&mut up.stream, std::mem::take(head), 0, timer.as_mut()).await;

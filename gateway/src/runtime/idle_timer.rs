@@ -107,18 +107,19 @@ impl IdleTimer {
     /// Resolves once `deadline` has passed (rounded up to the timer's resolution).
     pub fn at(&self, deadline: Instant) -> Expiry<'_> {
         let d = deadline.saturating_duration_since(self.core.origin);
-        let tick = d.as_nanos().div_ceil(u128::from(self.core.resolution));
-        Expiry { timer: self, tick: u64::try_from(tick).unwrap_or(u64::MAX), key: NIL, generation: 0 }
+        // In u64 nanoseconds (584 years from the timer's start): one division, where u128's is
+        // a call into the runtime library.
+        let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        Expiry { timer: self, tick: nanos.div_ceil(self.core.resolution), key: NIL, generation: 0 }
     }
 
     /// Runs `fut` until it completes (`Some` of its output) or `limit` has passed (`None`, and
     /// `fut` is dropped), on this timer's resolution: for waits on a client bounded by
-    /// `body_io`, which need no timer entry of the runtime's own.
-    pub async fn within<F: Future>(&self, limit: Duration, fut: F) -> Option<F::Output> {
-        monoio::select! {
-            r = fut => Some(r),
-            _ = self.after(limit) => None,
-        }
+    /// `body_io`, which need no timer entry of the runtime's own. `limit` counts from the first
+    /// time `fut` has to wait: a `fut` that completes when first polled (most sends into a
+    /// stream's buffer) takes no clock reading and no entry on the wheel.
+    pub fn within<F: Future>(&self, limit: Duration, fut: F) -> Within<'_, F> {
+        Within { fut, timer: self, limit, expiry: None }
     }
 
     /// Fires every deadline at or before `now`. Called by the worker's periodic task (coarse
@@ -244,6 +245,34 @@ async fn drive(core: Rc<Core>) {
     }
     d.armed.set(u64::MAX);
     d.running.set(false);
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`IdleTimer::within`].
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Within<'a, F> {
+        #[pin]
+        fut: F,
+        timer: &'a IdleTimer,
+        limit: Duration,
+        // Set when `fut` first has to wait.
+        expiry: Option<Expiry<'a>>,
+    }
+}
+
+impl<F: Future> Future for Within<'_, F> {
+    type Output = Option<F::Output>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if let Poll::Ready(v) = this.fut.poll(cx) {
+            return Poll::Ready(Some(v));
+        }
+        let (timer, limit) = (*this.timer, *this.limit);
+        let expiry = this.expiry.get_or_insert_with(|| timer.after(limit));
+        // `Expiry` is `Unpin` (it is registered by key, not by address).
+        Pin::new(expiry).poll(cx).map(|()| None)
+    }
 }
 
 /// A pending deadline; see [`IdleTimer::at`].
@@ -639,6 +668,42 @@ mod tests {
         let mut e = Box::pin(timer.after(ms(100)));
         assert!(e.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
         assert_eq!(timer.len(), 1);
+    }
+
+    #[test]
+    fn within_takes_a_deadline_only_when_its_future_waits() {
+        let t0 = Instant::now();
+        let timer = IdleTimer::starting_at(t0);
+        let (count, waker) = counter();
+        let mut cx = Context::from_waker(&waker);
+        // Ready at its first poll: its output, and nothing registered.
+        let mut ready = Box::pin(timer.within(ms(200), std::future::ready(7)));
+        assert_eq!(ready.as_mut().poll(&mut cx), Poll::Ready(Some(7)));
+        assert!(timer.is_empty());
+        // Waiting: the deadline is registered and ends the wait once it passes.
+        let mut never = Box::pin(timer.within(ms(200), std::future::pending::<()>()));
+        assert!(never.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(timer.len(), 1);
+        assert!(never.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(timer.len(), 1, "one registration however often it is polled");
+        timer.advance(Instant::now() + ms(400));
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert_eq!(never.as_mut().poll(&mut cx), Poll::Ready(None));
+        assert!(timer.is_empty());
+        // Waiting, then done before the deadline: its output, and the registration goes.
+        let timer = IdleTimer::new();
+        let flag = Cell::new(false);
+        let mut later =
+            Box::pin(timer.within(
+                ms(200),
+                std::future::poll_fn(|_| if flag.get() { Poll::Ready("done") } else { Poll::Pending }),
+            ));
+        assert!(later.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(timer.len(), 1);
+        flag.set(true);
+        assert_eq!(later.as_mut().poll(&mut cx), Poll::Ready(Some("done")));
+        drop(later);
+        assert!(timer.is_empty());
     }
 
     #[test]

@@ -35,6 +35,8 @@ pub async fn read_append_timeout(stream: &mut Stream, buf: Vec<u8>, limit: Durat
 pub async fn read_append_expiry(stream: &mut Stream, buf: Vec<u8>, expiry: Expiry<'_>) -> (io::Result<usize>, Vec<u8>) {
     // As above: on timeout the buffer goes with the cancelled read.
     monoio::select! {
+        // The I/O first: the deadline is only looked at while it waits.
+        biased;
         r = read_append(stream, buf) => r,
         _ = expiry => (Err(io::ErrorKind::TimedOut.into()), Vec::new()),
     }
@@ -66,6 +68,8 @@ pub async fn write_range_expiry(
         return (Ok(()), buf);
     }
     monoio::select! {
+        // The I/O first: the deadline is only looked at while it waits.
+        biased;
         r = stream.write_all_range(buf, range) => r,
         _ = expiry => (Err(io::ErrorKind::TimedOut.into()), Vec::new()),
     }
@@ -81,6 +85,8 @@ pub async fn read_append_by(
 ) -> (io::Result<usize>, Vec<u8>) {
     // As above: on timeout the buffer goes with the cancelled read.
     monoio::select! {
+        // The I/O first: the deadline is only looked at while it waits.
+        biased;
         r = read_append(stream, buf) => r,
         _ = timer => (Err(io::ErrorKind::TimedOut.into()), Vec::new()),
     }
@@ -98,6 +104,8 @@ pub async fn write_from_by(
     }
     let len = buf.len();
     monoio::select! {
+        // The I/O first: the deadline is only looked at while it waits.
+        biased;
         r = stream.write_all_range(buf, from..len) => r,
         _ = timer => (Err(io::ErrorKind::TimedOut.into()), Vec::new()),
     }

@@ -182,14 +182,23 @@ pub struct Elapsed;
 /// future that holds one inline, whatever else it holds: a request's pipeline that merely may
 /// wait on a timeout somewhere was allocated with that alignment, which mimalloc serves only by
 /// over-allocating (a slow path for blocks above 1 KiB; see [`alloc`]). Here the timer
-/// is a box of its own ([`boxed`]), made only when `fut` does not finish at its first poll.
+/// is a box of its own ([`boxed`]), made only when `fut` does not finish at its first poll;
+/// `limit` counts from then (a `fut` that finishes at once takes no clock reading either).
 pub fn timeout<F: std::future::Future>(limit: std::time::Duration, fut: F) -> Timeout<F> {
-    timeout_at(monoio::time::Instant::now() + limit, fut)
+    Timeout { fut, deadline: Deadline::After(limit), timer: None }
 }
 
 /// [`timeout`] until `deadline`.
 pub fn timeout_at<F: std::future::Future>(deadline: monoio::time::Instant, fut: F) -> Timeout<F> {
-    Timeout { fut, deadline, timer: None }
+    Timeout { fut, deadline: Deadline::At(deadline), timer: None }
+}
+
+/// When a [`Timeout`] ends.
+#[derive(Clone, Copy)]
+enum Deadline {
+    /// This long after its future first waits.
+    After(std::time::Duration),
+    At(monoio::time::Instant),
 }
 
 pin_project_lite::pin_project! {
@@ -197,7 +206,7 @@ pin_project_lite::pin_project! {
     pub struct Timeout<F> {
         #[pin]
         fut: F,
-        deadline: monoio::time::Instant,
+        deadline: Deadline,
         timer: Option<Pooled<monoio::time::Sleep>>,
     }
 }
@@ -211,7 +220,13 @@ impl<F: std::future::Future> std::future::Future for Timeout<F> {
             return std::task::Poll::Ready(Ok(v));
         }
         let deadline = *this.deadline;
-        let timer = this.timer.get_or_insert_with(|| boxed(|| monoio::time::sleep_until(deadline)));
+        let timer = this.timer.get_or_insert_with(|| {
+            let at = match deadline {
+                Deadline::After(limit) => monoio::time::Instant::now() + limit,
+                Deadline::At(at) => at,
+            };
+            boxed(|| monoio::time::sleep_until(at))
+        });
         timer.as_mut().poll(cx).map(|()| Err(Elapsed))
     }
 }

@@ -38,12 +38,12 @@ impl IdlePool {
         }
     }
 
-    /// The most recently returned connection that has not expired. Connections dropped on the
-    /// way because they are no longer idle (the upstream closed them or sent bytes meanwhile)
-    /// are counted in `discarded`.
-    pub fn take(&self, discarded: &crate::stats::Counter) -> Option<UpConn> {
+    /// The most recently returned connection that has not expired by `now` (the caller's
+    /// reading of the clock, taken as its try started). Connections dropped on the way because
+    /// they are no longer idle (the upstream closed them or sent bytes meanwhile) are counted
+    /// in `discarded`.
+    pub fn take(&self, discarded: &crate::stats::Counter, now: Instant) -> Option<UpConn> {
         let mut idle = self.idle.borrow_mut();
-        let now = Instant::now();
         let mut found = None;
         while let Some((mut conn, since)) = idle.pop_back() {
             if now.duration_since(since) < self.idle_timeout {
@@ -220,7 +220,7 @@ mod tests {
                     // completion to be reaped.
                     monoio::time::sleep(Duration::from_millis(20)).await;
                     let before = discarded.value();
-                    let taken = pool.take(&discarded);
+                    let taken = pool.take(&discarded, Instant::now());
                     let reused = upstream_does == "nothing";
                     assert_eq!(taken.is_some(), reused, "{open} open, the upstream did {upstream_does}");
                     assert_eq!(discarded.value() - before, u64::from(!reused), "{open} open, {upstream_does}");

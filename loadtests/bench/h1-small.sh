@@ -17,9 +17,9 @@
 #                      then `openloop` at FRACTIONS of that peak (openloop)
 #   DURATION [10]      seconds of each measured wrk run
 #   WARMUP [2]         seconds of the unmeasured wrk run before each measured run
-#   ROUNDS [3]         interleaved rounds: every proxy once per round, in PROXIES order in odd
-#                      rounds and reversed in even ones (lib.sh `in_round_order`; A/Bs: an even
-#                      number of rounds)
+#   ROUNDS [3]         interleaved rounds: every proxy once per round, in a balanced order (lib.sh
+#                      `in_round_order`: every proxy in every place equally often over N rounds,
+#                      N proxies; 2N when N is odd; A/Bs: a multiple of that)
 #   CONNECTIONS [64]   wrk connections (one wrk thread); 1 for SCENARIO=latency
 #   FRACTIONS ["0.25 0.5 0.75 0.9"]  SCENARIO=openloop: rates, as fractions of the proxy's peak
 #   PROXIES ["gateway-uring gateway-epoll nginx haproxy direct"] (no direct for https); also
@@ -539,7 +539,7 @@ markdown() {
     .params as $p |
     "## \(.benchmark) \(.timestamp)",
     "",
-    "\(.description | .[:1] | ascii_upcase)\(.description | .[1:]): \(if .benchmark == "openloop" then "the peak from " else "" end)wrk -t1 -c\($p.connections) to \(if $p.tls then "https" else "http" end)://127.0.0.1:PORT/, \($p.duration_s) s per run after \($p.warmup_s) s warm-up, \($p.rounds) interleaved round(s) (the order reversed every other round), median (min–max) over rounds. Proxies pinned to CPU \($p.proxy_cpu), one worker each, kept running across rounds; origin (\($p.origin)) and the load generator pinned to CPU \($p.load_cpu). CPU/req: utime+stime of all the proxy'"'"'s processes per completed request.\(if $p.tls then " TLS: the same ECDSA P-256 certificate everywhere; negotiated \($p.tls_cipher)." else "" end)",
+    "\(.description | .[:1] | ascii_upcase)\(.description | .[1:]): \(if .benchmark == "openloop" then "the peak from " else "" end)wrk -t1 -c\($p.connections) to \(if $p.tls then "https" else "http" end)://127.0.0.1:PORT/, \($p.duration_s) s per run after \($p.warmup_s) s warm-up, \($p.rounds) interleaved round(s) (in a balanced order: every proxy in every place of a round equally often over N rounds, 2N for an odd N), median (min–max) over rounds. Proxies pinned to CPU \($p.proxy_cpu), one worker each, kept running across rounds; origin (\($p.origin)) and the load generator pinned to CPU \($p.load_cpu). CPU/req: utime+stime of all the proxy'"'"'s processes per completed request.\(if $p.tls then " TLS: the same ECDSA P-256 certificate everywhere; negotiated \($p.tls_cipher)." else "" end)",
     "",
     "Machine: Linux \(.machine.kernel), \(.machine.nproc) CPUs (\(.machine.cpu_model)), load average \(.machine.loadavg_before) before the rounds; nginx \(.machine.nginx); wrk \(.machine.wrk); commit \(.git.commit)\(if .git.dirty then " (dirty tree)" else "" end).",
     "",

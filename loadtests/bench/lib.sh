@@ -119,22 +119,51 @@ alive() {
     return 1
 }
 
-# in_round_order ROUND NAME...: the NAMEs in the order round ROUND runs them: as given in odd
-# rounds, reversed in even ones (ABBA). Whichever runs first in a round had an edge of several
-# percent in A/B runs of two gateway builds (`loadtests/results/run-order-20261204.md`): with a
-# fixed order that edge lands on the same build in every round and reads as the change's effect.
-# Reversing every other round gives every pair each order equally often over an even number of
-# rounds.
+# in_round_order ROUND NAME...: the NAMEs in the order round ROUND runs them, from a Williams
+# design: over N rounds (N names, N even; 2N when N is odd) every name runs in every place of a
+# round equally often, and follows every other name equally often. Where a run sits in its
+# round moves its figures by a few per cent on this host: whichever ran first had an edge of
+# 2-10% at 512 connections (`loadtests/results/run-order-20261204.md`), and with the order only
+# reversed every other round (A B C D, D C B A) the first two names of four still sat at the
+# edges and in the middle, always: the same two builds gave +2.2% and -2.2% with their places
+# swapped (`loadtests/results/lazy-deadlines-20261205.md`). With two names: A B, B A, ...
+# A/Bs use a multiple of N rounds (2N for an odd N).
 in_round_order() {
-    local round=$1 i
+    local round=$1 i j k
     shift
-    if ((round % 2)); then
+    local names=("$@") n=$#
+    if ((n < 2)); then
         echo "$@"
-    else
-        local names=("$@") out=()
-        for ((i = ${#names[@]} - 1; i >= 0; i--)); do out+=("${names[i]}"); done
-        echo "${out[@]}"
+        return
     fi
+    # The first row: 0, 1, n-1, 2, n-2, ...; row i adds i to each (mod n); odd n also runs the
+    # rows reversed, in rounds n+1 to 2n.
+    local first=() lo=1 hi=$((n - 1))
+    first+=(0)
+    while ((${#first[@]} < n)); do
+        first+=("$lo")
+        lo=$((lo + 1))
+        if ((${#first[@]} < n)); then
+            first+=("$hi")
+            hi=$((hi - 1))
+        fi
+    done
+    local period=$n
+    if ((n % 2)); then
+        period=$((2 * n))
+    fi
+    i=$(((round - 1) % period))
+    local row=()
+    for ((j = 0; j < n; j++)); do
+        row+=("$(((first[j] + i % n) % n))")
+    done
+    local out=()
+    if ((i >= n)); then
+        for ((k = n - 1; k >= 0; k--)); do out+=("${names[row[k]]}"); done
+    else
+        for k in "${row[@]}"; do out+=("${names[k]}"); done
+    fi
+    echo "${out[@]}"
 }
 
 # ---------------------------------------------------------------------------------------------

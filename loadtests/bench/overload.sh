@@ -38,8 +38,8 @@
 #   ORIGIN_SEED [1]        noisy: seed of the service-time draws
 #   DURATION [30]          seconds of the overloaded phase of each run
 #   UNLOADED_DURATION [10] seconds of the unloaded phase before it (its latency is the reference)
-#   ROUNDS [1]             interleaved rounds: every proxy once per round, in PROXIES order (reversed
-#                          in even rounds: lib.sh `in_round_order`)
+#   ROUNDS [1]             interleaved rounds: every proxy once per round, in a balanced order
+#                          (lib.sh `in_round_order`: every proxy in every place equally often)
 #   GATEWAY_OVERLOAD_EXTRA [""]  TOML lines added to the gateway's [overload] table (an A/B of a
 #                          default: GATEWAY_OVERLOAD_EXTRA='first_class_reserve = false')
 #   PROXIES ["gateway-off gateway-on nginx haproxy"; other scenarios: "gateway-on"]

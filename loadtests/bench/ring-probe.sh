@@ -16,7 +16,7 @@
 #                       nginx: nginx as the proxy; haproxy: HAProxy as the proxy; gateway: the
 #                       gateway (io_uring, one worker);
 #                       the rest: ring-probe with the flags in FLAGS below
-#   ROUNDS [3]          interleaved rounds (VARIANTS order in odd rounds, reversed in even ones)
+#   ROUNDS [3]          interleaved rounds (in a balanced order: lib.sh `in_round_order`)
 #   DURATION [10]       seconds of each measured wrk run (after a 2 s warm-up)
 #   CONNECTIONS [64]    wrk connections (one wrk thread)
 #   SKIP_BUILD [0]      1: use the existing target/release binaries

@@ -13,8 +13,9 @@
 # Environment (defaults in brackets):
 #   DURATION [10]          seconds of each measured handshake, h2 and h2c run
 #   WARMUP [2]             seconds of the unmeasured run before each of them
-#   ROUNDS [3]             interleaved rounds: in each, every proxy once per test, in PROXIES order
-#                          in odd rounds and reversed in even ones (lib.sh `in_round_order`)
+#   ROUNDS [3]             interleaved rounds: in each, every proxy once per test, in a balanced
+#                          order (lib.sh `in_round_order`: every proxy in every place equally often
+#                          over N rounds, N proxies; 2N when N is odd)
 #   SMOKE [0]              1: one short round (defaults ROUNDS=1, DURATION=3, WARMUP=1,
 #                          IDLE_CONNECTIONS=500), for a quick check that everything works
 #   PROXIES ["gateway-uring gateway-epoll nginx haproxy"]; also gateway-baseline
@@ -701,7 +702,7 @@ markdown() {
     .params as $p |
     "## tls-h2 \(.timestamp)\(if $p.smoke then " (SMOKE=1: a quick check, not a measurement)" else "" end)",
     "",
-    "TLS termination, gateway vs nginx vs HAProxy: TLS 1.2 + 1.3, ALPN h2 + http/1.1, \($p.certificate), one worker each pinned to CPU \($p.proxy_cpu), no access log, upstream keep-alive to the origin (\($p.origin), plain HTTP/1.1) on CPU \($p.load_cpu) with the load generators. \($p.rounds) interleaved round(s) (the order reversed every other round) of \($p.duration_s) s per measured run after \($p.warmup_s) s warm-up; median (min–max) over rounds. CPU: utime+stime of all the proxy'"'"'s processes per completed handshake or request. Memory: Pss (and RSS) summed over the proxy'"'"'s processes, a fresh instance per run, before and after \($p.idle_connections) idle connections.",
+    "TLS termination, gateway vs nginx vs HAProxy: TLS 1.2 + 1.3, ALPN h2 + http/1.1, \($p.certificate), one worker each pinned to CPU \($p.proxy_cpu), no access log, upstream keep-alive to the origin (\($p.origin), plain HTTP/1.1) on CPU \($p.load_cpu) with the load generators. \($p.rounds) interleaved round(s) (in a balanced order: every proxy in every place of a round equally often over N rounds, 2N for an odd N) of \($p.duration_s) s per measured run after \($p.warmup_s) s warm-up; median (min–max) over rounds. CPU: utime+stime of all the proxy'"'"'s processes per completed handshake or request. Memory: Pss (and RSS) summed over the proxy'"'"'s processes, a fresh instance per run, before and after \($p.idle_connections) idle connections.",
     "",
     "- handshakes: `\($p.commands.handshake)` — one TCP connection, one full TLS 1.3 handshake (no resumption: `-new`), one `GET / HTTP/1.0` proxied to the origin, close;",
     "- HTTP/2: `\($p.commands.h2)`;",

@@ -26,9 +26,13 @@ fn order(round: u32, names: &[&str]) -> Option<Vec<String>> {
     Some(line.split_whitespace().map(str::to_owned).collect())
 }
 
-/// Over `rounds` rounds: how often each name ran in each place, and how often each name ran
-/// right after each other one within a round.
-fn tally(names: &[&str], rounds: u32) -> (HashMap<(String, usize), u32>, HashMap<(String, String), u32>) {
+/// How often each name ran in each place (a round's 0-based index).
+type Places = HashMap<(String, usize), u32>;
+/// How often each name ran right after each other one within a round.
+type Follows = HashMap<(String, String), u32>;
+
+/// [`Places`] and [`Follows`] over `rounds` rounds.
+fn tally(names: &[&str], rounds: u32) -> (Places, Follows) {
     let (mut places, mut follows) = (HashMap::new(), HashMap::new());
     for r in 1..=rounds {
         let row = order(r, names).unwrap();

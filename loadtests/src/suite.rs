@@ -13,6 +13,7 @@
 pub mod load;
 pub mod markdown;
 pub mod model;
+pub mod paired;
 pub mod parse;
 pub mod plots;
 pub mod svg;

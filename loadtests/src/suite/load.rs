@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::model::{Meta, Stat, Summary};
-use super::{markdown, norm_http, norm_more, norm_tls, plots, targets};
+use super::{markdown, norm_http, norm_more, norm_tls, paired, plots, targets};
 
 /// The HTTP scenarios in the `h1-small` format, in report order.
 pub const HTTP_SCENARIOS: [&str; 5] = ["h1-small", "h1-16k", "h1-large", "https", "latency"];
@@ -41,13 +41,20 @@ pub fn load_dir(dir: &Path, command: Option<&str>) -> Summary {
         meta.files.push(format!("{name}.json"));
         Some(doc)
     };
+    let target = targets::CPU_TARGET;
     for scenario in HTTP_SCENARIOS {
         if let Some(doc) = read(scenario, &mut summary) {
             summary.http.push(norm_http::scenario(scenario, &doc, &mut summary.notes));
+            if targets::CPU_SCENARIOS.contains(&scenario) {
+                summary.paired.extend(paired::row(scenario, &doc, "wrk", "cpu_us_per_req", target));
+            }
         }
     }
     if let Some(doc) = read("tls-h2", &mut summary) {
         summary.tls_h2 = Some(norm_tls::tls_h2(&doc, &mut summary.notes));
+        for test in ["h2", "h2c"] {
+            summary.paired.extend(paired::row(test, &doc, test, "cpu_us_per_op", target));
+        }
     }
     if let Some(doc) = read("openloop", &mut summary) {
         summary.openloop = Some(norm_more::openloop(&doc, &mut summary.notes));

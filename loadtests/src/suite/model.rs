@@ -37,6 +37,8 @@ pub struct Summary {
     pub tls_h2: Option<TlsH2>,
     pub openloop: Option<OpenLoop>,
     pub overload: Option<Overload>,
+    /// The CPU scenarios round by round against that round's better peer, in report order.
+    pub paired: Vec<super::paired::PairedRow>,
     pub targets: Vec<super::targets::Target>,
 }
 

@@ -15,6 +15,8 @@ pub const GATEWAY_LOG: &str = "gateway-uring-log";
 pub const GATEWAY_EPOLL: &str = "gateway-epoll";
 /// CPU per request the gateway must stay under, as a fraction of nginx's and HAProxy's.
 pub const CPU_TARGET: f64 = 0.8;
+/// The HTTP/1.1 scenarios with a CPU target (h2 and h2c are in `tls-h2`).
+pub const CPU_SCENARIOS: [&str; 3] = ["h1-small", "h1-16k", "https"];
 
 /// One row of the targets table.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -50,7 +52,7 @@ impl Verdict {
 pub fn evaluate(s: &Summary) -> Vec<Target> {
     let mut out = Vec::new();
     let m = |x: Option<Stat>| x.map(|x| x.median);
-    for scenario in ["h1-small", "h1-16k", "https"] {
+    for scenario in CPU_SCENARIOS {
         let rows = http_rows(s, scenario);
         for reference in ["nginx", "haproxy"] {
             out.push(at_most(
@@ -130,8 +132,26 @@ pub fn evaluate(s: &Summary) -> Vec<Target> {
         ));
     }
     out.extend(steadier_cpu(s));
+    out.extend(s.paired.iter().map(round_by_round));
     out.extend(stated_costs(s));
     out
+}
+
+/// A scenario's CPU round by round against that round's better peer ([`super::paired`]):
+/// stated, as the origin ratio is; the verdict rows above stay those of the medians.
+fn round_by_round(row: &super::paired::PairedRow) -> Target {
+    let show = |p: &Option<super::paired::Paired>| match p {
+        Some(p) => format!(
+            "{:.2}x ({:.2}–{:.2}), ≤ {CPU_TARGET}x in {} of {} rounds",
+            p.median, p.min, p.max, p.at_or_under, p.rounds
+        ),
+        None => "–".to_owned(),
+    };
+    Target {
+        target: format!("{}: round by round vs that round's better peer (≤ {CPU_TARGET}x asked)", row.scenario),
+        measured: format!("by µs {}; by the origin ratio {}", show(&row.cpu), show(&row.cpu_per_origin)),
+        met: Verdict::Stated,
+    }
 }
 
 /// The CPU targets again by the proxy's CPU over the origin's in the same run, against the
@@ -141,7 +161,7 @@ pub fn evaluate(s: &Summary) -> Vec<Target> {
 fn steadier_cpu(s: &Summary) -> Vec<Target> {
     let m = |x: Option<Stat>| x.map(|x| x.median);
     let mut out = Vec::new();
-    for scenario in ["h1-small", "h1-16k", "https"] {
+    for scenario in CPU_SCENARIOS {
         if let Some(r) = http_rows(s, scenario) {
             out.extend(against_better_peer(scenario, |p| pick(r, p, |r| m(r.cpu_per_origin))));
         }

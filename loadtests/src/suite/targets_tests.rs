@@ -156,3 +156,27 @@ fn the_origin_ratio_is_stated_against_the_better_peer() {
     assert!(pos("h1-small: proxy CPU over origin CPU") > pos("idle memory per TLS"));
     assert!(pos("h2c: proxy CPU over origin CPU") < pos("access log cost"));
 }
+
+#[test]
+fn round_by_round_rows_are_stated_after_the_origin_ratio() {
+    let run = |p: &str, round: u64, cpu: f64, r: f64| json!({"test": "wrk", "proxy": p, "round": round, "cpu_us_per_req": cpu, "cpu_per_origin_cpu": r});
+    let doc = json!({"runs": [
+        run("gateway-uring", 1, 16.0, 1.8), run("nginx", 1, 20.0, 2.0), run("haproxy", 1, 21.0, 2.2),
+        run("gateway-uring", 2, 18.0, 1.9), run("nginx", 2, 25.0, 2.1), run("haproxy", 2, 20.0, 2.0),
+    ]});
+    let mut s = Summary::default();
+    s.paired.extend(crate::suite::paired::row("https", &doc, "wrk", "cpu_us_per_req", CPU_TARGET));
+    // A scenario without the gateway's runs has no row at all.
+    let no_gateway = json!({"runs": [run("nginx", 1, 20.0, 2.0)]});
+    s.paired.extend(crate::suite::paired::row("h1-16k", &no_gateway, "wrk", "cpu_us_per_req", CPU_TARGET));
+    let t = evaluate(&s);
+    let https = find(&t, "https: round by round");
+    assert_eq!(https.met, Verdict::Stated);
+    assert_eq!(
+        https.measured,
+        "by µs 0.85x (0.80–0.90), ≤ 0.8x in 1 of 2 rounds; by the origin ratio 0.93x (0.90–0.95), ≤ 0.8x in 0 of 2 rounds"
+    );
+    assert!(!t.iter().any(|x| x.target.starts_with("h1-16k: round by round")), "{t:?}");
+    let pos = |prefix: &str| t.iter().position(|x| x.target.starts_with(prefix)).unwrap();
+    assert!(pos("https: round by round") > pos("idle memory per TLS"));
+}

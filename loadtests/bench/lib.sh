@@ -136,26 +136,18 @@ in_round_order() {
         echo "$@"
         return
     fi
-    # The first row: 0, 1, n-1, 2, n-2, ...; row i adds i to each (mod n); odd n also runs the
-    # rows reversed, in rounds n+1 to 2n.
-    local first=() lo=1 hi=$((n - 1))
-    first+=(0)
-    while ((${#first[@]} < n)); do
-        first+=("$lo")
-        lo=$((lo + 1))
-        if ((${#first[@]} < n)); then
-            first+=("$hi")
-            hi=$((hi - 1))
-        fi
-    done
+    # Row i (0-based) places name (f(j) + i) mod n at j, where f = 0, 1, n-1, 2, n-2, ... (f(j)
+    # is (j+1)/2 for odd j, n - j/2 for even j > 0); odd n also runs the rows reversed, in rounds
+    # n+1 to 2n.
     local period=$n
     if ((n % 2)); then
         period=$((2 * n))
     fi
     i=$(((round - 1) % period))
-    local row=()
+    local row=() f
     for ((j = 0; j < n; j++)); do
-        row+=("$(((first[j] + i % n) % n))")
+        if ((j == 0)); then f=0; elif ((j % 2)); then f=$(((j + 1) / 2)); else f=$((n - j / 2)); fi
+        row+=("$(((f + i) % n))")
     done
     local out=()
     if ((i >= n)); then

@@ -29,9 +29,18 @@
 #   KEEP [unset]                a directory: the long run's callgrind output of each build,
 #                               driver and load is copied there (cg-BUILD-DRIVER-LOAD.out), for
 #                               callgrind_annotate
+#   CACHE [0]                   1: callgrind also simulates this machine's L1 data cache and,
+#                               as its last level, one core's L2 (geometry from
+#                               /sys/devices/system/cpu/cpu0/cache; CACHE_D1 and CACHE_LL, as
+#                               valgrind's size,ways,line, override it), and the table gains the
+#                               L2 misses (reads and writes) per request. Like the instruction
+#                               count it does not move with what else the machine does; it sees
+#                               the gateway's own accesses only (not the kernel's, which share
+#                               the real cache). With many requests in flight (CLIENTS x STREAMS)
+#                               it shows what their state costs in cache.
 #
 # The origin is the bundled `origin` (loadtests) on another port; the gateway runs one worker.
-# Prints a table: build, driver, load, instructions per request.
+# Prints a table: build, driver, load, instructions per request (and L2 misses per request).
 
 set -euo pipefail
 
@@ -49,6 +58,7 @@ N2=${N2:-2500}
 BODY=${BODY:-2}
 CLIENTS=${CLIENTS:-4}
 STREAMS=${STREAMS:-8}
+CACHE=${CACHE:-0}
 
 die() {
     echo "instructions: $*" >&2
@@ -61,6 +71,28 @@ for tool in valgrind callgrind_control h2load curl openssl; do
     }
 done
 [[ -x $TARGET/origin ]] || (cd "$ROOT" && cargo build --release -q -p loadtests --bin origin)
+
+# cache_geometry LEVEL TYPE: valgrind's size,ways,line of CPU 0's cache of that level and type.
+cache_geometry() {
+    local d size
+    for d in /sys/devices/system/cpu/cpu0/cache/index*; do
+        [[ $(cat "$d/level") == "$1" && $(cat "$d/type") == "$2" ]] || continue
+        size=$(cat "$d/size")
+        case $size in
+        *K) size=$((${size%K} * 1024)) ;;
+        *M) size=$((${size%M} * 1024 * 1024)) ;;
+        esac
+        echo "$size,$(cat "$d/ways_of_associativity"),$(cat "$d/coherency_line_size")"
+        return 0
+    done
+    return 1
+}
+VALGRIND_CACHE=()
+if [[ $CACHE == 1 ]]; then
+    D1=${CACHE_D1:-$(cache_geometry 1 Data)} || die "no L1 data cache in /sys (set CACHE_D1=size,ways,line)"
+    LL=${CACHE_LL:-$(cache_geometry 2 Unified)} || die "no L2 cache in /sys (set CACHE_LL=size,ways,line)"
+    VALGRIND_CACHE=(--cache-sim=yes "--D1=$D1" "--LL=$LL")
+fi
 
 WORK=$(mktemp -d)
 ORIGIN_PID=
@@ -97,7 +129,8 @@ else
     wait_port "$ORIGIN_PORT" || die "the origin did not start"
 fi
 
-# One callgrind run: the gateway (binary $1, driver $2) serves $4 requests of load $3; prints Ir.
+# One callgrind run: the gateway (binary $1, driver $2) serves $4 requests of load $3; prints Ir
+# (and, with CACHE=1, the simulated last-level misses, reads and writes together).
 run() {
     local bin=$1 driver=$2 load=$3 n=$4 port conf out pid scheme=http tls=""
     port=$(free_port)
@@ -129,7 +162,7 @@ cluster = "origin"
 name = "origin"
 endpoints = ["$ORIGIN"]
 EOF
-    valgrind --tool=callgrind --callgrind-out-file="$out" "$bin" run --config "$conf" --allow-root \
+    valgrind --tool=callgrind "${VALGRIND_CACHE[@]}" --callgrind-out-file="$out" "$bin" run --config "$conf" --allow-root \
         >"$WORK/gw-$port.log" 2>&1 &
     pid=$!
     wait_port "$port" "$scheme" || die "$bin ($driver) did not start: $(tail -5 "$WORK/gw-$port.log")"
@@ -153,10 +186,19 @@ EOF
     kill -KILL "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null || true
     LAST_OUT=$out.1
-    awk '/^totals:/ {print $2; exit}' "$out.1"
+    if [[ $CACHE == 1 ]]; then
+        # events: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw
+        awk '/^totals:/ {print $2, $9 + $10; exit}' "$out.1"
+    else
+        awk '/^totals:/ {print $2; exit}' "$out.1"
+    fi
 }
 
-printf '| build | driver | load | instructions/request |\n| --- | --- | --- | ---: |\n'
+if [[ $CACHE == 1 ]]; then
+    printf '| build | driver | load | instructions/request | L2 misses/request (simulated: L1d %s, L2 %s) |\n| --- | --- | --- | ---: | ---: |\n' "$D1" "$LL"
+else
+    printf '| build | driver | load | instructions/request |\n| --- | --- | --- | ---: |\n'
+fi
 for load in $LOADS; do
     for driver in $DRIVERS; do
         for pair in $BINS; do
@@ -170,8 +212,15 @@ for load in $LOADS; do
                 mkdir -p "$KEEP"
                 cp "$LAST_OUT" "$KEEP/cg-$name-$driver-$load.out"
             fi
-            per=$(((b - a) / (N2 - N1)))
-            printf '| %s | %s | %s | %s |\n' "$name" "$driver" "$load" "$per"
+            read -r a_ir a_ll <<<"$a"
+            read -r b_ir b_ll <<<"$b"
+            per=$(((b_ir - a_ir) / (N2 - N1)))
+            if [[ $CACHE == 1 ]]; then
+                misses=$(awk -v a="$a_ll" -v b="$b_ll" -v n=$((N2 - N1)) 'BEGIN {printf "%.1f", (b - a) / n}')
+                printf '| %s | %s | %s | %s | %s |\n' "$name" "$driver" "$load" "$per" "$misses"
+            else
+                printf '| %s | %s | %s | %s |\n' "$name" "$driver" "$load" "$per"
+            fi
         done
     done
 done

@@ -94,41 +94,59 @@ pub struct Try<'a> {
     pub websocket: bool,
 }
 
-/// An upstream's response head, not yet relayed.
+/// An upstream's response head, not yet relayed. Boxed: it is handed from the try to the
+/// relay through several futures' states, and a move of the response itself would copy its
+/// hundreds of bytes into each of them, cache lines that are cold with hundreds of requests in
+/// flight.
 pub enum Response {
-    /// From an HTTP/1.1 connection: its read buffer (the head at `upos`), the parsed head and
-    /// its own field ranges.
-    H1 { up: UpConn, ubuf: Vec<u8>, upos: usize, head: ResponseHead, scratch: HeadScratch },
-    /// From an HTTP/2 stream: its slot, the head with the body stream, and the task still
-    /// pumping the request body (if any).
-    H2 { slot: H2Stream, resp: http::Response<h2::RecvStream>, pump: Option<monoio::task::JoinHandle<u64>> },
+    H1(Box<H1Response>),
+    H2(Box<H2Response>),
+}
+
+/// From an HTTP/1.1 connection: its read buffer (the head at `upos`), the parsed head and its
+/// own field ranges.
+pub struct H1Response {
+    pub up: UpConn,
+    pub ubuf: Vec<u8>,
+    pub upos: usize,
+    pub head: ResponseHead,
+    pub scratch: HeadScratch,
+}
+
+/// From an HTTP/2 stream: its slot, the head with the body stream, and the task still pumping
+/// the request body (if any).
+pub struct H2Response {
+    pub slot: H2Stream,
+    pub resp: http::Response<h2::RecvStream>,
+    pub pump: Option<monoio::task::JoinHandle<u64>>,
 }
 
 impl Response {
     pub fn status(&self) -> u16 {
         match self {
-            Self::H1 { head, .. } => head.status,
-            Self::H2 { resp, .. } => resp.status().as_u16(),
+            Self::H1(r) => r.head.status,
+            Self::H2(r) => r.resp.status().as_u16(),
         }
     }
 
     /// Whether a 503 marks load shedding (never retried).
     fn is_shed(&self) -> bool {
         match self {
-            Self::H1 { ubuf, upos, head, scratch, .. } => {
-                let buf = ubuf.get(*upos..).unwrap_or_default();
-                super::retry::is_shed(head.status, scratch.headers().iter().map(|h| (h.name(buf), h.value(buf))))
+            Self::H1(r) => {
+                let buf = r.ubuf.get(r.upos..).unwrap_or_default();
+                super::retry::is_shed(r.head.status, r.scratch.headers().iter().map(|h| (h.name(buf), h.value(buf))))
             }
-            Self::H2 { resp, .. } => super::retry::is_shed(
-                resp.status().as_u16(),
-                resp.headers().iter().map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())),
+            Self::H2(r) => super::retry::is_shed(
+                r.resp.status().as_u16(),
+                r.resp.headers().iter().map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())),
             ),
         }
     }
 
     /// Gives its buffers back (a response dropped for a retry).
     pub fn discard(self, worker: &Worker) {
-        if let Self::H1 { ubuf, scratch, .. } = self {
+        if let Self::H1(r) = self {
+            let H1Response { ubuf, scratch, .. } = *r;
             worker.buffers.give(ubuf);
             worker.give_scratch(scratch);
         }
@@ -411,7 +429,8 @@ async fn try_h1<D: Downstream>(
                 .await;
                 match read {
                     Ok(h) => {
-                        return Ok(Response::H1 { up, ubuf: h.ubuf, upos: h.upos, head: h.head, scratch: h.scratch })
+                        let r = H1Response { up, ubuf: h.ubuf, upos: h.upos, head: h.head, scratch: h.scratch };
+                        return Ok(Response::H1(Box::new(r)));
                     }
                     Err(e) => e,
                 }

@@ -15,7 +15,7 @@ use super::{relay, Conn, Next};
 use crate::codec::body::{self, Dest, Side, Source, TransferError};
 use crate::codec::h1::{BodyFraming, RequestHead};
 use crate::pipeline::answer::Refusal;
-use crate::pipeline::forward::{Downstream, Response, Try};
+use crate::pipeline::forward::{Downstream, H1Response, H2Response, Response, Try};
 use crate::pipeline::interim::Interim;
 use crate::pipeline::{exchange::Exchange, h2up};
 use crate::runtime::io::{read_append_timeout, write_from, write_from_by};
@@ -178,19 +178,18 @@ impl Downstream for H1Forward<'_> {
         let (minor, continued) = (self.head.version_minor, self.conn.ex.continued);
         let mut interim = Interim::h1(&mut self.conn.stream, minor, continued, server.timeouts.body_io);
         let resp = h2up::response_head(t.worker, response, &mut interim, t.try_deadline).await?;
-        Ok(Response::H2 { slot, resp, pump: None })
+        Ok(Response::H2(Box::new(H2Response { slot, resp, pump: None })))
     }
 
     async fn relay(&mut self, t: &Try<'_>, endpoint: &EndpointState, resp: Response) -> Next {
         match resp {
-            Response::H1 { up, ubuf, upos, head, scratch } if head.status == 101 => {
+            Response::H1(r) if r.head.status == 101 => {
+                let H1Response { up, ubuf, upos, head, scratch } = *r;
                 Box::pin(super::tunnel::tunnel(t.worker, self.conn, t.local, up, ubuf, upos, &head, scratch)).await
             }
-            Response::H1 { up, ubuf, upos, head, scratch } => {
-                let from = relay::FromH1 { up, ubuf, upos, resp: head, scratch };
-                relay::from_h1(t, self.conn, self.head, endpoint, from).await
-            }
-            Response::H2 { slot, resp, pump: _ } => {
+            Response::H1(r) => relay::from_h1(t, self.conn, self.head, endpoint, r).await,
+            Response::H2(r) => {
+                let H2Response { slot, resp, pump: _ } = *r;
                 let next = Box::pin(relay::from_h2(t, self.conn, self.head, resp)).await;
                 drop(slot);
                 next

@@ -8,20 +8,10 @@ use crate::codec::chunked::encode_chunk;
 use crate::codec::h1::{self, HeadScratch, RequestHead, ResponseFraming, ResponseHead};
 use crate::codec::response::{self, push_num, reason};
 use crate::pipeline::decor::Decor;
-use crate::pipeline::forward::Try;
+use crate::pipeline::forward::{H1Response, Try};
 use crate::pipeline::h2up;
 use crate::runtime::io::{write_from, write_range_expiry};
-use crate::upstream::{EndpointState, UpConn};
-
-/// An HTTP/1.1 upstream's response: its connection, read buffer (the head at `upos`), head
-/// and field ranges.
-pub(super) struct FromH1 {
-    pub up: UpConn,
-    pub ubuf: Vec<u8>,
-    pub upos: usize,
-    pub resp: ResponseHead,
-    pub scratch: HeadScratch,
-}
+use crate::upstream::EndpointState;
 
 /// Sends the response head downstream and streams the body; pools the upstream connection
 /// when the exchange ended cleanly.
@@ -30,9 +20,9 @@ pub(super) async fn from_h1(
     conn: &mut Conn,
     head: &RequestHead,
     endpoint: &EndpointState,
-    from: FromH1,
+    from: Box<H1Response>,
 ) -> Next {
-    let FromH1 { mut up, mut ubuf, mut upos, resp, scratch } = from;
+    let H1Response { mut up, mut ubuf, mut upos, head: resp, scratch } = *from;
     let (worker, local, action) = (t.worker, t.local, t.action);
     let server = &local.snap.config.server;
     let mut wbuf = worker.buffers.take();

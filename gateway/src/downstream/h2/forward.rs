@@ -16,18 +16,18 @@ use crate::runtime::idle_timer::Expiry;
 use super::server::ConnCtx;
 use crate::codec::body::{self, Dest, Side, Source, TransferError};
 use crate::codec::chunked::{encode_chunk, LAST_CHUNK};
-use crate::codec::h1::{self, HeadScratch, ResponseFraming, ResponseHead};
+use crate::codec::h1::{self, ResponseFraming, ResponseHead};
 use crate::codec::h2io::FlowWatch;
 use crate::codec::h2shared::{BodyReader, H2Stream};
 use crate::pipeline::answer::Refusal;
 use crate::pipeline::exchange::Exchange;
-use crate::pipeline::forward::{Downstream, Response, Try};
+use crate::pipeline::forward::{Downstream, H1Response, H2Response, Response, Try};
 use crate::pipeline::h2up;
 use crate::pipeline::interim::Interim;
 use crate::runtime::io::{write_from, write_from_by};
 use crate::runtime::stream::Stream;
 use crate::upstream::h2pool::H2Endpoint;
-use crate::upstream::{EndpointState, UpConn, UpstreamError};
+use crate::upstream::{EndpointState, UpstreamError};
 use crate::worker::Worker;
 use gateway_h2::server::RequestHead;
 
@@ -127,7 +127,7 @@ impl Downstream for H2Forward<'_> {
         });
         let head = h2up::response_head(t.worker, response, &mut Interim::H2(self.stream), t.try_deadline).await;
         match head {
-            Ok(resp) => Ok(Response::H2 { slot, resp, pump }),
+            Ok(resp) => Ok(Response::H2(Box::new(H2Response { slot, resp, pump }))),
             // Refused after the body went out: it is gone, the request cannot be sent again.
             Err(UpstreamError::RefusedStream) if pump.is_some() => {
                 Err(UpstreamError::Send(std::io::Error::other("stream refused after its body was sent")))
@@ -138,11 +138,9 @@ impl Downstream for H2Forward<'_> {
 
     async fn relay(&mut self, t: &Try<'_>, endpoint: &EndpointState, resp: Response) {
         match resp {
-            Response::H1 { up, ubuf, upos, head, scratch } => {
-                let flow = &self.ctx.flow;
-                from_h1(t, self.stream, self.ex, endpoint, up, ubuf, upos, head, scratch, flow).await;
-            }
-            Response::H2 { slot, resp, pump } => {
+            Response::H1(r) => from_h1(t, self.stream, self.ex, endpoint, r, &self.ctx.flow).await,
+            Response::H2(r) => {
+                let H2Response { slot, resp, pump } = *r;
                 Box::pin(from_h2(t, self.stream, self.ex, resp, pump, &self.ctx.flow)).await;
                 drop(slot);
             }
@@ -182,7 +180,7 @@ impl H2Forward<'_> {
             }
         }
         let resp = h2up::response_head(t.worker, response, &mut Interim::H2(self.stream), t.try_deadline).await?;
-        Ok(Response::H2 { slot, resp, pump: None })
+        Ok(Response::H2(Box::new(H2Response { slot, resp, pump: None })))
     }
 }
 
@@ -413,34 +411,31 @@ async fn from_h1(
     stream: &H2Stream,
     ex: &mut Exchange,
     endpoint: &EndpointState,
-    mut up: UpConn,
-    mut ubuf: Vec<u8>,
-    mut upos: usize,
-    resp: ResponseHead,
-    scratch: HeadScratch,
+    mut r: Box<H1Response>,
     flow: &FlowWatch,
 ) {
+    // `r` is used in place, in its box, not moved into this function's state (see `Response`).
     let (worker, local, action, is_head) = (t.worker, t.local, t.action, t.req.is_head());
     let server = &local.snap.config.server;
-    let source = match resp.framing {
+    let source = match r.head.framing {
         ResponseFraming::None => None,
         ResponseFraming::Length(0) => None,
         ResponseFraming::Length(n) => Some(Source::Length(n)),
         ResponseFraming::Chunked => Some(Source::Chunked),
         ResponseFraming::UntilClose => Some(Source::UntilClose),
     };
-    ex.status = resp.status;
+    ex.status = r.head.status;
     let decor = crate::pipeline::decor::Decor::for_relay(&local.snap.config, t, ex);
     let sent = {
-        let buf = ubuf.get(upos..).unwrap_or_default();
-        stream.send_head_with(resp.status, source.is_none() || is_head, |w| {
-            response_head(w, buf, &resp, &scratch, &decor);
+        let buf = r.ubuf.get(r.upos..).unwrap_or_default();
+        stream.send_head_with(r.head.status, source.is_none() || is_head, |w| {
+            response_head(w, buf, &r.head, &r.scratch, &decor);
         })
     };
-    worker.give_scratch(scratch);
-    upos += resp.head_len;
+    worker.give_scratch(r.scratch);
+    r.upos += r.head.head_len;
     if sent.is_err() {
-        worker.buffers.give(ubuf);
+        worker.buffers.give(r.ubuf);
         return;
     }
     let ok = match source {
@@ -448,10 +443,10 @@ async fn from_h1(
         Some(_) if is_head => true,
         // The whole body came with the head (a small answer): sent at once, ending the stream
         // with its last DATA frame rather than an empty one after it.
-        Some(Source::Length(n)) if ubuf.len().saturating_sub(upos) as u64 >= n => {
-            let body = ubuf.get(upos..upos + n as usize).unwrap_or_default();
+        Some(Source::Length(n)) if r.ubuf.len().saturating_sub(r.upos) as u64 >= n => {
+            let body = r.ubuf.get(r.upos..r.upos + n as usize).unwrap_or_default();
             let sent = stream.send_data(body, true, Some(flow));
-            upos += body.len();
+            r.upos += body.len();
             let sent = worker.idle_timer.within(server.timeouts.body_io, sent).await.is_some_and(|r| r.is_ok());
             if sent {
                 worker.stats.downstream_bytes_out.add(n);
@@ -469,7 +464,7 @@ async fn from_h1(
             };
             let mut scratch = worker.buffers.take();
             let mut out = Vec::new();
-            let side = Side { stream: &mut up.stream, buf: &mut ubuf, pos: &mut upos };
+            let side = Side { stream: &mut r.up.stream, buf: &mut r.ubuf, pos: &mut r.upos };
             let result = body::transfer(
                 side,
                 Some(Dest::H2Native(stream, Some(flow))),
@@ -502,10 +497,10 @@ async fn from_h1(
             }
         }
     };
-    let reusable = ok && resp.keep_alive && upos == ubuf.len() && source != Some(Source::UntilClose);
-    worker.buffers.give(ubuf);
+    let reusable = ok && r.head.keep_alive && r.upos == r.ubuf.len() && source != Some(Source::UntilClose);
+    worker.buffers.give(r.ubuf);
     if reusable {
-        endpoint.pool.put(up, &worker.buffers, &worker.armed);
+        endpoint.pool.put(r.up, &worker.buffers, &worker.armed);
     }
 }
 

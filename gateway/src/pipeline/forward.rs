@@ -38,6 +38,11 @@ pub trait Downstream {
     /// What handling the request leaves (HTTP/1.1: whether the connection stays open).
     type Done;
 
+    /// Whether an HTTP/1.1 upstream's response is read after
+    /// [`super::response_head::HEAD_ROOM`] bytes, where the relay writes the rewritten head
+    /// right before the body (an HTTP/1.1 client), or from the buffer's start.
+    const RESPONSE_HEAD_ROOM: bool;
+
     /// The request's accounting.
     fn ex(&mut self) -> &mut Exchange;
 
@@ -423,6 +428,7 @@ async fn try_h1<D: Downstream>(
                     server,
                     is_head,
                     websocket,
+                    D::RESPONSE_HEAD_ROOM,
                     &mut interim,
                     timer.as_mut(),
                 )

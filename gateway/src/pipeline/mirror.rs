@@ -166,6 +166,7 @@ async fn exchange(worker: &Rc<Worker>, local: &Local, copy: &Copy, head: &mut Ve
                 server,
                 copy.is_head,
                 false,
+                false,
                 &mut Interim::Drop,
                 timer.as_mut(),
             )

@@ -26,31 +26,40 @@ pub struct UpHead {
 
 /// Reads the response head (until `timer`, the try's deadline, which the caller also bounded
 /// the request's write by) into a pooled response buffer (given back on failure; large enough
-/// for a head and 16 KiB of body), after [`HEAD_ROOM`] unused bytes: the head starts at the
-/// returned offset, never at 0.
+/// for a head and 16 KiB of body). With `head_room` (a relay that writes the rewritten head
+/// right before the body: HTTP/1.1 clients) the head starts after [`HEAD_ROOM`] unused bytes,
+/// which are zeroed; without, at 0, and the buffer's head room is never touched (an HTTP/2
+/// client's relay encodes the head elsewhere: zeroing 512 bytes of a buffer that is cold with
+/// hundreds of responses in flight cost 8 L2 misses per h2c request,
+/// `loadtests/results/boxed-response-20261205.md`). A connection that comes with its receive
+/// armed ([`crate::upstream::armed`]) has the head room either way. The head starts at
+/// the returned offset.
+#[allow(clippy::too_many_arguments)]
 pub async fn read_response_head_pooled(
     worker: &Rc<Worker>,
     up: &mut UpConn,
     server: &gateway_config::Server,
     is_head: bool,
     websocket: bool,
+    head_room: bool,
     interim: &mut interim::Interim<'_>,
     mut timer: Pin<&mut Expiry<'_>>,
 ) -> Result<UpHead, UpstreamError> {
     // A connection taken from its pool may come with the response's receive already submitted
     // (`upstream::armed`): its buffer holds the head room, then what arrived.
-    let (mut ubuf, first) = match up.armed.take() {
+    let (mut ubuf, first, start) = match up.armed.take() {
         Some(armed) => {
             let (res, buf) = monoio::select! {
                 r = armed.received() => r,
                 _ = timer.as_mut() => (Err(io::ErrorKind::TimedOut.into()), Vec::new()),
             };
-            (buf, Some(res))
+            (buf, Some(res), HEAD_ROOM)
         }
         None => {
             let mut ubuf = worker.buffers.take_response();
-            ubuf.resize(HEAD_ROOM, 0);
-            (ubuf, None)
+            let start = if head_room { HEAD_ROOM } else { 0 };
+            ubuf.resize(start, 0);
+            (ubuf, None, start)
         }
     };
     let mut scratch = worker.take_scratch(server.limits.max_headers);
@@ -58,19 +67,8 @@ pub async fn read_response_head_pooled(
         Some(Err(e)) => Err(e),
         _ => {
             let up = &mut up.stream;
-            read_response_head(
-                worker,
-                up,
-                &mut ubuf,
-                HEAD_ROOM,
-                &mut scratch,
-                server,
-                is_head,
-                websocket,
-                interim,
-                timer,
-            )
-            .await
+            read_response_head(worker, up, &mut ubuf, start, &mut scratch, server, is_head, websocket, interim, timer)
+                .await
         }
     };
     match read {

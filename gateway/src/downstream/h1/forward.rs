@@ -35,6 +35,8 @@ pub struct H1Forward<'c> {
 
 impl Downstream for H1Forward<'_> {
     type Done = Next;
+    // The rewritten head goes right before the body, and both leave in one write.
+    const RESPONSE_HEAD_ROOM: bool = true;
 
     fn ex(&mut self) -> &mut Exchange {
         &mut self.conn.ex

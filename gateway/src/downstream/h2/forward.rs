@@ -42,6 +42,8 @@ pub struct H2Forward<'a> {
 
 impl Downstream for H2Forward<'_> {
     type Done = ();
+    // The head is encoded into the connection's write buffer.
+    const RESPONSE_HEAD_ROOM: bool = false;
 
     fn ex(&mut self) -> &mut Exchange {
         self.ex

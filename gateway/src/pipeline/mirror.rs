@@ -165,6 +165,7 @@ async fn exchange(worker: &Rc<Worker>, local: &Local, copy: &Copy, head: &mut Ve
                 &mut up,
                 server,
                 copy.is_head,
+                // Not a WebSocket handshake; no head room (the answer is read and dropped).
                 false,
                 false,
                 &mut Interim::Drop,

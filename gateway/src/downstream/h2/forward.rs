@@ -449,7 +449,7 @@ async fn from_h1(
             let body = r.ubuf.get(r.upos..r.upos + n as usize).unwrap_or_default();
             let sent = stream.send_data(body, true, Some(flow));
             r.upos += body.len();
-            let sent = worker.idle_timer.within(server.timeouts.body_io, sent).await.is_some_and(|r| r.is_ok());
+            let sent = worker.idle_timer.within(server.timeouts.body_io, sent).await.is_some_and(|res| res.is_ok());
             if sent {
                 worker.stats.downstream_bytes_out.add(n);
                 ex.bytes_out += n;
@@ -483,7 +483,7 @@ async fn from_h1(
                     worker.stats.downstream_bytes_out.add(n);
                     ex.bytes_out += n;
                     let end = stream.send_data(&[], true, Some(flow));
-                    worker.idle_timer.within(server.timeouts.body_io, end).await.is_some_and(|r| r.is_ok())
+                    worker.idle_timer.within(server.timeouts.body_io, end).await.is_some_and(|res| res.is_ok())
                 }
                 Err(e) => {
                     if matches!(e, TransferError::Framing | TransferError::Truncated) {

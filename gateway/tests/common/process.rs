@@ -34,6 +34,26 @@ fn nanos() -> u128 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
 }
 
+/// Spawns `command`, trying again while the kernel finds its executable busy (`ETXTBSY`).
+///
+/// A test that copies the gateway binary and then starts the copy races every other test thread
+/// of its process that starts a child meanwhile: a child forked while the copy was open for
+/// writing holds that descriptor until it executes its own program (descriptors are
+/// close-on-exec, but only at the exec), and until then the copy cannot be executed. Seen under
+/// load as `spawn gateway: ... "Text file busy"` in `privileges.rs`. The window ends when that
+/// child executes, so a short wait is enough (cargo retries the same way).
+pub fn spawn_unbusy(command: &mut Command) -> std::io::Result<Child> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match command.spawn() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            spawned => return spawned,
+        }
+    }
+}
+
 /// A running gateway process; killed on drop.
 pub struct GatewayProcess {
     pub child: Child,
@@ -64,15 +84,9 @@ impl GatewayProcess {
 
     /// As [`GatewayProcess::start_binary`], with `RUST_LOG` set to `rust_log`.
     pub fn start_logging(bin: &Path, path: &Path, expect_admin: bool, extra: &[&str], rust_log: &str) -> Self {
-        let mut child = Command::new(bin)
-            .args(["run", "--config"])
-            .arg(path)
-            .args(extra)
-            .env("RUST_LOG", rust_log)
-            .stderr(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("spawn gateway");
+        let mut command = Command::new(bin);
+        command.args(["run", "--config"]).arg(path).args(extra).env("RUST_LOG", rust_log);
+        let mut child = spawn_unbusy(command.stderr(Stdio::piped()).stdout(Stdio::null())).expect("spawn gateway");
         let stderr = child.stderr.take().expect("stderr");
         let log = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&log);

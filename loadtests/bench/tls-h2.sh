@@ -51,8 +51,9 @@
 # kept running across rounds; test 4 starts a fresh instance per run (no memory left over from
 # the load tests). Proxy CPU: utime+stime (+cutime+cstime) of all its processes from
 # /proc/PID/stat before and after each measured run; memory: Pss (and VmRSS) summed over its
-# processes. The HTTP/2 runs (h2 and h2c) also record the origin's CPU time, and the proxy's over
-# it (`cpu_per_origin_cpu` in the JSON, as in h1-small.sh): for A/Bs of two gateway builds
+# processes, read once it has settled (see measure_idle). The HTTP/2 runs (h2 and h2c) also
+# record the origin's CPU time, and the proxy's over it (`cpu_per_origin_cpu` in the JSON, as in
+# h1-small.sh): for A/Bs of two gateway builds
 # (gateway-baseline and gateway-baseline-epoll), it moves less between rounds than the CPU per
 # request does (on 2 December 2026, h2: 11-12% from round to round against 26-30%; h1-small's
 # moves 1-5%).
@@ -718,7 +719,7 @@ markdown() {
     .params as $p |
     "## tls-h2 \(.timestamp)\(if $p.smoke then " (SMOKE=1: a quick check, not a measurement)" else "" end)",
     "",
-    "TLS termination, gateway vs nginx vs HAProxy: TLS 1.2 + 1.3, ALPN h2 + http/1.1, \($p.certificate), one worker each pinned to CPU \($p.proxy_cpu), no access log, upstream keep-alive to the origin (\($p.origin), plain HTTP/1.1) on CPU \($p.load_cpu) with the load generators. \($p.rounds) interleaved round(s) (in a balanced order: every proxy in every place of a round equally often over N rounds, 2N for an odd N) of \($p.duration_s) s per measured run after \($p.warmup_s) s warm-up; median (min–max) over rounds. CPU: utime+stime of all the proxy'"'"'s processes per completed handshake or request. Memory: Pss (and RSS) summed over the proxy'"'"'s processes, a fresh instance per run, before and after \($p.idle_connections) idle connections.",
+    "TLS termination, gateway vs nginx vs HAProxy: TLS 1.2 + 1.3, ALPN h2 + http/1.1, \($p.certificate), one worker each pinned to CPU \($p.proxy_cpu), no access log, upstream keep-alive to the origin (\($p.origin), plain HTTP/1.1) on CPU \($p.load_cpu) with the load generators. \($p.rounds) interleaved round(s) (in a balanced order: every proxy in every place of a round equally often over N rounds, 2N for an odd N) of \($p.duration_s) s per measured run after \($p.warmup_s) s warm-up; median (min–max) over rounds. CPU: utime+stime of all the proxy'"'"'s processes per completed handshake or request. Memory: Pss (and RSS) summed over the proxy'"'"'s processes, a fresh instance per run, before and after \($p.idle_connections) idle connections (read once settled: every second from 1 s after the last one until two reads agree within 1%, 8 s at most).",
     "",
     "- handshakes: `\($p.commands.handshake)` — one TCP connection, one full TLS 1.3 handshake (no resumption: `-new`), one `GET / HTTP/1.0` proxied to the origin, close;",
     "- HTTP/2: `\($p.commands.h2)`;",

@@ -151,7 +151,7 @@ admin = false
 [[listeners]]
 name = "main"
 address = "127.0.0.1:$port"
-protocols = ["http/1.1", "h2"]
+protocols = ["h2", "http/1.1"]
 $tls
 
 [[routes]]
@@ -175,6 +175,12 @@ EOF
     esac
     grep -q "succeeded, 0 failed, 0 errored" "$WORK/load-$port.log" ||
         die "$load through $bin ($driver): $(grep -E 'requests:' "$WORK/load-$port.log")"
+    # The protocol the load asked for is the one it got (over TLS, ALPN follows the listener's
+    # order: with http/1.1 first, an h2 load would measure HTTP/1.1 over TLS).
+    local want=$load
+    [[ $load == h1 || $load == https ]] && want=http/1.1
+    grep -q "^Application protocol: $want\$" "$WORK/load-$port.log" ||
+        die "$load through $bin ($driver): not $want ($(grep -E '^Application protocol' "$WORK/load-$port.log"))"
     # A dump of the counts so far (the gateway under valgrind does not always shut down on
     # io_uring: it is killed after the dump). The probe's requests (wait_port) and the start-up
     # are in both runs alike and cancel out.

@@ -604,16 +604,15 @@ measure_idle() {
     # freed may stay resident until the proxy's allocator purges it (mimalloc, the gateway's,
     # purges a page a second after it empties). Read until the Pss has settled: two reads a
     # second apart within 1% of what the connections added (or 64 KiB), 8 s at most.
-    local pss_1s prev
+    local pss_1s prev change
     pss1=$(pss_kb "${pids[@]}")
     pss_1s=$pss1
     for ((i = 0; i < 8; i++)); do
         prev=$pss1
         sleep 1
         pss1=$(pss_kb "${pids[@]}")
-        local change=$((prev - pss1)) added=$((pss1 - pss0))
-        ((change < 0)) && change=$((-change))
-        ((change * 100 <= added || change <= 64)) && break
+        change=$((prev > pss1 ? prev - pss1 : pss1 - prev))
+        ((change * 100 <= pss1 - pss0 || change <= 64)) && break
     done
     rss1=$(status_kb VmRSS "${pids[@]}")
     fd1=$(socket_fds "${pids[@]}")
@@ -719,7 +718,7 @@ markdown() {
     .params as $p |
     "## tls-h2 \(.timestamp)\(if $p.smoke then " (SMOKE=1: a quick check, not a measurement)" else "" end)",
     "",
-    "TLS termination, gateway vs nginx vs HAProxy: TLS 1.2 + 1.3, ALPN h2 + http/1.1, \($p.certificate), one worker each pinned to CPU \($p.proxy_cpu), no access log, upstream keep-alive to the origin (\($p.origin), plain HTTP/1.1) on CPU \($p.load_cpu) with the load generators. \($p.rounds) interleaved round(s) (in a balanced order: every proxy in every place of a round equally often over N rounds, 2N for an odd N) of \($p.duration_s) s per measured run after \($p.warmup_s) s warm-up; median (min–max) over rounds. CPU: utime+stime of all the proxy'"'"'s processes per completed handshake or request. Memory: Pss (and RSS) summed over the proxy'"'"'s processes, a fresh instance per run, before and after \($p.idle_connections) idle connections (read once settled: every second from 1 s after the last one until two reads agree within 1%, 8 s at most).",
+    "TLS termination, gateway vs nginx vs HAProxy: TLS 1.2 + 1.3, ALPN h2 + http/1.1, \($p.certificate), one worker each pinned to CPU \($p.proxy_cpu), no access log, upstream keep-alive to the origin (\($p.origin), plain HTTP/1.1) on CPU \($p.load_cpu) with the load generators. \($p.rounds) interleaved round(s) (in a balanced order: every proxy in every place of a round equally often over N rounds, 2N for an odd N) of \($p.duration_s) s per measured run after \($p.warmup_s) s warm-up; median (min–max) over rounds. CPU: utime+stime of all the proxy'"'"'s processes per completed handshake or request. Memory: Pss (and RSS) summed over the proxy'"'"'s processes, a fresh instance per run, before and after \($p.idle_connections) idle connections (read once settled: every second from 1 s after the last one until two reads agree within 1% of what the connections added or 64 KiB, 8 s at most).",
     "",
     "- handshakes: `\($p.commands.handshake)` — one TCP connection, one full TLS 1.3 handshake (no resumption: `-new`), one `GET / HTTP/1.0` proxied to the origin, close;",
     "- HTTP/2: `\($p.commands.h2)`;",

@@ -587,3 +587,73 @@ fn idle_tls_connections_park_on_io_uring_and_come_back_whole() {
         assert_eq!(o.requests(), 6, "{d}");
     });
 }
+
+/// After two requests a TLS connection on io_uring waits for the next one in a receive, as a
+/// plain one does (`downstream::h1::armed_wait`): what it brings is ciphertext for the session.
+/// Requests sent at delays around the park time (the receive cancelled as they come) are all
+/// answered; so is a request whose record is split by the park time, and one after a key
+/// update; a damaged record in that receive fails the connection with its alert. The same
+/// sequence on epoll, where TLS waits in poll mode.
+#[test]
+fn a_busy_tls_connections_next_request_is_received_whole_around_the_park() {
+    use std::io::{BufReader, Read};
+    use std::time::Duration;
+    each_driver(|d| {
+        let o = origin();
+        let certs = Certs::new("tlsarmed");
+        let listener =
+            format!("name = \"main\"\naddress = \"127.0.0.1:0\"\n\n[listeners.tls]\n{}\n", certs.tls_table(""));
+        let text = config(d, o.addr(), "", "").replace("name = \"main\"\naddress = \"127.0.0.1:0\"\n", &listener);
+        let gw = TestGateway::start(&text);
+        let cfg = client_config(&certs.pki.ca_pem(), &opts(&[b"http/1.1"]));
+        let mut r = BufReader::new(tls_connect(gw.addr, "a.test", cfg.clone()).unwrap());
+        let sent = std::cell::Cell::new(0);
+        let get = |r: &mut BufReader<TlsConn>, n: usize, what: &str| {
+            r.get_mut().write_all(format!("GET /bytes/{n} HTTP/1.1\r\nhost: a.test\r\n\r\n").as_bytes()).unwrap();
+            r.get_mut().flush().unwrap();
+            let resp = read_response(r, false).unwrap_or_else(|e| panic!("{d}: {what}: {e}"));
+            assert_eq!((resp.status, resp.body), (200, loadtests::origin::pattern(n)), "{d}: {what}");
+            sent.set(sent.get() + 1);
+        };
+        get(&mut r, 1, "first");
+        get(&mut r, 2, "second");
+        for delay in [150usize, 190, 200, 205, 210, 220, 230, 250, 300, 450] {
+            std::thread::sleep(Duration::from_millis(delay as u64));
+            get(&mut r, delay, &format!("after {delay} ms"));
+        }
+        // The client renews its keys while the connection waits; the next request is answered.
+        get(&mut r, 3, "before the key update");
+        r.get_mut().conn.refresh_traffic_keys().unwrap();
+        r.get_mut().flush().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        get(&mut r, 4, "after the key update");
+        // One request's record in two parts: the first completes the receive, the rest comes
+        // after the park time.
+        get(&mut r, 5, "before the split one");
+        r.get_mut().conn.writer().write_all(b"GET /bytes/6 HTTP/1.1\r\nhost: a.test\r\n\r\n").unwrap();
+        let mut record = Vec::new();
+        r.get_mut().conn.write_tls(&mut record).unwrap();
+        let (first, rest) = record.split_at(7);
+        r.get_mut().sock.write_all(first).unwrap();
+        std::thread::sleep(Duration::from_millis(600));
+        r.get_mut().sock.write_all(rest).unwrap();
+        let resp = read_response(&mut r, false).unwrap();
+        assert_eq!((resp.status, resp.body), (200, loadtests::origin::pattern(6)), "{d}: the split record");
+        sent.set(sent.get() + 1);
+        assert_eq!(o.requests(), sent.get(), "{d}");
+        // A damaged record where the next request should be: the connection fails with the
+        // record's alert, nothing is forwarded, and the gateway serves on.
+        get(&mut r, 7, "before the damaged record");
+        let mut damaged = vec![0x17, 0x03, 0x03, 0x00, 0x40];
+        damaged.extend((0..0x40u8).map(|i| i.wrapping_mul(37)));
+        r.get_mut().sock.write_all(&damaged).unwrap();
+        let mut got = Vec::new();
+        let err = r.read_to_end(&mut got).expect_err("a damaged record must fail its connection");
+        assert!(got.is_empty(), "{d}: nothing served on a damaged record");
+        let alert = err.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>());
+        assert_eq!(alert, Some(&rustls::Error::AlertReceived(rustls::AlertDescription::BadRecordMac)), "{d}: {err}");
+        assert_eq!(o.requests(), sent.get(), "{d}: nothing forwarded for the damaged record");
+        let resp = tls_exchange(gw.addr, "a.test", cfg, b"GET /bytes/8 HTTP/1.1\r\nhost: a.test\r\n\r\n");
+        assert_eq!((resp.status, resp.body), (200, loadtests::origin::pattern(8)), "{d}");
+    });
+}

@@ -49,7 +49,7 @@ impl UringTls {
 
     /// Whether a read returns without waiting for the socket: plaintext (or the peer's
     /// close_notify) is buffered, or ciphertext not fed yet.
-    fn buffered(&self) -> bool {
+    pub fn buffered(&self) -> bool {
         !self.pending.is_empty() || !self.session.wants_read()
     }
 
@@ -114,6 +114,30 @@ impl UringTls {
                 }
             }
         }
+    }
+
+    /// The socket, for a receive made outside [`UringTls::read_append`] (a connection that waits
+    /// for its next request in a receive); what it brings goes to [`UringTls::received`].
+    pub fn tcp_mut(&mut self) -> &mut TcpStream {
+        &mut self.tcp
+    }
+
+    /// Takes ciphertext received outside [`UringTls::read_append`]: rustls decrypts what it may
+    /// hold, the rest waits in `pending` (after anything already there), and records rustls
+    /// answers by itself are sent. A record that fails is `InvalidData`, its alert sent.
+    pub async fn received(&mut self, ciphertext: &[u8]) -> io::Result<()> {
+        if self.pending.is_empty() {
+            match feed(&mut self.session, ciphertext) {
+                Ok(used) => self.pending.extend_from_slice(ciphertext.get(used..).unwrap_or_default()),
+                Err(e) => return Err(self.failed(e).await),
+            }
+        } else {
+            self.pending.extend_from_slice(ciphertext);
+        }
+        if self.session.wants_write() {
+            self.flush().await?;
+        }
+        Ok(())
     }
 
     /// Sends the alert rustls queued for a failure (at most one try), and returns the error.

@@ -327,7 +327,11 @@ async fn wait_for_request(worker: &Rc<Worker>, conn: &mut Conn, ended: Option<In
         }
     }
     let park = parkable && conn.stream.parks() && park_at < deadline && !conn.closing();
-    if park && conn.served >= ARM_AFTER && !monoio::utils::is_legacy() && matches!(conn.stream, Stream::Tcp(_)) {
+    if park
+        && conn.served >= ARM_AFTER
+        && !monoio::utils::is_legacy()
+        && matches!(conn.stream, Stream::Tcp(_) | Stream::TlsUring(_))
+    {
         // In a pooled box: its state (the receive, the timer's entry) would otherwise size
         // every connection's task, idle ones included.
         if let Some(wait) = crate::runtime::boxed(|| armed_wait(worker, conn, since, deadline, park_at, ended)).await {
@@ -363,7 +367,14 @@ const MAX_ARMED_WAITS: usize = 512;
 /// until it would park ([`park::PARK_AFTER`]): then the receive is cancelled and the
 /// connection parks as before, without one. A receive that completes as it is cancelled (the
 /// request arrived meanwhile) is the request: nothing is lost. `None`: the worker has
-/// [`MAX_ARMED_WAITS`] connections waiting so already (the caller waits for readiness).
+/// [`MAX_ARMED_WAITS`] connections waiting so already, or a TLS connection holds a request's
+/// bytes already (the caller waits for readiness, which returns at once then).
+///
+/// A TLS connection in completion mode waits the same way: what the receive brings is
+/// ciphertext, handed to its session ([`UringTls::received`]); the request's plaintext is then
+/// read from the session as after a readiness wait.
+///
+/// [`UringTls::received`]: crate::runtime::uring_tls::UringTls::received
 async fn armed_wait(
     worker: &Rc<Worker>,
     conn: &mut Conn,
@@ -373,45 +384,67 @@ async fn armed_wait(
     ended: Option<Instant>,
 ) -> Option<Wait> {
     use monoio::io::CancelableAsyncReadRent;
-    let Conn { stream: Stream::Tcp(tcp), canceller, client, .. } = conn else { return None };
+    let Conn { stream, canceller, client, .. } = conn;
+    let tcp = match stream {
+        Stream::Tcp(tcp) => tcp,
+        Stream::TlsUring(tls) if !tls.buffered() => tls.tcp_mut(),
+        _ => return None,
+    };
     // Held until this wait ends, however it ends (its task may be dropped with it).
     let slot = worker.armed_waits.take(MAX_ARMED_WAITS)?;
     let buf = worker.buffers.take();
     let cap = buf.capacity();
-    let read = tcp.cancelable_read(monoio::buf::SliceMut::new(buf, 0, cap), canceller.handle());
-    let mut read = std::pin::pin!(read);
     enum Woke<R> {
         Read(R),
         Park,
         Stop,
     }
-    let woke = monoio::select! {
-        biased;
-        r = &mut read => Woke::Read(r),
-        _ = worker.idle_timer.at(park_at) => Woke::Park,
-        _ = stop_when_idle(worker, client, false, ended) => Woke::Stop,
-    };
-    let (got, otherwise) = match woke {
-        Woke::Read(r) => (r, Wait::Close),
-        // Time to park, or the listener stopped: the receive is cancelled, and what it got
-        // before the cancellation took is the next request.
-        Woke::Park | Woke::Stop => {
-            *canceller = std::mem::take(canceller).cancel();
-            let r = read.await;
-            let cancelled = matches!(&r.0, Err(e) if e.raw_os_error() == Some(libc::ECANCELED));
-            let otherwise = match woke {
-                Woke::Park if cancelled => Wait::Park { since, deadline },
-                _ => Wait::Close,
-            };
-            (r, otherwise)
+    // The receive's future borrows the socket: dropped at the end of this block, before a TLS
+    // session takes what it brought.
+    let (got, otherwise) = {
+        let read = tcp.cancelable_read(monoio::buf::SliceMut::new(buf, 0, cap), canceller.handle());
+        let mut read = std::pin::pin!(read);
+        let woke = monoio::select! {
+            biased;
+            r = &mut read => Woke::Read(r),
+            _ = worker.idle_timer.at(park_at) => Woke::Park,
+            _ = stop_when_idle(worker, client, false, ended) => Woke::Stop,
+        };
+        match woke {
+            Woke::Read(r) => (r, Wait::Close),
+            // Time to park, or the listener stopped: the receive is cancelled, and what it got
+            // before the cancellation took is the next request.
+            Woke::Park | Woke::Stop => {
+                *canceller = std::mem::take(canceller).cancel();
+                let r = read.await;
+                let cancelled = matches!(&r.0, Err(e) if e.raw_os_error() == Some(libc::ECANCELED));
+                let otherwise = match woke {
+                    Woke::Park if cancelled => Wait::Park { since, deadline },
+                    _ => Wait::Close,
+                };
+                (r, otherwise)
+            }
         }
     };
     drop(slot);
     let (res, slice) = got;
-    let buf = slice.into_inner();
+    let mut buf = slice.into_inner();
     Some(match res {
         Ok(n) if n > 0 => {
-            worker.stats.downstream_bytes_in.add(n as u64);
+            if let Stream::TlsUring(tls) = &mut conn.stream {
+                // Ciphertext: the session takes it (a damaged record ends the connection, its
+                // alert sent); the plaintext is read from the session into this buffer next, and
+                // counted then.
+                let taken = tls.received(buf.get(..n).unwrap_or_default()).await;
+                buf.clear();
+                if let Err(e) = taken {
+                    tracing::debug!(peer = %conn.client.peer, error = %e, "a TLS client's records were refused");
+                    worker.buffers.give(buf);
+                    return Some(Wait::Close);
+                }
+            } else {
+                worker.stats.downstream_bytes_in.add(n as u64);
+            }
             conn.rbuf = buf;
             conn.rpos = 0;
             Wait::Ready

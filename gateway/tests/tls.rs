@@ -520,6 +520,12 @@ fn http1_over_tls_carries_bodies_pipelines_and_key_updates_and_refuses_damaged_r
     });
 }
 
+/// `text` (a [`config`]) with its listener serving TLS with `certs`.
+fn with_tls_listener(text: String, certs: &Certs) -> String {
+    let listener = format!("name = \"main\"\naddress = \"127.0.0.1:0\"\n\n[listeners.tls]\n{}\n", certs.tls_table(""));
+    text.replace("name = \"main\"\naddress = \"127.0.0.1:0\"\n", &listener)
+}
+
 /// An idle HTTP/1.1 connection over TLS is parked on io_uring (its session kept beside the
 /// socket) and served again when the client comes back: after a request, after a key update
 /// that carries no request, with two requests in one write; its idle timeout closes it with
@@ -531,10 +537,7 @@ fn idle_tls_connections_park_on_io_uring_and_come_back_whole() {
     each_driver(|d| {
         let o = origin();
         let certs = Certs::new("tlspark");
-        let listener =
-            format!("name = \"main\"\naddress = \"127.0.0.1:0\"\n\n[listeners.tls]\n{}\n", certs.tls_table(""));
-        let text = config(d, o.addr(), "[server.timeouts]\nidle = \"2s\"", "")
-            .replace("name = \"main\"\naddress = \"127.0.0.1:0\"\n", &listener);
+        let text = with_tls_listener(config(d, o.addr(), "[server.timeouts]\nidle = \"2s\"", ""), &certs);
         let gw = TestGateway::start(&text);
         let expect_parked = u64::from(d == "io_uring");
         let parked = |n: u64| wait_until(Duration::from_secs(5), || gw.total("connections_parked") == n);
@@ -601,9 +604,7 @@ fn a_busy_tls_connections_next_request_is_received_whole_around_the_park() {
     each_driver(|d| {
         let o = origin();
         let certs = Certs::new("tlsarmed");
-        let listener =
-            format!("name = \"main\"\naddress = \"127.0.0.1:0\"\n\n[listeners.tls]\n{}\n", certs.tls_table(""));
-        let text = config(d, o.addr(), "", "").replace("name = \"main\"\naddress = \"127.0.0.1:0\"\n", &listener);
+        let text = with_tls_listener(config(d, o.addr(), "", ""), &certs);
         let gw = TestGateway::start(&text);
         let cfg = client_config(&certs.pki.ca_pem(), &opts(&[b"http/1.1"]));
         let mut r = BufReader::new(tls_connect(gw.addr, "a.test", cfg.clone()).unwrap());

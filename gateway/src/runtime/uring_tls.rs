@@ -93,25 +93,18 @@ impl UringTls {
                 Ok(n) => n,
                 Err(e) => return (Err(e), buf),
             };
-            let fed = match buf.get(len..len + n) {
-                Some(ciphertext) if n > 0 => feed(&mut self.session, ciphertext).map(|used| {
-                    if let Some(rest) = ciphertext.get(used..) {
-                        self.pending.extend_from_slice(rest);
-                    }
-                }),
+            let taken = match buf.get(len..len + n) {
+                Some(ciphertext) if n > 0 => self.received(ciphertext).await,
                 // The peer's end of stream: rustls then reports a close_notify seen (`Ok(0)`)
                 // or a truncation.
-                _ => self.session.read_tls(&mut io::empty()).map(drop),
+                _ => match self.session.read_tls(&mut io::empty()) {
+                    Ok(_) => Ok(()),
+                    Err(e) => Err(self.failed(e).await),
+                },
             };
             buf.truncate(len);
-            if let Err(e) = fed {
-                return (Err(self.failed(e).await), buf);
-            }
-            // Records rustls answers by itself (a key update).
-            if self.session.wants_write() {
-                if let Err(e) = self.flush().await {
-                    return (Err(e), buf);
-                }
+            if let Err(e) = taken {
+                return (Err(e), buf);
             }
         }
     }
@@ -122,9 +115,10 @@ impl UringTls {
         &mut self.tcp
     }
 
-    /// Takes ciphertext received outside [`UringTls::read_append`]: rustls decrypts what it may
-    /// hold, the rest waits in `pending` (after anything already there), and records rustls
-    /// answers by itself are sent. A record that fails is `InvalidData`, its alert sent.
+    /// Takes received ciphertext (by [`UringTls::read_append`], or by a receive made outside it):
+    /// rustls decrypts what it may hold, the rest waits in `pending` (after anything already
+    /// there), and records rustls answers by itself (a key update's) are sent. A record that
+    /// fails is `InvalidData`, its alert sent.
     pub async fn received(&mut self, ciphertext: &[u8]) -> io::Result<()> {
         if self.pending.is_empty() {
             match feed(&mut self.session, ciphertext) {

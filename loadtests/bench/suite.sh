@@ -29,7 +29,12 @@
 #   ROUNDS [3]       rounds of the h1 scenarios and tls-h2 (overload: 1)
 #   OPENLOOP_ROUNDS [1]  rounds of openloop (each is a peak run and four constant-rate runs)
 #   DURATION [10]    seconds per measured run of the h1 scenarios and tls-h2
-#   SKIP_BUILD [0]   1: use the existing release binaries
+#   SKIP_BUILD [0]   1: use the existing release binaries (with PGO=1, the gateway of the last
+#                    pgo.sh run, target/pgo/release/gateway)
+#   PGO [1]          1: the gateway measured is the shipped build, profile-guided
+#                    (loadtests/bench/pgo.sh: trained TRAIN_SECONDS per load, 4 by default, 1
+#                    with SMOKE=1); 0: plain `cargo build --release`
+#   GATEWAY_BIN      a gateway binary to measure instead (neither built nor trained here)
 #   RESULTS_DIR [loadtests/results/suite-<UTC timestamp>]
 #   PROXY_CPU [0], LOAD_CPU [1]: as in every scenario
 #
@@ -40,6 +45,7 @@ set -euo pipefail
 SMOKE=${SMOKE:-0}
 ONLY=${ONLY:-"small 16k large https latency openloop tls-h2 overload"}
 SKIP_BUILD=${SKIP_BUILD:-0}
+PGO=${PGO:-1}
 KEEP_WORK=${KEEP_WORK:-0}
 PROXY_CPU=${PROXY_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
@@ -63,7 +69,7 @@ FAILED=()
 
 main() {
     local s
-    whole_numbers SMOKE ROUNDS DURATION PROXY_CPU LOAD_CPU
+    whole_numbers SMOKE ROUNDS DURATION PROXY_CPU LOAD_CPU PGO
     for s in $ONLY; do
         case $s in
         small | 16k | large | https | latency | openloop | tls-h2 | overload) ;;
@@ -75,6 +81,7 @@ main() {
     build
     mkdir -p "$SUITE_DIR"
     log "results: $SUITE_DIR"
+    echo "gateway: $GATEWAY_BUILD" >"$SUITE_DIR/gateway-build.txt"
     for s in $ONLY; do
         scenario "$s"
     done
@@ -96,6 +103,27 @@ build() {
     for bin in gateway openloop overload-load capacity-origin bench-report; do
         [[ -x $TARGET/$bin ]] || die "no $TARGET/$bin (cargo build --release -p gateway -p loadtests)"
     done
+    # The gateway measured: the shipped build (profile-guided) unless told otherwise.
+    if [[ -n ${GATEWAY_BIN:-} ]]; then
+        GATEWAY_BUILD="the binary given as GATEWAY_BIN ($GATEWAY_BIN)"
+    elif [[ $PGO == 1 ]]; then
+        GATEWAY_BIN=$(dirname "$TARGET")/pgo/release/gateway
+        if [[ $SKIP_BUILD != 1 ]]; then
+            local train=4
+            ((SMOKE)) && train=1
+            log "building the profile-guided gateway: TRAIN_SECONDS=$train loadtests/bench/pgo.sh"
+            TRAIN_SECONDS=$train "$SCRIPT_DIR/pgo.sh" >"$WORK/pgo.log" 2>&1 || {
+                tail -n 30 "$WORK/pgo.log" >&2
+                die "the profile-guided build failed (loadtests/bench/pgo.sh)"
+            }
+        fi
+        GATEWAY_BUILD="profile-guided release build (loadtests/bench/pgo.sh), as shipped"
+    else
+        GATEWAY_BIN=$TARGET/gateway
+        GATEWAY_BUILD="plain release build (cargo build --release, PGO=0)"
+    fi
+    [[ -x $GATEWAY_BIN ]] || die "no gateway binary at $GATEWAY_BIN"
+    log "gateway: $GATEWAY_BUILD"
 }
 
 # scenario NAME: runs it with its environment; a failure is recorded, not fatal.
@@ -103,7 +131,7 @@ scenario() {
     local name=$1 file=$1
     case $name in small | 16k | large) file=h1-$name ;; esac # the names bench-report reads
     local env=(SKIP_BUILD=1 RESULTS_DIR="$SUITE_DIR" RESULT_NAME="$file" PROXY_CPU="$PROXY_CPU"
-        LOAD_CPU="$LOAD_CPU" KEEP_WORK="$KEEP_WORK") script=h1-small.sh
+        LOAD_CPU="$LOAD_CPU" KEEP_WORK="$KEEP_WORK" GATEWAY_BIN="$GATEWAY_BIN") script=h1-small.sh
     local h1=(ROUNDS="$ROUNDS" DURATION="$DURATION")
     ((SMOKE)) && h1+=(WARMUP=1)
     case $name in
@@ -161,6 +189,7 @@ has_gateway_row() { # FILE: some summary entry (or overload proxy) is the gatewa
 summarize() {
     local cmd="loadtests/bench/suite.sh"
     ((SMOKE)) && cmd="SMOKE=1 $cmd"
+    [[ $PGO == 1 ]] || cmd="PGO=0 $cmd"
     [[ $ONLY == "small 16k large https latency openloop tls-h2 overload" ]] || cmd="ONLY=\"$ONLY\" $cmd"
     if "$TARGET/bench-report" summarize "$SUITE_DIR" --command "$cmd" >"$WORK/summarize.log" 2>&1; then
         cat "$SUITE_DIR/summary.md"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the Debian package of the gateway with plain dpkg-deb (no cargo-deb, no debhelper):
 #
-#   packaging/deb/build.sh                    # cargo build --release -p gateway, then package it
+#   packaging/deb/build.sh                    # the profile-guided build (loadtests/bench/pgo.sh),
+#                                             # then package it
+#   PGO=0 packaging/deb/build.sh              # a plain cargo build --release -p gateway instead
 #   GATEWAY_BIN=path/to/gateway packaging/deb/build.sh   # package an existing binary
 #
 # Output: target/debian/gateway_<version>_<arch>.deb (DEB_OUT_DIR overrides the directory).
@@ -31,6 +33,11 @@ command -v dpkg-deb >/dev/null || die "dpkg-deb not found (apt-get install dpkg)
 # --- the binary ----------------------------------------------------------------------------------
 if [ -n "${GATEWAY_BIN:-}" ]; then
     bin="$GATEWAY_BIN"
+elif [ "${PGO:-1}" = 1 ]; then
+    # What ships is the profile-guided build: about a fifth fewer instructions per request than
+    # the plain one (docs/performance.md). Its training needs h2load and openssl (installed from
+    # Debian as root) and llvm-profdata (rustup's llvm-tools, or Debian's llvm-<major>).
+    bin="$("$root/loadtests/bench/pgo.sh" | tail -n1)"
 else
     (cd "$root" && cargo build --release -p gateway)
     bin="$target_dir/release/gateway"

@@ -311,6 +311,38 @@ fn deb_has_the_files_conffile_and_sound_maintainer_scripts() {
     assert_eq!(String::from_utf8_lossy(&version.stdout).trim(), format!("gateway {}", env!("CARGO_PKG_VERSION")));
 }
 
+/// What ships is what the benchmarks measure: the release profile's whole-program LTO, and the
+/// profile-guided build of loadtests/bench/pgo.sh in the Debian package (by default), the
+/// container image and the benchmark suite (by default). The training itself runs in CI
+/// (`SMOKE=1 loadtests/bench/suite.sh`).
+#[test]
+fn the_shipped_builds_are_profile_guided() {
+    let cargo = read("Cargo.toml");
+    let release = cargo.split("\n[profile.release]\n").nth(1).unwrap().split("\n[").next().unwrap();
+    let keys: Vec<&str> = release.lines().map(str::trim).filter(|l| !l.starts_with('#')).collect();
+    assert!(keys.contains(&r#"lto = "fat""#) && keys.contains(&"codegen-units = 1"), "{release}");
+
+    let deb = read("packaging/deb/build.sh");
+    assert!(deb.contains(r#"elif [ "${PGO:-1}" = 1 ]; then"#), "the package is profile-guided unless PGO=0");
+    assert!(deb.contains(r#"bin="$("$root/loadtests/bench/pgo.sh" | tail -n1)""#));
+
+    let container = read("packaging/container/Containerfile");
+    let build_stage = &container[..container.rfind("\nFROM ").unwrap()];
+    assert!(build_stage.contains("loadtests/bench/pgo.sh"), "the image's binary is the profile-guided build");
+    assert!(!build_stage.contains("cargo build"), "no plain build in the image");
+
+    let suite = read("loadtests/bench/suite.sh");
+    assert!(suite.contains("PGO=${PGO:-1}"), "the suite measures the shipped build unless PGO=0");
+
+    let pgo = read("loadtests/bench/pgo.sh");
+    for trained in
+        ["--h1 -c64 http://", "--h1 -c64 https://", "-c16 -m32 http://", "-c16 -m32 https://", "/limited", "/dead"]
+    {
+        assert!(pgo.contains(trained), "pgo.sh trains {trained}");
+    }
+    assert!(pgo.contains("for driver in io_uring epoll"), "both drivers are trained");
+}
+
 /// dpkg --root with chrootless maintainer scripts: they act on the scratch root only (DPKG_ROOT).
 #[test]
 fn deb_installs_upgrades_removes_and_purges_in_a_scratch_root() {

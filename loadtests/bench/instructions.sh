@@ -102,17 +102,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-# wait_port PORT [SCHEME]: until an HTTP request to the port is answered.
-wait_port() {
-    for _ in $(seq 1 600); do
-        curl -sk -o /dev/null "${2:-http}://127.0.0.1:$1/" && return 0
-        sleep 0.1
-    done
-    return 1
-}
-
 # The TLS loads' certificate.
 if [[ " $LOADS " == *" https "* || " $LOADS " == *" h2 "* ]]; then
     make_test_pki "$WORK/pki"

@@ -196,6 +196,18 @@ install_tools() {
 
 sbin_path() { command -v "$1" || echo "/usr/sbin/$1"; }
 
+# free_port: a TCP port on 127.0.0.1 that nothing listens on now.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# wait_port PORT [SCHEME]: until an HTTP request to the port is answered (at most 60 s).
+wait_port() {
+    for _ in $(seq 1 600); do
+        curl -sk -o /dev/null "${2:-http}://127.0.0.1:$1/" && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
 check_cpus() {
     local cpu
     for cpu in "$PROXY_CPU" "$LOAD_CPU"; do

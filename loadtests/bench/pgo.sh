@@ -83,15 +83,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() {
-    for _ in $(seq 1 300); do
-        curl -sk -o /dev/null "${2:-http}://127.0.0.1:$1/" && return 0
-        sleep 0.1
-    done
-    return 1
-}
-
 make_test_pki "$WORK/pki"
 origin=$(free_port)
 "$ORIGIN_BIN" --listen "127.0.0.1:$origin" --body-size 2 >"$WORK/origin.log" 2>&1 &

@@ -93,15 +93,18 @@ build() {
     if [[ $SKIP_BUILD == 1 ]]; then
         log "SKIP_BUILD=1: using the binaries in $TARGET"
     else
-        log "building: cargo build --release -p gateway -p loadtests"
-        (cd "$ROOT" && cargo build --release -p gateway -p loadtests) >"$WORK/build.log" 2>&1 || {
+        # The plain release build of the gateway only where it is the one measured.
+        local pkgs=(-p loadtests)
+        [[ $PGO == 1 || -n ${GATEWAY_BIN:-} ]] || pkgs=(-p gateway -p loadtests)
+        log "building: cargo build --release ${pkgs[*]}"
+        (cd "$ROOT" && cargo build --release "${pkgs[@]}") >"$WORK/build.log" 2>&1 || {
             tail -n 20 "$WORK/build.log" >&2
-            die "the release build failed (cargo build --release -p gateway -p loadtests)"
+            die "the release build failed (cargo build --release ${pkgs[*]})"
         }
     fi
     local bin
-    for bin in gateway openloop overload-load capacity-origin bench-report; do
-        [[ -x $TARGET/$bin ]] || die "no $TARGET/$bin (cargo build --release -p gateway -p loadtests)"
+    for bin in openloop overload-load capacity-origin bench-report; do
+        [[ -x $TARGET/$bin ]] || die "no $TARGET/$bin (cargo build --release -p loadtests)"
     done
     # The gateway measured: the shipped build (profile-guided) unless told otherwise.
     if [[ -n ${GATEWAY_BIN:-} ]]; then

@@ -67,6 +67,7 @@ fi
 # --- 1. the instrumented build -------------------------------------------------------------------
 rm -rf "$PGO_DIR"
 mkdir -p "$PGO_DIR/raw"
+PGO_DIR=$(cd "$PGO_DIR" && pwd) # rustc runs build scripts elsewhere: the profiles' path is absolute
 log "instrumented build ($TARGET_BASE/pgo-gen)"
 (cd "$ROOT" && RUSTFLAGS="${RUSTFLAGS:-} -Cprofile-generate=$PGO_DIR/raw" \
     cargo build --locked --profile "$PROFILE" -p gateway --target-dir "$TARGET_BASE/pgo-gen" >&2)

@@ -560,3 +560,36 @@ fn malformed_and_refused_h2_requests_get_their_exact_answer() {
     }
     assert!(o.received().iter().all(|r| !r.target.starts_with("/bad")), "nothing refused reached the origin");
 }
+
+#[test]
+fn an_answer_whose_head_and_body_the_upstream_wrote_apart_reaches_an_h2_client_whole() {
+    // As for HTTP/1.1 clients (proxy.rs); a reset right after the head resets the stream alone
+    // (or answers 502 when it came first), and the connection serves on.
+    each_driver(|d| {
+        let o = origin();
+        let gw = TestGateway::start(&config(d, o.addr(), "", &routes_head_apart()).replace(
+            "name = \"main\"\naddress = \"127.0.0.1:0\"\n",
+            "name = \"main\"\naddress = \"127.0.0.1:0\"\nprotocols = [\"http/1.1\", \"h2\"]\n",
+        ));
+        let body = loadtests::origin::pattern(APART_BODY);
+        runtime().block_on(async {
+            let mut c = h2_connect(gw.addr, None).await;
+            for round in 0..3 {
+                for kind in ["length", "chunked", "close", "late"] {
+                    let r =
+                        h2_request(&mut c, h2_get("http", "a.test", &format!("/apart/{kind}")), None).await.unwrap();
+                    assert_eq!(r.status, 200, "{d}: {kind} {round}");
+                    assert!(r.body == body, "{d}: the {kind} body differs ({} bytes, round {round})", r.body.len());
+                }
+            }
+            for _ in 0..5 {
+                match h2_request(&mut c, h2_get("http", "a.test", "/apart/reset"), None).await {
+                    Ok(r) => assert_eq!(r.status, 502, "{d}: a reset answer cannot complete"),
+                    Err(e) => assert!(e.is_reset(), "{d}: {e}"),
+                }
+            }
+            let r = h2_request(&mut c, h2_get("http", "a.test", "/apart/length"), None).await.unwrap();
+            assert!(r.status == 200 && r.body == body, "{d}: the connection serves on after the resets");
+        });
+    });
+}

@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::io::{BufReader, Write};
+use std::io::{BufReader, Read, Write};
 use std::time::Duration;
 
 use common::*;
@@ -378,4 +378,39 @@ fn http10_without_host_is_forwarded_with_the_cluster_name_as_host() {
     assert_eq!(r.status, 200);
     let seen = o.received();
     assert_eq!(seen.last().unwrap().header("host"), Some("origin"), "HTTP/1.1 upstreams need a Host");
+}
+
+#[test]
+fn an_answer_whose_head_and_body_the_upstream_wrote_apart_is_relayed_whole() {
+    // The body reaches the gateway with the head, just after it or 50 ms later (or never):
+    // the client gets the same answer each time, and its connection stays usable.
+    each_driver(|d| {
+        let o = origin();
+        let gw = TestGateway::start(&config(d, o.addr(), "", &routes_head_apart()));
+        let body = loadtests::origin::pattern(APART_BODY);
+        let mut r = BufReader::new(connect(gw.addr));
+        for round in 0..3 {
+            for kind in ["length", "chunked", "close", "late"] {
+                r.get_mut().write_all(format!("GET /apart/{kind} HTTP/1.1\r\nhost: a\r\n\r\n").as_bytes()).unwrap();
+                let resp = read_response(&mut r, false).unwrap();
+                assert_eq!(resp.status, 200, "{d}: {kind} {round}");
+                assert!(resp.body == body, "{d}: the {kind} body differs ({} bytes, round {round})", resp.body.len());
+            }
+        }
+        // A reset right after the head: the client sees the answer fail (the head, then the
+        // close; or a 502 when the reset came first), never a complete answer.
+        for _ in 0..5 {
+            let mut s = connect(gw.addr);
+            s.write_all(b"GET /apart/reset HTTP/1.1\r\nhost: a\r\n\r\n").unwrap();
+            let mut got = Vec::new();
+            let _ = s.read_to_end(&mut got);
+            let text = String::from_utf8_lossy(&got);
+            assert!(
+                text.starts_with("HTTP/1.1 502") || (text.starts_with("HTTP/1.1 200") && got.ends_with(b"\r\n\r\n")),
+                "{d}: {text}"
+            );
+        }
+        let resp = get(gw.addr, "/apart/length");
+        assert!(resp.status == 200 && resp.body == body, "{d}: served as before after the resets");
+    });
 }

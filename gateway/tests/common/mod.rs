@@ -250,3 +250,49 @@ where
     });
     addr
 }
+
+/// The body the [`routes_head_apart`] origins answer with.
+pub const APART_BODY: usize = 16 * 1024;
+
+/// Routes to origins that write an answer's head and its body ([`APART_BODY`] bytes of the
+/// origin's pattern) in two writes, as nginx does when it serves a file: `/apart/length`
+/// (`Content-Length`), `/apart/chunked` (one chunk), `/apart/close` (delimited by the close),
+/// `/apart/late` (`Content-Length`, the body 50 ms after the head), `/apart/reset` (a head
+/// announcing 1,000 bytes, then a reset instead of the body).
+pub fn routes_head_apart() -> String {
+    let body = loadtests::origin::pattern(APART_BODY);
+    let kinds = ["length", "chunked", "close", "late", "reset"];
+    let mut routes = String::new();
+    for kind in kinds {
+        let body = body.clone();
+        let addr = origin_scripted(move |s, _, _| {
+            s.set_nodelay(true).unwrap();
+            let (head, rest) = match kind {
+                "chunked" => (
+                    "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n".to_owned(),
+                    [format!("{:x}\r\n", body.len()).as_bytes(), &body, b"\r\n0\r\n\r\n"].concat(),
+                ),
+                "close" => ("HTTP/1.1 200 OK\r\nconnection: close\r\n\r\n".to_owned(), body.clone()),
+                "reset" => ("HTTP/1.1 200 OK\r\ncontent-length: 1000\r\n\r\n".to_owned(), Vec::new()),
+                _ => (format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", body.len()), body.clone()),
+            };
+            if s.write_all(head.as_bytes()).is_err() {
+                return false;
+            }
+            match kind {
+                "reset" => {
+                    socket2::SockRef::from(&*s).set_linger(Some(Duration::ZERO)).unwrap();
+                    return false;
+                }
+                "late" => std::thread::sleep(Duration::from_millis(50)),
+                _ => {}
+            }
+            s.write_all(&rest).is_ok() && kind != "close"
+        });
+        routes.push_str(&format!(
+            "[[routes]]\nname = \"apart-{kind}\"\nmatch = {{ path = \"/apart/{kind}\" }}\ncluster = \"apart-{kind}\"\n\n"
+        ));
+        routes.push_str(&format!("[[clusters]]\nname = \"apart-{kind}\"\nendpoints = [\"{addr}\"]\n\n"));
+    }
+    routes
+}

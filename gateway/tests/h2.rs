@@ -25,7 +25,12 @@ struct H2Gateway {
 
 impl H2Gateway {
     fn start(driver: &str, origin: &Origin, tls: bool, server_extra: &str) -> Self {
-        let base = config(driver, origin.addr(), server_extra, "");
+        Self::start_with_routes(driver, origin, tls, server_extra, "")
+    }
+
+    /// [`H2Gateway::start`] with `routes` (and their clusters) before the default route.
+    fn start_with_routes(driver: &str, origin: &Origin, tls: bool, server_extra: &str, routes: &str) -> Self {
+        let base = config(driver, origin.addr(), server_extra, routes);
         let (listener, ca, dir) = if tls {
             let pki = TestPki::new();
             let (chain, key) = pki.leaf(&["a.test"]);
@@ -567,13 +572,10 @@ fn an_answer_whose_head_and_body_the_upstream_wrote_apart_reaches_an_h2_client_w
     // (or answers 502 when it came first), and the connection serves on.
     each_driver(|d| {
         let o = origin();
-        let gw = TestGateway::start(&config(d, o.addr(), "", &routes_head_apart()).replace(
-            "name = \"main\"\naddress = \"127.0.0.1:0\"\n",
-            "name = \"main\"\naddress = \"127.0.0.1:0\"\nprotocols = [\"http/1.1\", \"h2\"]\n",
-        ));
+        let g = H2Gateway::start_with_routes(d, &o, false, "", &routes_head_apart());
         let body = loadtests::origin::pattern(APART_BODY);
         runtime().block_on(async {
-            let mut c = h2_connect(gw.addr, None).await;
+            let mut c = g.client().await;
             for round in 0..3 {
                 for kind in ["length", "chunked", "close", "late"] {
                     let r =

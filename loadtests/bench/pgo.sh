@@ -153,7 +153,6 @@ EOF
     pid=$!
     wait_port "$plain" || die "the instrumented gateway ($driver) did not start: $(tail -5 "$WORK/gw-$driver.log")"
     wait_port "$tls" https || die "the instrumented gateway ($driver) did not start its TLS listener"
-    local d=$TRAIN_SECONDS
     local loads=(
         "--h1 -c64 http://127.0.0.1:$plain/"
         "--h1 -c64 http://127.0.0.1:$plain/bytes/16384"
@@ -168,7 +167,7 @@ EOF
     local l
     for l in "${loads[@]}"; do
         # shellcheck disable=SC2086
-        h2load -D "$d" $l >"$WORK/load.log" 2>&1 || die "h2load $l ($driver): $(tail -3 "$WORK/load.log")"
+        h2load -D "$TRAIN_SECONDS" $l >"$WORK/load.log" 2>&1 || die "h2load $l ($driver): $(tail -3 "$WORK/load.log")"
         grep -q " 0 failed, 0 errored" "$WORK/load.log" || die "h2load $l ($driver): $(grep 'requests:' "$WORK/load.log")"
     done
     # Answers of the gateway's own: 429 over a route's rate limit, 502/503 from an endpoint that

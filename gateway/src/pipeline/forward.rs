@@ -152,7 +152,7 @@ impl Response {
     pub fn discard(self, worker: &Worker) {
         if let Self::H1(r) = self {
             let H1Response { ubuf, scratch, .. } = *r;
-            worker.buffers.give(ubuf);
+            worker.buffers.give_response(ubuf);
             worker.give_scratch(scratch);
         }
     }

@@ -221,7 +221,7 @@ async fn discard_response(
         }
     };
     let reusable = ok && resp.keep_alive && upos == ubuf.len() && source != Some(Source::UntilClose);
-    worker.buffers.give(ubuf);
+    worker.buffers.give_response(ubuf);
     if reusable {
         endpoint.pool.put(up, &worker.buffers, &worker.armed);
     }

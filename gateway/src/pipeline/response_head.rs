@@ -74,7 +74,7 @@ pub async fn read_response_head_pooled(
     match read {
         Ok((upos, head)) => Ok(UpHead { ubuf, upos, head, scratch }),
         Err(e) => {
-            worker.buffers.give(ubuf);
+            worker.buffers.give_response(ubuf);
             worker.give_scratch(scratch);
             Err(e)
         }

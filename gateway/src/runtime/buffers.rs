@@ -74,20 +74,38 @@ impl BufferPool {
         self.free_response.borrow_mut().pop().unwrap_or_else(|| Vec::with_capacity(RESPONSE_BUF_SIZE))
     }
 
-    /// Returns a buffer of either size to its own free list; buffers that grew beyond their
-    /// size (or were never the pool's) are dropped.
+    /// Returns a buffer [`BufferPool::take`] lent. One that grew beyond [`BUF_SIZE`] is dropped,
+    /// whatever size it reached: chunked framing fills a 16 KiB buffer with up to 32 KiB read at
+    /// once, and such a buffer, taken back as a response buffer by its size as it was until
+    /// 5 December, joined that list while the response buffer it stood in for came back too: one
+    /// more idle 32 KiB buffer per such exchange, until `max_free` (32 MiB per worker; the soak of
+    /// `loadtests/results/soak-20261205.md`).
     #[inline]
-    pub fn give(&self, mut buf: Vec<u8>) {
-        let free = match buf.capacity() {
-            BUF_SIZE => &self.free,
-            RESPONSE_BUF_SIZE => &self.free_response,
-            _ => return,
-        };
+    pub fn give(&self, buf: Vec<u8>) {
+        Self::keep(&self.free, buf, BUF_SIZE, self.max_free);
+    }
+
+    /// Returns a buffer [`BufferPool::take_response`] lent; one that grew is dropped.
+    #[inline]
+    pub fn give_response(&self, buf: Vec<u8>) {
+        Self::keep(&self.free_response, buf, RESPONSE_BUF_SIZE, self.max_free);
+    }
+
+    #[inline]
+    fn keep(free: &RefCell<Vec<Vec<u8>>>, mut buf: Vec<u8>, size: usize, max_free: usize) {
+        if buf.capacity() != size {
+            return;
+        }
         let mut free = free.borrow_mut();
-        if free.len() < self.max_free {
+        if free.len() < max_free {
             buf.clear();
             free.push(buf);
         }
+    }
+
+    /// Unused buffers kept: ordinary ones, and response ones.
+    pub fn free_counts(&self) -> (usize, usize) {
+        (self.free.borrow().len(), self.free_response.borrow().len())
     }
 }
 
@@ -113,6 +131,26 @@ mod tests {
     }
 
     #[test]
+    fn a_buffer_that_grew_into_the_other_size_is_not_kept_as_one() {
+        // As the HTTP/1.1 relay of a chunked answer does: a 16 KiB write buffer and the 32 KiB
+        // response buffer out together; chunked framing grows the write buffer to 32 KiB.
+        let pool = BufferPool::new(1024);
+        for _ in 0..1000 {
+            let mut wbuf = pool.take();
+            let ubuf = pool.take_response();
+            wbuf.extend_from_slice(&[b'x'; BUF_SIZE + 1]);
+            assert_eq!(wbuf.capacity(), RESPONSE_BUF_SIZE);
+            pool.give_response(ubuf);
+            pool.give(wbuf);
+        }
+        // Never more kept than were out at once (it was (0, 1000) when sizes told lists apart).
+        assert_eq!(pool.free_counts(), (0, 1));
+        // And the other way round: a response buffer given as an ordinary one is not kept.
+        pool.give(pool.take_response());
+        assert_eq!(pool.free_counts(), (0, 0));
+    }
+
+    #[test]
     fn slots_are_capped_and_come_back_when_dropped() {
         let slots = Slots::default();
         let a = slots.take(2).unwrap();
@@ -132,7 +170,7 @@ mod tests {
         assert_eq!(r.capacity(), RESPONSE_BUF_SIZE);
         r.extend_from_slice(b"head");
         let ptr = r.as_ptr();
-        pool.give(r);
+        pool.give_response(r);
         // An ordinary take does not hand out the response buffer, nor the reverse.
         let small = pool.take();
         assert_eq!(small.capacity(), BUF_SIZE);

@@ -132,7 +132,7 @@ pub(super) async fn from_h1(
         }
     };
     let reusable = ok && resp.keep_alive && upos == ubuf.len() && source != Some(Source::UntilClose);
-    worker.buffers.give(ubuf);
+    worker.buffers.give_response(ubuf);
     worker.buffers.give(wbuf);
     if reusable {
         endpoint.pool.put(up, &worker.buffers, &worker.armed);

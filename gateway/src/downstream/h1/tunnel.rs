@@ -52,7 +52,7 @@ pub(super) async fn tunnel(
     worker.give_scratch(scratch);
     // Frames the upstream sent right behind its 101 go out with it.
     wbuf.extend_from_slice(ubuf.get(upos + resp.head_len..).unwrap_or_default());
-    worker.buffers.give(ubuf);
+    worker.buffers.give_response(ubuf);
     conn.ex.status = 101;
     worker.stats.websocket_upgrades.inc();
     worker.stats.websocket_active.inc();

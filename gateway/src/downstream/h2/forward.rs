@@ -437,7 +437,7 @@ async fn from_h1(
     worker.give_scratch(r.scratch);
     r.upos += r.head.head_len;
     if sent.is_err() {
-        worker.buffers.give(r.ubuf);
+        worker.buffers.give_response(r.ubuf);
         return;
     }
     let ok = match source {
@@ -500,7 +500,7 @@ async fn from_h1(
         }
     };
     let reusable = ok && r.head.keep_alive && r.upos == r.ubuf.len() && source != Some(Source::UntilClose);
-    worker.buffers.give(r.ubuf);
+    worker.buffers.give_response(r.ubuf);
     if reusable {
         endpoint.pool.put(r.up, &worker.buffers, &worker.armed);
     }

@@ -16,6 +16,8 @@ use crate::worker::{lock, Worker};
 /// How often a worker looks at process-wide signals (drain), sweeps idle pools and fires due
 /// connection deadlines (see `idle_timer`).
 const TICK: Duration = Duration::from_millis(100);
+/// Ticks between two trims of the worker's I/O buffers (10 s).
+const BUFFER_TRIM_TICKS: u64 = 100;
 
 /// The worker's main task: run the listeners of the current snapshot (following reloads) until
 /// drained, then wait for open connections to finish (up to the drain timeout).
@@ -50,6 +52,12 @@ pub async fn run(worker: Rc<Worker>) {
             for c in &worker.local().clusters {
                 c.evict_idle();
             }
+        }
+        // I/O buffers a burst left unused go back to the allocator (and with the collection
+        // below, to the system) 10 to 20 s after it.
+        worker.buffers.observe();
+        if ticks.is_multiple_of(BUFFER_TRIM_TICKS) {
+            worker.buffers.trim();
         }
         // Memory freed by a burst goes back to the system even when no traffic follows: at
         // every tick without a new request, and once a second under traffic (where mimalloc

@@ -152,6 +152,40 @@ fn a_client_close_ends_the_upstream_side() {
     });
 }
 
+/// A drain (SIGTERM, an upgrade's hand-over, a removed listener) lets a tunnel carry on as a
+/// request in flight, and tells both sides once `drain_timeout` (5 s in tests) less a second has
+/// passed, before the process would exit. It used to end the tunnel as the listener stopped,
+/// cutting an exchange in progress.
+#[test]
+fn a_tunnel_carries_on_through_a_drain_and_is_closed_before_its_timeout() {
+    each_driver(|d| {
+        let o = origin();
+        let gw = start(d, &o, "30s");
+        let mut r = open_tunnel(&gw, b"");
+        let m = frame(1, 50);
+        r.get_mut().write_all(&m).unwrap();
+        expect_echo(&mut r, &m);
+        let drain = Instant::now();
+        gw.gw.as_ref().expect("running").begin_drain();
+        // The worker stops its listener at its next tick (within 100 ms: no drain_delay). Two
+        // seconds into the drain the tunnel still carries messages both ways.
+        std::thread::sleep(Duration::from_secs(2).saturating_sub(drain.elapsed()));
+        let m = frame(2, 20_000);
+        r.get_mut().write_all(&m).unwrap();
+        expect_echo(&mut r, &m);
+        assert_eq!(gw.total("websocket_active"), 1, "{d}");
+        // Then both sides are told (FIN), within the drain timeout.
+        let mut rest = Vec::new();
+        r.read_to_end(&mut rest).unwrap();
+        assert!(rest.is_empty(), "{d}");
+        let closed = drain.elapsed();
+        assert!(closed >= Duration::from_secs(3), "{d}: closed {closed:?} into the drain");
+        assert!(closed < Duration::from_secs(5), "{d}: closed {closed:?} into the drain");
+        assert!(wait_until(Duration::from_secs(5), || o.websocket_closed() == 1), "{d}: origin side closed");
+        assert!(wait_until(Duration::from_secs(5), || gw.total("websocket_active") == 0), "{d}");
+    });
+}
+
 #[test]
 fn idle_tunnels_are_closed_on_both_sides() {
     each_driver(|d| {

@@ -45,15 +45,7 @@ RUNNER_BIN=$TARGET_DIR/release/abuse-rss
 main() {
     take_lock
     raise_fd_limit
-    if [[ $SKIP_BUILD == 1 ]]; then
-        log "SKIP_BUILD=1: using the binaries in $TARGET_DIR/release as they are"
-    else
-        log "building: cargo build --release -p gateway -p loadtests"
-        (cd "$ROOT" && cargo build --release -p gateway -p loadtests) >"$WORK/build.log" 2>&1 || {
-            tail -n 15 "$WORK/build.log" >&2
-            die "the release build failed"
-        }
-    fi
+    build_release gateway loadtests
     [[ -x $GATEWAY_BIN && -x $RUNNER_BIN ]] || die "no gateway / abuse-rss in $TARGET_DIR/release"
     mkdir -p "$RESULTS_DIR"
     local base=$RESULTS_DIR/$BENCH-$STAMP commit args

@@ -253,6 +253,22 @@ pick_port() {
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
+# build_release PACKAGE...: `cargo build --release -p PACKAGE...` (its log's tail and an error
+# if it fails), unless SKIP_BUILD=1: then the binaries in TARGET_DIR/release are used as they are.
+build_release() {
+    local pkgs=() p
+    for p in "$@"; do pkgs+=(-p "$p"); done
+    if [[ ${SKIP_BUILD:-0} == 1 ]]; then
+        log "SKIP_BUILD=1: using the binaries in $TARGET_DIR/release as they are"
+        return 0
+    fi
+    log "building: cargo build --release ${pkgs[*]}"
+    (cd "$ROOT" && cargo build --release "${pkgs[@]}") >"$WORK/build.log" 2>&1 || {
+        tail -n 15 "$WORK/build.log" >&2
+        die "the release build failed"
+    }
+}
+
 # start_pinned CPU LOGFILE CMD...: starts CMD in the background on CPU; sets PID.
 start_pinned() {
     local cpu=$1 logfile=$2

@@ -189,15 +189,7 @@ main() {
     take_lock
     raise_fd_limit
     install_tools wrk h2load:nghttp2-client openssl python3 curl jq
-    if [[ $SKIP_BUILD == 1 ]]; then
-        log "SKIP_BUILD=1: using the binaries in $TARGET_DIR/release as they are"
-    else
-        log "building: cargo build --release -p gateway -p loadtests"
-        (cd "$ROOT" && cargo build --release -p gateway -p loadtests) >"$WORK/build.log" 2>&1 || {
-            tail -n 15 "$WORK/build.log" >&2
-            die "the release build failed"
-        }
-    fi
+    build_release gateway loadtests
     [[ -x $GATEWAY_BIN && -x $ORIGIN_BIN ]] || die "no gateway ($GATEWAY_BIN) / origin in $TARGET_DIR/release"
     # An upgrade starts the binary from the path the gateway was started from.
     GATEWAY_BIN=$(realpath "$GATEWAY_BIN")

@@ -2,6 +2,9 @@
 //!
 //! Connections take a buffer only while they have bytes to hold and give it back when idle, so
 //! an idle keep-alive connection costs no buffer memory and the hot path allocates nothing.
+//! The free lists keep what the busiest moment needed, up to 1024 buffers of each size per
+//! worker; what then stays unused for a whole trim window of the worker's tick (10 s) is
+//! dropped, so a burst's buffers go back to the system 10 to 20 s after it.
 //!
 //! Most buffers (a client's request, a head being built, chunked framing) are [`BUF_SIZE`]. An
 //! upstream's HTTP/1.1 response is read into a [`RESPONSE_BUF_SIZE`] one: it holds
@@ -12,7 +15,7 @@
 //! a connection that sends a slow request head (the buffer an attacker can make the gateway
 //! hold) still holds a small one.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 /// Capacity of the ordinary pooled buffers.
 pub const BUF_SIZE: usize = 16 * 1024;
@@ -54,12 +57,47 @@ pub struct BufferPool {
     free: RefCell<Vec<Vec<u8>>>,
     free_response: RefCell<Vec<Vec<u8>>>,
     max_free: usize,
+    /// The fewest unused buffers of each size seen by [`BufferPool::observe`] since the last
+    /// [`BufferPool::trim`]: that many sat unused all along.
+    low: Cell<(usize, usize)>,
 }
 
 impl BufferPool {
     /// A pool keeping at most `max_free` unused buffers of each size.
     pub fn new(max_free: usize) -> Self {
-        Self { free: RefCell::new(Vec::new()), free_response: RefCell::new(Vec::new()), max_free }
+        Self {
+            free: RefCell::new(Vec::new()),
+            free_response: RefCell::new(Vec::new()),
+            max_free,
+            low: Cell::new((usize::MAX, usize::MAX)),
+        }
+    }
+
+    /// Notes how many buffers of each size are unused now (the worker's tick, every 100 ms).
+    pub fn observe(&self) {
+        let (small, response) = self.free_counts();
+        let (low_small, low_response) = self.low.get();
+        self.low.set((low_small.min(small), low_response.min(response)));
+    }
+
+    /// Drops the buffers that stayed unused at every [`BufferPool::observe`] since the last
+    /// trim (the coldest ones, at the bottom of each list), so that what a burst left behind
+    /// goes back to the allocator once the burst is over; returns how many. The worker trims
+    /// every 10 s: a list that a burst filled is emptied 10 to 20 s after it, and a list in use
+    /// keeps what its busiest moments needed (a dip between two observations may cost a few
+    /// allocations after a trim).
+    pub fn trim(&self) -> usize {
+        let (low_small, low_response) = self.low.get();
+        let mut dropped = 0;
+        for (free, low) in [(&self.free, low_small), (&self.free_response, low_response)] {
+            let mut free = free.borrow_mut();
+            let n = low.min(free.len());
+            free.drain(..n);
+            dropped += n;
+        }
+        let (small, response) = self.free_counts();
+        self.low.set((small, response));
+        dropped
     }
 
     /// An empty buffer with at least [`BUF_SIZE`] capacity.
@@ -147,6 +185,44 @@ mod tests {
         assert_eq!(pool.free_counts(), (0, 1));
         // And the other way round: a response buffer given as an ordinary one is not kept.
         pool.give(pool.take_response());
+        assert_eq!(pool.free_counts(), (0, 0));
+    }
+
+    #[test]
+    fn buffers_unused_since_the_last_trim_are_dropped_by_the_next() {
+        let pool = BufferPool::new(1024);
+        // A burst: 100 buffers of each size out at once, then all back.
+        let small: Vec<_> = (0..100).map(|_| pool.take()).collect();
+        let large: Vec<_> = (0..100).map(|_| pool.take_response()).collect();
+        pool.observe(); // during the burst: none unused
+        small.into_iter().for_each(|b| pool.give(b));
+        large.into_iter().for_each(|b| pool.give_response(b));
+        pool.observe();
+        // The burst's window: every buffer was in use at some observation, none is dropped.
+        assert_eq!(pool.trim(), 0);
+        assert_eq!(pool.free_counts(), (100, 100));
+        // Steady traffic needing 3 ordinary buffers at once, observed between exchanges.
+        let mut in_use = Vec::new();
+        for _ in 0..10 {
+            let out: Vec<_> = (0..3).map(|_| pool.take()).collect();
+            pool.observe();
+            in_use = out.iter().map(|b| b.as_ptr()).collect();
+            out.into_iter().for_each(|b| pool.give(b));
+            pool.observe();
+        }
+        // What stayed unused all window goes; what the traffic needed stays, and it is the
+        // buffers the traffic used (the top of the list), not the cold ones.
+        assert_eq!(pool.trim(), 97 + 100);
+        assert_eq!(pool.free_counts(), (3, 0));
+        let mut kept: Vec<_> = (0..3).map(|_| pool.take()).collect();
+        let mut kept_ptrs: Vec<_> = kept.iter().map(|b| b.as_ptr()).collect();
+        kept_ptrs.sort();
+        in_use.sort();
+        assert_eq!(kept_ptrs, in_use);
+        kept.drain(..).for_each(|b| pool.give(b));
+        // A window with no traffic at all: everything goes.
+        pool.observe();
+        assert_eq!(pool.trim(), 3);
         assert_eq!(pool.free_counts(), (0, 0));
     }
 

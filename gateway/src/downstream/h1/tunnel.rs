@@ -2,8 +2,12 @@
 //! Protocols`, a byte pipe with a 16 KiB buffer per direction. It ends when both directions
 //! have ended (an end of stream read on one side is passed on as a half-close of the other, so
 //! a close handshake completes), when neither side sent anything for `server.timeouts.idle`,
-//! when an I/O error occurs, or when the listener stops (drain, reload). The upstream
-//! connection is never pooled afterwards.
+//! when an I/O error occurs, or `server.drain_timeout` less a second after its listener stopped
+//! (a drain, an upgrade, a reload that removed the listener): until then it carries on, as a
+//! request in flight does, and the second left is for telling both sides (FIN, TLS
+//! close_notify) before the draining process exits. Until 5 December it ended as the listener
+//! stopped, which cut every WebSocket exchange in progress at an upgrade (the soak's smoke run
+//! in CI caught one). The upstream connection is never pooled afterwards.
 
 use std::cell::Cell;
 use std::future::poll_fn;
@@ -82,7 +86,8 @@ pub(super) async fn tunnel(
         match (conn.stream.take_poll(), up.stream.take_poll()) {
             (Ok(client), Ok(upstream)) => {
                 let idle = server.timeouts.idle;
-                let (bytes_in, bytes_out) = pipe(worker, conn, client, upstream, idle).await;
+                let grace = server.drain_timeout.saturating_sub(SHUTDOWN_LIMIT);
+                let (bytes_in, bytes_out) = pipe(worker, conn, client, upstream, idle, grace).await;
                 conn.ex.bytes_in += bytes_in;
                 conn.ex.bytes_out += bytes_out;
             }
@@ -107,9 +112,16 @@ enum End {
     Stopped,
 }
 
-/// Copies bytes both ways until the tunnel ends; returns the bytes read from and written to
-/// the client.
-async fn pipe(worker: &Worker, conn: &Conn, client: PollStream, upstream: PollStream, idle: Duration) -> (u64, u64) {
+/// Copies bytes both ways until the tunnel ends (at the latest `grace` after its listener
+/// stopped); returns the bytes read from and written to the client.
+async fn pipe(
+    worker: &Worker,
+    conn: &Conn,
+    client: PollStream,
+    upstream: PollStream,
+    idle: Duration,
+    grace: Duration,
+) -> (u64, u64) {
     let last = Cell::new(Instant::now());
     let (client_read, client_written) = (Cell::new(0), Cell::new(0));
     let (up_read, up_written) = (Cell::new(0), Cell::new(0));
@@ -121,7 +133,10 @@ async fn pipe(worker: &Worker, conn: &Conn, client: PollStream, upstream: PollSt
         monoio::select! {
             r = copy => End::Closed(r),
             _ = idle_watch(&last, idle) => End::Idle,
-            _ = conn.client.listener.stop.wait() => End::Stopped,
+            _ = async {
+                conn.client.listener.stop.wait().await;
+                monoio::time::sleep(grace).await;
+            } => End::Stopped,
         }
     };
     tracing::debug!(end = ?end, "websocket tunnel ended");

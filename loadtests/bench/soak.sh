@@ -128,14 +128,14 @@ EOF
 # command line, which names this run's config).
 gateway_pids() { pgrep -f -- "--config $WORK/gateway.toml" || true; }
 
-metric() { # NAME or NAME{LABELS}: the sum of the series in the admin port's /metrics, or -1
-    curl -s --max-time 2 "http://127.0.0.1:$ADMIN_PORT/metrics" |
-        awk -v n="$1" '$1 == n || index($1, n "{") == 1 { s += $2; found = 1 } END { print found ? s : -1 }'
+metric() { # NAME or NAME{LABELS}: the sum of the series in METRICS (one scrape), or -1
+    awk -v n="$1" '$1 == n || index($1, n "{") == 1 { s += $2; found = 1 } END { print found ? s : -1 }' <<<"$METRICS"
 }
 
 sample() { # LABEL: one line of samples.tsv
-    local pids pid rss=0 pss=0 fds=0 threads=0 t
+    local pids pid rss pss fds=0 threads=0
     read -r -a pids <<<"$(gateway_pids | tr '\n' ' ')"
+    METRICS=$(curl -s --max-time 2 "http://127.0.0.1:$ADMIN_PORT/metrics" || true)
     rss=$(status_kb VmRSS "${pids[@]}")
     pss=$(pss_kb "${pids[@]}")
     for pid in "${pids[@]}"; do
@@ -177,11 +177,9 @@ h2load_loop() {
         start=$(date +%s)
         left=$((T_END - start))
         h2load "$@" -D $((left < 30 ? left : 30)) "$url" >"$WORK/$name.last" 2>&1 || true
-        {
-            echo "$start $(date +%s)"
-            grep -oP 'requests: \K.*' "$WORK/$name.last" || echo "no summary"
-            grep -oP 'status codes: \K.*' "$WORK/$name.last" || true
-        } | paste -sd ';' | sed 's/;/ /' >>"$WORK/$name.runs"
+        # One line per run: start, end, h2load's request totals;its status codes.
+        echo "$start $(date +%s) $(grep -oP 'requests: \K.*' "$WORK/$name.last" || echo "no summary");$(
+            grep -oP 'status codes: \K.*' "$WORK/$name.last" || true)" >>"$WORK/$name.runs"
     done
 }
 

@@ -18,8 +18,9 @@
 //! a rename, deleted and recreated, or reached through symlinks that are swapped (a Kubernetes
 //! ConfigMap volume swaps `..data`, a symlink two hops from the path). The watcher watches the
 //! directory of every entry that decides what the path reads (see `resolve`), resolves them again
-//! after every event, and re-reads the content only when one of those entries changed. Content is
-//! compared by hash, so a write of the same bytes, a `touch` or a deletion calls nothing.
+//! after every event about one of them (other files of those directories are ignored), and
+//! re-reads the content only when one of those entries changed. Content is compared by hash, so a
+//! write of the same bytes, a `touch` or a deletion calls nothing.
 
 mod resolve;
 
@@ -150,10 +151,9 @@ fn run(mut state: State, rx: &Receiver<Message>, debounce: Duration, recheck: Du
                 Message::Stop => return,
             }
         }
-        if batch.any && state.sync_watches() {
-            batch.relevant = true;
-        }
         if batch.relevant {
+            // The entries may have moved (a symlink swapped): watch where they are now.
+            state.sync_watches();
             deadline = Some(Instant::now() + debounce);
         }
     }
@@ -168,9 +168,7 @@ fn call(on_change: &dyn Fn()) {
 
 #[derive(Default)]
 struct Batch {
-    /// Some event that may need watches changed arrived.
-    any: bool,
-    /// Some event was about an entry that decides the content.
+    /// Some event was about an entry that decides the content, or a watched directory.
     relevant: bool,
 }
 
@@ -210,7 +208,6 @@ impl State {
             Ok(event) => event,
             Err(e) => {
                 warn!(path = %self.path.display(), error = %e, "config watcher error; re-checking");
-                batch.any = true;
                 batch.relevant = true;
                 return;
             }
@@ -222,24 +219,27 @@ impl State {
         ) {
             return;
         }
-        debug!(?event, "config watch event");
-        batch.any = true;
         // No paths (a queue overflow asks for a rescan): anything may have changed.
-        if event.need_rescan() || event.paths.is_empty() {
-            batch.relevant = true;
-        }
+        let mut relevant = event.need_rescan() || event.paths.is_empty();
         for path in &event.paths {
             // The watched directory itself was moved, deleted or touched: its inotify watch may
             // be gone with it, so add it again when it is still wanted.
             if self.watched.remove(path).is_some() {
                 // Fails when the kernel already dropped the watch with the directory.
                 let _ = self.watcher.unwatch(path);
-                batch.relevant = true;
+                relevant = true;
             }
             if self.entries.iter().any(|e| path.parent() == Some(&e.dir) && path.file_name() == Some(&e.name)) {
-                batch.relevant = true;
+                relevant = true;
             }
         }
+        // Other files of a watched directory (a log written next to the config) change nothing:
+        // not even a debug line, which would be another write to such a log, and another event.
+        if !relevant {
+            return;
+        }
+        debug!(?event, "config watch event");
+        batch.relevant = true;
     }
 
     /// Resolves the path again and makes the watched directories those of its entries. Returns

@@ -269,6 +269,59 @@ fn periodic_recheck_finds_a_change_whose_events_were_lost() {
     thread.join().unwrap();
 }
 
+/// Writes to another file of the config's directory (a log written next to it) are not events:
+/// no re-resolution, no debug line. At debug level such a line, written to that log, was
+/// another event: the gateway logged its own log's writes in a loop (263,000 lines in 15 s).
+#[test]
+fn other_files_of_the_directory_are_not_events() {
+    use notify::event::{CreateKind, DataChange, ModifyKind};
+    use notify::{Event, EventKind};
+    let dir = TempDir::new("others");
+    let path = dir.join("gateway.toml");
+    fs::write(&path, "a = 1\n").unwrap();
+    let watcher = notify::recommended_watcher(|_| {}).unwrap();
+    let mut state = State::new(path.clone(), watcher);
+    state.sync_watches();
+    let modify = EventKind::Modify(ModifyKind::Data(DataChange::Any));
+    let event = |kind: EventKind, paths: Vec<PathBuf>| Ok(Event { kind, paths, attrs: Default::default() });
+    // Every debug line the watcher writes, captured.
+    let log = Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let sink = Arc::clone(&log);
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_writer(move || Captured(Arc::clone(&sink)))
+        .finish();
+    let dispatch = tracing::Dispatch::new(subscriber);
+    let mut note = |e| {
+        let mut batch = super::Batch::default();
+        tracing::dispatcher::with_default(&dispatch, || state.note(e, &mut batch));
+        let lines = std::mem::take(&mut *log.lock().unwrap());
+        (batch.relevant, !lines.is_empty())
+    };
+    assert_eq!(note(event(modify, vec![dir.join("gateway.log")])), (false, false));
+    assert_eq!(note(event(EventKind::Create(CreateKind::File), vec![dir.join("gateway.toml.bak")])), (false, false));
+    assert_eq!(note(event(modify, vec![path.clone()])), (true, true));
+    assert_eq!(note(event(EventKind::Create(CreateKind::File), vec![path])), (true, true));
+    // The directory itself (moved, deleted), or no path at all (a rescan): anything may have
+    // changed.
+    assert_eq!(note(event(modify, vec![dir.0.clone()])), (true, true));
+    assert_eq!(note(event(modify, vec![])), (true, true));
+}
+
+/// A writer into a shared buffer.
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 fn wait_for(condition: impl Fn() -> bool) {
     let started = Instant::now();
     while !condition() {

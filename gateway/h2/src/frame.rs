@@ -16,6 +16,8 @@ pub const DEFAULT_MAX_FRAME: u32 = 16_384;
 pub const MAX_MAX_FRAME: u32 = (1 << 24) - 1;
 /// Largest flow-control window (RFC 9113 §6.9.1); also the mask of a 31-bit stream id.
 pub const MAX_WINDOW: u32 = (1 << 31) - 1;
+/// The highest stream identifier (§5.1.1).
+pub const MAX_STREAM: u32 = (1 << 31) - 1;
 /// The client connection preface (RFC 9113 §3.4).
 pub const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
@@ -483,6 +485,13 @@ pub fn write_settings_ack(out: &mut Vec<u8>) {
 pub fn write_ping_ack(out: &mut Vec<u8>, data: [u8; 8]) {
     out.reserve(HEAD_LEN + 8);
     write_head(out, 8, kind::PING, flag::ACK, 0);
+    out.extend_from_slice(&data);
+}
+
+/// Appends a PING frame (not an ACK) carrying `data` (§6.7).
+pub fn write_ping(out: &mut Vec<u8>, data: [u8; 8]) {
+    out.reserve(HEAD_LEN + 8);
+    write_head(out, 8, kind::PING, 0, 0);
     out.extend_from_slice(&data);
 }
 

@@ -296,6 +296,9 @@ pub struct Conn {
     last_stream: u32,
     /// Set once GOAWAY went out: streams above it are ignored.
     goaway_sent: Option<u32>,
+    /// A graceful shutdown's first GOAWAY (the highest stream identifier) went out, followed by
+    /// a PING with this payload; its ACK sends the final GOAWAY.
+    shutdown_ping: Option<[u8; 8]>,
     goaway_received: bool,
     block: Option<Block>,
     /// The peer's settings that matter to the sender.
@@ -315,6 +318,9 @@ pub struct Conn {
     /// Stream errors the client caused so far.
     stream_errors: u32,
 }
+
+/// The payload of a graceful shutdown's PING.
+const SHUTDOWN_PING: [u8; 8] = *b"shutdown";
 
 /// How many of the server's latest resets are remembered.
 const RECENT_RESETS: usize = 32;
@@ -346,6 +352,7 @@ impl Conn {
             streams: StreamMap::default(),
             last_stream: 0,
             goaway_sent: None,
+            shutdown_ping: None,
             goaway_received: false,
             block: None,
             peer_stream_window: default_window,
@@ -518,6 +525,10 @@ impl Conn {
             Frame::Ping { ack, data } => {
                 if !ack {
                     frame::write_ping_ack(&mut self.out, data);
+                } else if self.shutdown_ping == Some(data) {
+                    // The client has read the first GOAWAY: every stream it opened before that
+                    // came before this ACK, so the final GOAWAY names them all.
+                    self.finish_shutdown();
                 }
             }
             Frame::GoAway { reason, .. } => {
@@ -1005,12 +1016,42 @@ impl Conn {
         self.streams.get(&stream).is_some_and(|s| !s.reset)
     }
 
-    /// Starts a graceful shutdown: GOAWAY NO_ERROR naming the last stream the client opened;
-    /// streams above it are ignored, those at or below it finish.
+    /// Starts a graceful shutdown (§6.8): GOAWAY NO_ERROR with the highest stream identifier,
+    /// so the client opens no more streams, and a PING. Streams the client opened before it read
+    /// the GOAWAY are still taken; the PING's ACK (or [`Conn::finish_shutdown`], if it does not
+    /// come) sends the final GOAWAY naming the last stream the client opened, and streams above
+    /// that are ignored. A connection whose client has not started yet gets the final GOAWAY at
+    /// once.
     pub fn shutdown(&mut self) {
-        if self.goaway_sent.is_none() && self.phase != Phase::Failed {
-            frame::write_goaway(&mut self.out, self.last_stream, Reason::NO_ERROR, b"");
-            self.goaway_sent = Some(self.last_stream);
+        if self.goaway_sent.is_some() || self.shutdown_ping.is_some() || self.phase == Phase::Failed {
+            return;
+        }
+        if !self.started() {
+            self.finish(self.last_stream);
+            return;
+        }
+        frame::write_goaway(&mut self.out, frame::MAX_STREAM, Reason::NO_ERROR, b"");
+        frame::write_ping(&mut self.out, SHUTDOWN_PING);
+        self.shutdown_ping = Some(SHUTDOWN_PING);
+    }
+
+    /// Whether a graceful shutdown waits for the ACK of its PING.
+    pub fn shutdown_pending(&self) -> bool {
+        self.shutdown_ping.is_some() && self.goaway_sent.is_none()
+    }
+
+    /// Sends a graceful shutdown's final GOAWAY now, naming the last stream the client opened:
+    /// on the PING's ACK, or when the caller stops waiting for it.
+    pub fn finish_shutdown(&mut self) {
+        if self.shutdown_ping.take().is_some() && self.phase != Phase::Failed {
+            self.finish(self.last_stream);
+        }
+    }
+
+    fn finish(&mut self, last: u32) {
+        if self.goaway_sent.is_none() {
+            frame::write_goaway(&mut self.out, last, Reason::NO_ERROR, b"");
+            self.goaway_sent = Some(last);
         }
     }
 

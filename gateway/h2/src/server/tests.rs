@@ -557,24 +557,130 @@ fn ping_is_answered_and_goaway_is_reported() {
     assert!(c.is_done());
 }
 
+/// The GOAWAYs in `out`: (last stream, reason).
+fn goaways(out: &[u8]) -> Vec<(u32, Reason)> {
+    frames(out)
+        .into_iter()
+        .filter(|f| f.0 == kind::GOAWAY)
+        .map(|f| {
+            (
+                u32::from_be_bytes(f.3[..4].try_into().unwrap()),
+                Reason(u32::from_be_bytes(f.3[4..8].try_into().unwrap())),
+            )
+        })
+        .collect()
+}
+
+fn ping_ack(data: [u8; 8]) -> Vec<u8> {
+    let mut b = Vec::new();
+    frame::write_head(&mut b, 8, kind::PING, flag::ACK, 0);
+    b.extend_from_slice(&data);
+    b
+}
+
 #[test]
-fn shutdown_names_the_last_stream_and_later_ones_are_ignored() {
+fn a_graceful_shutdown_takes_the_streams_sent_before_the_client_read_it() {
     let mut c = open(Config::default());
     let mut input = Vec::new();
     headers(&mut input, 1, &get("/"), true);
     let _ = feed(&mut c, &input);
+    c.out().clear();
     c.shutdown();
+    // First the GOAWAY that stops new streams, naming no stream, then a PING.
     let f = frames(c.out());
-    let g = f.iter().find(|f| f.0 == kind::GOAWAY).unwrap();
-    assert_eq!(u32::from_be_bytes(g.3[..4].try_into().unwrap()), 1);
+    assert_eq!(f.len(), 2, "{f:?}");
+    assert_eq!(goaways(c.out()), [(frame::MAX_STREAM, Reason::NO_ERROR)]);
+    let (kind, flags, _, payload) = &f[1];
+    assert_eq!((*kind, *flags), (kind::PING, 0));
+    let data: [u8; 8] = payload.as_slice().try_into().unwrap();
+    assert!(c.shutdown_pending());
+    c.out().clear();
+    // A stream the client opened before it read the GOAWAY is taken.
     let mut input = Vec::new();
     headers(&mut input, 3, &get("/"), true);
     let (r, ev) = feed(&mut c, &input);
     r.unwrap();
-    assert!(ev.is_empty());
+    assert!(matches!(ev[..], [Event::Request { stream: 3, .. }]), "{ev:?}");
+    // Another PING's ACK is not the one.
+    let (r, _) = feed(&mut c, &ping_ack(*b"someping"));
+    r.unwrap();
+    assert!(c.out().is_empty());
+    assert!(c.shutdown_pending());
+    // The ACK: the final GOAWAY names the last stream the client opened.
+    let (r, _) = feed(&mut c, &ping_ack(data));
+    r.unwrap();
+    assert_eq!(goaways(c.out()), [(3, Reason::NO_ERROR)]);
+    assert!(!c.shutdown_pending());
+    c.out().clear();
+    // Streams above it are ignored (HPACK still sees them); the connection ends once the two it
+    // took are answered.
+    let mut input = Vec::new();
+    headers(&mut input, 5, &get("/"), true);
+    let (r, ev) = feed(&mut c, &input);
+    r.unwrap();
+    assert!(ev.is_empty(), "{ev:?}");
+    assert!(c.out().is_empty());
     assert!(!c.is_done());
     c.send_head(1, 200, std::iter::empty(), true).unwrap();
+    assert!(!c.is_done());
+    c.send_head(3, 200, std::iter::empty(), true).unwrap();
     assert!(c.is_done());
+    // Shutting down again writes nothing.
+    c.out().clear();
+    c.shutdown();
+    c.finish_shutdown();
+    assert!(c.out().is_empty());
+}
+
+#[test]
+fn a_shutdown_the_client_does_not_acknowledge_is_finished_by_the_caller() {
+    let mut c = open(Config::default());
+    let mut input = Vec::new();
+    headers(&mut input, 1, &get("/"), true);
+    let _ = feed(&mut c, &input);
+    c.out().clear();
+    c.shutdown();
+    let data: [u8; 8] = frames(c.out())[1].3.as_slice().try_into().unwrap();
+    c.out().clear();
+    c.send_head(1, 200, std::iter::empty(), true).unwrap();
+    // No stream left, but the final GOAWAY has not gone out: not done yet.
+    assert!(!c.is_done());
+    c.out().clear();
+    c.finish_shutdown();
+    assert_eq!(goaways(c.out()), [(1, Reason::NO_ERROR)]);
+    assert!(c.is_done());
+    // A late ACK changes nothing.
+    c.out().clear();
+    let (r, _) = feed(&mut c, &ping_ack(data));
+    r.unwrap();
+    assert!(c.out().is_empty());
+}
+
+#[test]
+fn a_shutdown_before_the_client_started_is_final_at_once() {
+    let mut c = Conn::new(Config::default());
+    c.out().clear();
+    c.shutdown();
+    assert_eq!(goaways(c.out()), [(0, Reason::NO_ERROR)]);
+    assert!(frames(c.out()).iter().all(|f| f.0 != kind::PING));
+    assert!(!c.shutdown_pending());
+    assert!(c.is_done());
+}
+
+#[test]
+fn a_connection_error_during_a_shutdown_ends_it() {
+    let mut c = open(Config::default());
+    c.shutdown();
+    c.out().clear();
+    let mut input = Vec::new();
+    headers(&mut input, 2, &get("/"), true);
+    let (r, _) = feed(&mut c, &input);
+    assert!(r.is_err());
+    assert_eq!(goaways(c.out()), [(0, Reason::PROTOCOL_ERROR)]);
+    assert!(!c.shutdown_pending());
+    c.out().clear();
+    c.finish_shutdown();
+    assert!(c.out().is_empty());
 }
 
 #[test]

@@ -42,13 +42,20 @@ pub struct ConnCtx {
 /// Longest wait for the GOAWAY of a connection being closed to be written.
 const GOAWAY_FLUSH: Duration = Duration::from_secs(1);
 
+/// Longest wait, in a graceful shutdown, for the client to acknowledge the first GOAWAY's PING
+/// before the final GOAWAY goes out anyway (checked on the connection's tick, so up to one tick
+/// more).
+const SHUTDOWN_ACK_WAIT: Duration = Duration::from_secs(1);
+
 /// Reads per wake-up before the task lets the streams it woke run (and write).
 const READS_PER_WAKE: usize = 4;
 
 /// How the connection's I/O ended.
 enum End {
-    /// The client closed, or the socket failed.
+    /// The socket failed.
     Io,
+    /// The client closed its side (end of stream).
+    Closed,
     /// A connection error of the protocol (GOAWAY queued).
     Protocol(ConnError),
     /// The frame guard tripped.
@@ -133,6 +140,8 @@ where
     let stop = stop_signal(&ctx.client.listener, false);
     let mut stop = std::pin::pin!(stop);
     let mut stopping = false;
+    // When the graceful shutdown's first GOAWAY went out.
+    let mut shutdown_at: Option<Instant> = None;
     let opened = Instant::now();
     let end = loop {
         let event = monoio::select! {
@@ -170,6 +179,13 @@ where
                     stopping = true;
                     stop.set(stop_signal(&ctx.client.listener, true));
                     shared.borrow_mut().conn.shutdown();
+                    shutdown_at = Some(Instant::now());
+                }
+                if shutdown_at.is_some_and(|at| at.elapsed() >= SHUTDOWN_ACK_WAIT) {
+                    // The client did not acknowledge the first GOAWAY's PING in time.
+                    tracing::debug!(%peer, "HTTP/2 shutdown: no PING ACK, final GOAWAY");
+                    shared.borrow_mut().conn.finish_shutdown();
+                    shutdown_at = None;
                 }
             }
             Event2::Stop => {
@@ -178,11 +194,18 @@ where
                 // polled again).
                 stop.set(stop_signal(&ctx.client.listener, true));
                 shared.borrow_mut().conn.shutdown();
+                shutdown_at = Some(Instant::now());
             }
         }
     };
     match end {
         End::Io => {}
+        End::Closed => {
+            // The client sends nothing more: a graceful shutdown waits for no ACK, and what is
+            // queued goes out before this side closes too (TLS: close_notify).
+            shared.borrow_mut().conn.finish_shutdown();
+            let _ = crate::runtime::timeout(GOAWAY_FLUSH, driver.close(&shared)).await;
+        }
         End::Done => {
             // Every answer is out: the transport closes cleanly (TLS: close_notify), then
             // lingers until the client closes its side.
@@ -280,7 +303,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin + 'static> Driver<T> {
             }
             let n = rb.filled().len();
             if n == 0 {
-                return Poll::Ready(End::Io);
+                return Poll::Ready(End::Closed);
             }
             self.filled += n;
             if let Err(e) = self.process(shared, worker, ctx) {

@@ -8,13 +8,19 @@
 #   SCENARIO=https loadtests/bench/h1-small.sh       # TLS 1.3 keep-alive (no direct run)
 #   SCENARIO=latency loadtests/bench/h1-small.sh     # one connection, one request at a time
 #   SCENARIO=openloop loadtests/bench/h1-small.sh    # constant-rate latency at fractions of peak
+#   SCENARIO=vhosts loadtests/bench/h1-small.sh      # VHOSTS host routes, requests over every host
 #
 # Environment (defaults in brackets):
 #   SCENARIO [small]   small: 2-byte bodies, 64 connections (report h1-small); 16k: 16 KiB bodies
 #                      (h1-16k); large: ORIGIN_BODY_SIZE bytes, 256 KiB unless set (h1-large);
 #                      https: 2-byte bodies over TLS 1.3 to the proxies (https);
 #                      latency: CONNECTIONS=1 (latency); openloop: each proxy's peak with wrk,
-#                      then `openloop` at FRACTIONS of that peak (openloop)
+#                      then `openloop` at FRACTIONS of that peak (openloop); vhosts: 2-byte bodies,
+#                      every proxy with VHOSTS virtual hosts in front of its catch-all, wrk's
+#                      requests naming each host in turn (h1-vhosts)
+#   VHOSTS [2000]      SCENARIO=vhosts: host names h0.example.com ... (gateway: one route each;
+#                      nginx: one server block each, a server_names hash; HAProxy: a map file
+#                      looked up with `map_str`, as its manual advises for many hosts)
 #   DURATION [10]      seconds of each measured wrk run
 #   WARMUP [2]         seconds of the unmeasured wrk run before each measured run
 #   ROUNDS [3]         interleaved rounds: every proxy once per round, in a balanced order (lib.sh
@@ -71,8 +77,9 @@ latency)
     CONNECTIONS=${CONNECTIONS:-1}
     ;;
 openloop) REPORT=openloop ;;
+vhosts) REPORT=h1-vhosts ;;
 *)
-    echo "h1-small: unknown SCENARIO '$SCENARIO' (small 16k large https latency openloop)" >&2
+    echo "h1-small: unknown SCENARIO '$SCENARIO' (small 16k large https latency openloop vhosts)" >&2
     exit 2
     ;;
 esac
@@ -81,6 +88,7 @@ WARMUP=${WARMUP:-2}
 ROUNDS=${ROUNDS:-3}
 CONNECTIONS=${CONNECTIONS:-64}
 FRACTIONS=${FRACTIONS:-"0.25 0.5 0.75 0.9"}
+VHOSTS=${VHOSTS:-2000}
 if ((TLS)); then
     PROXIES=${PROXIES:-"gateway-uring gateway-epoll nginx haproxy"}
 else
@@ -252,6 +260,7 @@ start_gateway() { # NAME DRIVER [BINARY [EXTRA_SERVER_TOML]]
             "certificates = [{ cert = \"$PKI/leaf-chain.pem\", key = \"$PKI/leaf.key\" }]")
     fi
     write_gateway_proxy_conf "$PORT" "$driver" "$extra" "$tls" >"$dir/gateway.toml"
+    [[ $SCENARIO != vhosts ]] || add_vhosts_gateway "$dir/gateway.toml"
     gateway_root_args "$bin"
     start_pinned "$PROXY_CPU" "$dir/gateway.log" "$bin" run --config "$dir/gateway.toml" "${GATEWAY_ROOT_ARGS[@]}"
     check_started "$name" "$PID" "$PORT" "$dir/gateway.log"
@@ -264,6 +273,7 @@ start_nginx_proxy() {
     ((TLS)) && tls=(ssl "ssl_certificate $PKI/leaf-chain.pem;" "ssl_certificate_key $PKI/leaf.key;" \
         "ssl_protocols TLSv1.2 TLSv1.3;")
     write_nginx_proxy_conf "$dir" "$PORT" "${tls[@]}" >"$dir/nginx.conf"
+    [[ $SCENARIO != vhosts ]] || add_vhosts_nginx "$dir/nginx.conf" "$PORT"
     start_nginx "$PROXY_CPU" "$dir" "$dir/nginx.conf"
     check_started nginx "$PID" "$PORT" "$dir/error.log"
 }
@@ -274,8 +284,44 @@ start_haproxy_proxy() {
     pick_port
     ((TLS)) && bind="ssl crt $PKI/leaf-chain-key.pem alpn h2,http/1.1"
     write_haproxy_config "$PORT" 4096 "$bind" >"$dir/haproxy.cfg"
+    [[ $SCENARIO != vhosts ]] || add_vhosts_haproxy "$dir/haproxy.cfg" "$dir/hosts.map"
     start_pinned "$PROXY_CPU" "$dir/haproxy.log" "$HAPROXY" -db -f "$dir/haproxy.cfg"
     check_started haproxy "$PID" "$PORT" "$dir/haproxy.log"
+}
+
+# SCENARIO=vhosts: VHOSTS virtual hosts h0.example.com ... before each proxy's catch-all, each
+# proxying to the origin as the catch-all does, written the way each proxy's manual advises.
+
+add_vhosts_gateway() { # CONFIG: a route per host, before the catch-all route (the first route)
+    local i routes=$1.vhosts
+    for ((i = 0; i < VHOSTS; i++)); do
+        printf '[[routes]]\nname = "h%d"\nmatch = { host = "h%d.example.com" }\ncluster = "origin"\n\n' "$i" "$i"
+    done >"$routes"
+    awk -v f="$routes" '/^\[\[routes\]\]$/ && !done { while ((getline l < f) > 0) print l; done = 1 } { print }' \
+        "$1" >"$1.new"
+    mv "$1.new" "$1"
+}
+
+add_vhosts_nginx() { # CONFIG PORT: a server block per host after the default one (the first)
+    local i
+    {
+        head -n -1 "$1"
+        echo "    server_names_hash_max_size 8192;"
+        echo "    server_names_hash_bucket_size 64;"
+        for ((i = 0; i < VHOSTS; i++)); do
+            printf '    server { listen 127.0.0.1:%s; server_name h%d.example.com; location / { proxy_pass http://origin; proxy_http_version 1.1; proxy_set_header Connection ""; } }\n' "$2" "$i"
+        done
+        echo "}"
+    } >"$1.new"
+    mv "$1.new" "$1"
+}
+
+add_vhosts_haproxy() { # CONFIG MAP: the host looked up in a map of every host to its backend
+    local i
+    for ((i = 0; i < VHOSTS; i++)); do
+        printf 'h%d.example.com origin\n' "$i"
+    done >"$2"
+    sed -i "s|^    default_backend origin\$|&\n    use_backend %[req.hdr(host),lower,map_str($2,origin)]|" "$1"
 }
 
 # check_started NAME PID PORT LOG: keeps NAME if it accepts and answers 200 "ok", else skips it.
@@ -297,7 +343,24 @@ check_started() {
 # Load
 
 write_wrk_script() {
-    cat >"$WORK/report.lua" <<'EOF'
+    if [[ $SCENARIO == vhosts ]]; then
+        # Every request names the next of the VHOSTS hosts (formatted once, before the run).
+        cat >"$WORK/report.lua" <<EOF
+local requests, n, i = {}, $VHOSTS, 0
+init = function(args)
+  for k = 0, n - 1 do
+    requests[k + 1] = wrk.format("GET", "/", { Host = "h" .. k .. ".example.com" })
+  end
+end
+request = function()
+  i = i % n + 1
+  return requests[i]
+end
+EOF
+    else
+        : >"$WORK/report.lua"
+    fi
+    cat >>"$WORK/report.lua" <<'EOF'
 -- Prints one machine-readable line after the run; latencies in microseconds.
 done = function(summary, latency, requests)
   local e = summary.errors
@@ -458,7 +521,7 @@ report() {
         --argjson conns "$CONNECTIONS" --argjson pcpu "$PROXY_CPU" --argjson lcpu "$LOAD_CPU" \
         --arg order "${ACTIVE[*]}" --arg scenario "$SCENARIO" --arg report "$REPORT" \
         --argjson body "$ORIGIN_BODY_SIZE" --argjson tls "$TLS" --arg fractions "$FRACTIONS" \
-        --arg cipher "$CIPHER"
+        --arg cipher "$CIPHER" --arg vhosts "$VHOSTS"
 }
 
 summary_jq() {
@@ -492,7 +555,8 @@ def stats(f): [.[] | f | select(. != null)] |
     "h1-large": "keep-alive HTTP/1.1 GETs of / with a large body (params.body_bytes), one wrk thread",
     "https": "keep-alive HTTP/1.1 GETs of / (2-byte body) over TLS 1.3 to the proxy, one wrk thread",
     "latency": "one connection, one request at a time: the latency each proxy adds",
-    "openloop": "latency at constant request rates, fractions of each proxy's own peak"}[$report]),
+    "openloop": "latency at constant request rates, fractions of each proxy's own peak",
+    "h1-vhosts": "small keep-alive HTTP/1.1 GETs of / (2-byte body) naming each of many virtual hosts in turn (params.vhosts), one wrk thread"}[$report]),
   timestamp: $stamp,
   machine: {kernel: $kernel, nproc: $nproc, cpu_model: $cpu, nginx: $nginx, wrk: $wrk,
             loadavg_before: $loadavg},
@@ -501,6 +565,7 @@ def stats(f): [.[] | f | select(. != null)] |
            wrk_threads: 1, proxy_cpu: $pcpu, load_cpu: $lcpu, body_bytes: $body, tls: ($tls == 1),
            tls_cipher: (if $tls == 1 then $cipher else null end),
            fractions: (if $scenario == "openloop" then ($fractions | split(" ") | map(tonumber)) else null end),
+           vhosts: (if $scenario == "vhosts" then ($vhosts | tonumber) else null end),
            origin: (if $body == 2 then "nginx 1 worker, return 200 ok" else "nginx 1 worker, a \($body)-byte static file" end),
            proxies_restarted_per_round: false},
   skipped: $skipped,

@@ -14,6 +14,7 @@
 #   16k       h1-small.sh SCENARIO=16k   16 KiB body
 #   large     h1-small.sh SCENARIO=large 256 KiB body (the part after the first read is spliced)
 #   https     h1-small.sh SCENARIO=https TLS 1.3 keep-alive, HTTP/1.1
+#   vhosts    h1-small.sh SCENARIO=vhosts    2,000 virtual hosts, requests naming each in turn
 #   latency   h1-small.sh SCENARIO=latency   one connection, one request at a time
 #   openloop  h1-small.sh SCENARIO=openloop  constant-rate latency at fractions of each peak
 #   tls-h2    tls-h2.sh              handshakes, HTTP/2 over TLS and over h2c (cleartext,
@@ -43,7 +44,7 @@
 set -euo pipefail
 
 SMOKE=${SMOKE:-0}
-ONLY=${ONLY:-"small 16k large https latency openloop tls-h2 overload"}
+ONLY=${ONLY:-"small 16k large https vhosts latency openloop tls-h2 overload"}
 SKIP_BUILD=${SKIP_BUILD:-0}
 PGO=${PGO:-1}
 KEEP_WORK=${KEEP_WORK:-0}
@@ -72,8 +73,8 @@ main() {
     whole_numbers SMOKE ROUNDS DURATION PROXY_CPU LOAD_CPU PGO
     for s in $ONLY; do
         case $s in
-        small | 16k | large | https | latency | openloop | tls-h2 | overload) ;;
-        *) die "unknown scenario '$s' in ONLY (small 16k large https latency openloop tls-h2 overload)" ;;
+        small | 16k | large | https | vhosts | latency | openloop | tls-h2 | overload) ;;
+        *) die "unknown scenario '$s' in ONLY (small 16k large https vhosts latency openloop tls-h2 overload)" ;;
         esac
     done
     install_tools nginx wrk haproxy h2load:nghttp2-client openssl python3
@@ -132,7 +133,7 @@ build() {
 # scenario NAME: runs it with its environment; a failure is recorded, not fatal.
 scenario() {
     local name=$1 file=$1
-    case $name in small | 16k | large) file=h1-$name ;; esac # the names bench-report reads
+    case $name in small | 16k | large | vhosts) file=h1-$name ;; esac # the names bench-report reads
     local env=(SKIP_BUILD=1 RESULTS_DIR="$SUITE_DIR" RESULT_NAME="$file" PROXY_CPU="$PROXY_CPU"
         LOAD_CPU="$LOAD_CPU" KEEP_WORK="$KEEP_WORK" GATEWAY_BIN="$GATEWAY_BIN") script=h1-small.sh
     local h1=(ROUNDS="$ROUNDS" DURATION="$DURATION")
@@ -146,7 +147,7 @@ scenario() {
             env+=(PROXIES="gateway-uring gateway-epoll gateway-uring-log nginx haproxy direct")
         fi
         ;;
-    16k | large | https | latency)
+    16k | large | https | vhosts | latency)
         env+=(SCENARIO="$name" "${h1[@]}")
         ((SMOKE)) && env+=(PROXIES="gateway-uring")
         ;;
@@ -193,7 +194,7 @@ summarize() {
     local cmd="loadtests/bench/suite.sh"
     ((SMOKE)) && cmd="SMOKE=1 $cmd"
     [[ $PGO == 1 ]] || cmd="PGO=0 $cmd"
-    [[ $ONLY == "small 16k large https latency openloop tls-h2 overload" ]] || cmd="ONLY=\"$ONLY\" $cmd"
+    [[ $ONLY == "small 16k large https vhosts latency openloop tls-h2 overload" ]] || cmd="ONLY=\"$ONLY\" $cmd"
     if "$TARGET/bench-report" summarize "$SUITE_DIR" --command "$cmd" >"$WORK/summarize.log" 2>&1; then
         cat "$SUITE_DIR/summary.md"
         log "wrote $SUITE_DIR/summary.{json,md} and the plots"

@@ -30,7 +30,7 @@ enum Command {
     },
     /// Write summary.json, summary.md and the plots for a suite run's directory.
     Summarize {
-        /// The directory with h1-small.json, h1-16k.json, h1-large.json, https.json, latency.json, tls-h2.json,
+        /// The directory with h1-small.json, h1-16k.json, h1-large.json, https.json, h1-vhosts.json, latency.json, tls-h2.json,
         /// openloop.json, overload.json (any may be missing).
         dir: PathBuf,
         /// Where to write; created if needed. Default: DIR.

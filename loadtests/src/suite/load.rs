@@ -11,7 +11,7 @@ use super::model::{Meta, Stat, Summary};
 use super::{markdown, norm_http, norm_more, norm_tls, paired, plots, targets};
 
 /// The HTTP scenarios in the `h1-small` format, in report order.
-pub const HTTP_SCENARIOS: [&str; 5] = ["h1-small", "h1-16k", "h1-large", "https", "latency"];
+pub const HTTP_SCENARIOS: [&str; 6] = ["h1-small", "h1-16k", "h1-large", "https", "h1-vhosts", "latency"];
 
 /// The files `summarize_dir` wrote.
 #[derive(Debug, Clone)]

@@ -32,7 +32,7 @@ pub struct Summary {
     pub meta: Meta,
     /// What is missing or suspect (files, proxies, short runs), one sentence each.
     pub notes: Vec<String>,
-    /// h1-small, h1-16k, h1-large, https, latency: those whose file was read, in that order.
+    /// h1-small, h1-16k, h1-large, https, h1-vhosts, latency: those whose file was read, in that order.
     pub http: Vec<HttpScenario>,
     pub tls_h2: Option<TlsH2>,
     pub openloop: Option<OpenLoop>,

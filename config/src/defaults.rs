@@ -290,6 +290,8 @@ pub const MAX_TOLERANCE: f64 = 2.0;
 /// Shortest and longest accepted `clusters[].adaptive_concurrency.probe_interval`.
 pub const MIN_PROBE_INTERVAL: Duration = Duration::from_secs(1);
 pub const MAX_PROBE_INTERVAL: Duration = Duration::from_secs(60 * 60);
+/// Most files in `listeners[].tls.session_ticket_keys`.
+pub const MAX_SESSION_TICKET_KEYS: usize = 8;
 /// Largest accepted `listeners[].tls.session_cache`.
 pub const MAX_SESSION_CACHE: i64 = 10_000_000;
 /// Accepted `server.http2.max_concurrent_streams`.

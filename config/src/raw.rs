@@ -129,6 +129,7 @@ pub(crate) struct RawListenerTls {
     pub min_version: Option<String>,
     pub handshake_timeout: Option<IntOrStr>,
     pub session_tickets: Option<bool>,
+    pub session_ticket_keys: Option<Vec<String>>,
     pub session_cache: Option<i64>,
     pub client_auth: Option<RawClientAuth>,
     pub identity_header: Option<String>,

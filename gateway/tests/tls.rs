@@ -281,6 +281,76 @@ fn alpn_picks_h2_or_http1_and_sessions_resume() {
     assert!(wait_until(std::time::Duration::from_secs(2), || gw.total("tls_resumptions") >= 1));
 }
 
+/// Gateways reading the same `session_ticket_keys` files resume each other's sessions (a
+/// successor after an upgrade, other hosts behind one address), over TLS 1.3 and 1.2; one with
+/// other keys makes a full handshake; after a rotation (a new first file, the old one kept) the
+/// old sessions still resume. The server-side session cache is off, so only tickets resume.
+#[test]
+fn sessions_resume_across_gateways_sharing_ticket_keys() {
+    let o = origin();
+    let certs = Certs::new("tickets");
+    let key = |name: &str, seed: u8, len: usize| {
+        let bytes: Vec<u8> = (0..len).map(|i| seed.wrapping_mul(7).wrapping_add(i as u8)).collect();
+        let path = certs.dir.0.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path.display().to_string()
+    };
+    let (current, next) = (key("current.key", 1, 80), key("next.key", 2, 48));
+    let keys = |files: &[&str]| {
+        let list = files.iter().map(|f| format!("\"{f}\"")).collect::<Vec<_>>().join(", ");
+        format!("session_cache = 0\nsession_ticket_keys = [{list}]")
+    };
+    each_driver(|d| {
+        let a = tls_gateway(d, &o, &certs, &keys(&[&current]), "");
+        let b = tls_gateway(d, &o, &certs, &keys(&[&current]), "");
+        let other = tls_gateway(d, &o, &certs, &keys(&[&next]), "");
+        let rotated = tls_gateway(d, &o, &certs, &keys(&[&next, &current]), "");
+        for tls12_only in [false, true] {
+            let what = format!("{d}, {}", if tls12_only { "TLS 1.2" } else { "TLS 1.3" });
+            let options = ClientOpts { tls12_only, ..opts(&[b"http/1.1"]) };
+            let get = b"GET /bytes/1 HTTP/1.1\r\nhost: a.test\r\n\r\n";
+            // A full handshake with `a`; the exchange reads its tickets.
+            let cfg = client_config(&certs.pki.ca_pem(), &options);
+            assert_eq!(tls_exchange(a.addr, "a.test", cfg.clone(), get).status, 200, "{what}");
+            let s = tls_connect(b.addr, "a.test", cfg.clone()).unwrap();
+            assert_eq!(s.conn.handshake_kind(), Some(rustls::HandshakeKind::Resumed), "{what}: b resumes a's session");
+            let cfg = client_config(&certs.pki.ca_pem(), &options);
+            assert_eq!(tls_exchange(a.addr, "a.test", cfg.clone(), get).status, 200, "{what}");
+            let s = tls_connect(other.addr, "a.test", cfg.clone()).unwrap();
+            assert_eq!(
+                s.conn.handshake_kind(),
+                Some(rustls::HandshakeKind::Full),
+                "{what}: other keys, a full handshake"
+            );
+            let cfg = client_config(&certs.pki.ca_pem(), &options);
+            assert_eq!(tls_exchange(a.addr, "a.test", cfg.clone(), get).status, 200, "{what}");
+            let r = tls_exchange(rotated.addr, "a.test", cfg.clone(), get);
+            assert_eq!(r.status, 200, "{what}");
+            let s = tls_connect(rotated.addr, "a.test", cfg).unwrap();
+            assert_eq!(s.conn.handshake_kind(), Some(rustls::HandshakeKind::Resumed), "{what}: after a rotation");
+        }
+        assert!(wait_until(std::time::Duration::from_secs(2), || b.total("tls_resumptions") >= 2), "{d}");
+    });
+}
+
+/// A session ticket key file of the wrong size stops the start (or a reload) with the file named.
+#[test]
+fn a_session_ticket_key_file_of_the_wrong_size_is_refused() {
+    let o = origin();
+    let certs = Certs::new("tickets-bad");
+    let path = certs.dir.0.join("short.key");
+    std::fs::write(&path, [7u8; 32]).unwrap();
+    let base = config("io_uring", o.addr(), "", "");
+    let listener = format!(
+        "name = \"main\"\naddress = \"127.0.0.1:0\"\n[listeners.tls]\n{}\n",
+        certs.tls_table(&format!("session_ticket_keys = [\"{}\"]", path.display()))
+    );
+    let text = base.replace("name = \"main\"\naddress = \"127.0.0.1:0\"\n", &listener);
+    let config = gateway_config::parse(&text, "<test>").unwrap();
+    let err = gateway::Gateway::start(config).map(|_| ()).expect_err("a 32-byte key file is refused").to_string();
+    assert!(err.contains("short.key") && err.contains("48 or 80"), "{err}");
+}
+
 #[test]
 fn a_silent_client_is_dropped_at_the_handshake_timeout() {
     let o = origin();

@@ -38,6 +38,11 @@ pub struct ListenerTls {
     pub handshake_timeout: Duration,
     /// Stateless session tickets (resumption without server state).
     pub session_tickets: bool,
+    /// Files of session ticket keys (48 or 80 random bytes each): the first encrypts new
+    /// tickets, every one decrypts, so processes reading the same files (a successor after an
+    /// upgrade, other hosts behind one address) resume each other's sessions. Empty: keys made
+    /// at start, rotated every 6 hours, known to this process only.
+    pub session_ticket_keys: Vec<PathBuf>,
     /// Entries of the server-side session cache; 0 disables it.
     pub session_cache: usize,
     /// `None`: clients are not asked for a certificate.

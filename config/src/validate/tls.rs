@@ -49,6 +49,7 @@ pub(super) fn listener(raw: &RawListenerTls, base: Option<&Path>, p: &mut Proble
         ),
         handshake_timeout,
         session_tickets: raw.session_tickets.unwrap_or(defaults::TLS_SESSION_TICKETS),
+        session_ticket_keys: ticket_keys(raw, base, p, path),
         session_cache: int_in(
             p,
             &path.key("session_cache"),
@@ -71,6 +72,25 @@ pub(super) fn listener(raw: &RawListenerTls, base: Option<&Path>, p: &mut Proble
         }),
         identity_header: identity_header(raw.identity_header.as_deref(), p, &path.key("identity_header")),
     }
+}
+
+/// `session_ticket_keys`: files, only with session tickets on.
+fn ticket_keys(raw: &RawListenerTls, base: Option<&Path>, p: &mut Problems<'_>, path: &KeyPath) -> Vec<PathBuf> {
+    let at = path.key("session_ticket_keys");
+    let Some(keys) = &raw.session_ticket_keys else { return Vec::new() };
+    if !raw.session_tickets.unwrap_or(defaults::TLS_SESSION_TICKETS) {
+        p.at(&at, "session ticket keys need session_tickets = true");
+    }
+    if keys.len() > defaults::MAX_SESSION_TICKET_KEYS {
+        p.at(
+            &at,
+            format!(
+                "at most {} files (the first encrypts, the others only decrypt)",
+                defaults::MAX_SESSION_TICKET_KEYS
+            ),
+        );
+    }
+    keys.iter().enumerate().map(|(i, k)| file(k, base, p, &at.index(i))).collect()
 }
 
 /// The SNI name of an upstream: a DNS name (lower-cased), never an IP address.

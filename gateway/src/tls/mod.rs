@@ -16,6 +16,7 @@ mod resolver;
 mod testpki;
 #[cfg(test)]
 mod tests;
+mod tickets;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -30,7 +31,7 @@ pub use failure::{handshake_failure_reason, HANDSHAKE_FAILURE_REASONS};
 pub use identity::ClientIdentity;
 pub use info::CertInfo;
 
-use pem::FileSet;
+use pem::{file_error, FileSet};
 use resolver::SniResolver;
 
 /// A problem with a TLS file or setting, naming the config key (e.g.
@@ -151,7 +152,20 @@ impl ServerTls {
         } else {
             Arc::new(NoServerSessionStorage {})
         };
-        if tls.session_tickets {
+        if tls.session_tickets && !tls.session_ticket_keys.is_empty() {
+            let key = |i: usize| format!("listeners.tls.session_ticket_keys[{i}]");
+            let bytes = tls
+                .session_ticket_keys
+                .iter()
+                .enumerate()
+                .map(|(i, path)| files.bytes(&key(i), path))
+                .collect::<Result<Vec<_>, _>>()?;
+            let ticketer = tickets::FileTicketer::new(&bytes).map_err(|(i, message)| {
+                let path = tls.session_ticket_keys.get(i).map_or_else(PathBuf::new, Clone::clone);
+                file_error(&key(i), &path, message)
+            })?;
+            config.ticketer = Arc::new(ticketer);
+        } else if tls.session_tickets {
             config.ticketer =
                 rustls::crypto::aws_lc_rs::Ticketer::new().map_err(|e| setting("listeners.tls.session_tickets", e))?;
         } else if tls.session_cache == 0 {

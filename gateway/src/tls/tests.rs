@@ -52,6 +52,7 @@ fn listener(certificates: Vec<CertificateFiles>) -> ListenerTls {
         min_version: TlsVersion::Tls12,
         handshake_timeout: Duration::from_secs(10),
         session_tickets: true,
+        session_ticket_keys: Vec::new(),
         session_cache: 16,
         client_auth: None,
         identity_header: "x-client-identity".to_owned(),

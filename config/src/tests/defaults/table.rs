@@ -139,6 +139,9 @@ pub fn entries() -> Vec<Entry> {
         e("listeners[].tls.handshake_timeout", TLS, |c| dur(tls(c).handshake_timeout)),
         e("listeners[].tls.session_tickets", TLS, |c| tls(c).session_tickets.to_string()),
         e("listeners[].tls.session_cache", TLS, |c| tls(c).session_cache.to_string()),
+        e("listeners[].tls.session_ticket_keys", TLS, |c| {
+            list(tls(c).session_ticket_keys.iter().map(|p| q(&p.display().to_string())))
+        }),
         e("listeners[].tls.client_auth", TLS, |c| or_none(tls(c).client_auth.as_ref().map(|a| q(json_name(&a.mode))))),
         e(
             "listeners[].tls.client_auth.mode",

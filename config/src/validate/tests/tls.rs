@@ -76,6 +76,33 @@ fn tls_every_key() {
 }
 
 #[test]
+fn session_ticket_keys_are_files_and_need_tickets() {
+    let text = with_tls(&format!("{CERT}session_ticket_keys = [\"/k/now.key\", \"prev.key\"]\n"));
+    let tls = valid(&text).listeners.remove(0).tls.unwrap();
+    assert_eq!(tls.session_ticket_keys, [PathBuf::from("/k/now.key"), PathBuf::from("prev.key")]);
+    assert!(valid(&with_tls(CERT)).listeners.remove(0).tls.unwrap().session_ticket_keys.is_empty());
+    assert_one(
+        &with_tls(&format!("{CERT}session_tickets = false\nsession_ticket_keys = [\"k\"]\n")),
+        "listeners[0].tls.session_ticket_keys",
+        Some(7),
+        "need session_tickets = true",
+    );
+    let nine = (0..9).map(|i| format!("\"k{i}\"")).collect::<Vec<_>>().join(", ");
+    assert_one(
+        &with_tls(&format!("{CERT}session_ticket_keys = [{nine}]\n")),
+        "listeners[0].tls.session_ticket_keys",
+        Some(6),
+        "at most 8 files",
+    );
+    assert_one(
+        &with_tls(&format!("{CERT}session_ticket_keys = [\"\"]\n")),
+        "listeners[0].tls.session_ticket_keys[0]",
+        Some(6),
+        "file path is empty",
+    );
+}
+
+#[test]
 fn bad_tls() {
     assert_one(&with_tls(""), "listeners[0].tls.certificates", Some(4), "at least one certificate");
     assert_one(&with_tls("certificates = []\n"), "listeners[0].tls.certificates", Some(5), "at least one certificate");

@@ -578,14 +578,21 @@ fn ping_ack(data: [u8; 8]) -> Vec<u8> {
     b
 }
 
-#[test]
-fn a_graceful_shutdown_takes_the_streams_sent_before_the_client_read_it() {
+/// A connection with stream 1 open whose graceful shutdown just started (its output holds the
+/// first GOAWAY and the PING).
+fn shutting_down() -> Conn {
     let mut c = open(Config::default());
     let mut input = Vec::new();
     headers(&mut input, 1, &get("/"), true);
     let _ = feed(&mut c, &input);
     c.out().clear();
     c.shutdown();
+    c
+}
+
+#[test]
+fn a_graceful_shutdown_takes_the_streams_sent_before_the_client_read_it() {
+    let mut c = shutting_down();
     // First the GOAWAY that stops new streams, naming no stream, then a PING.
     let f = frames(c.out());
     assert_eq!(f.len(), 2, "{f:?}");
@@ -634,12 +641,7 @@ fn a_graceful_shutdown_takes_the_streams_sent_before_the_client_read_it() {
 
 #[test]
 fn a_shutdown_the_client_does_not_acknowledge_is_finished_by_the_caller() {
-    let mut c = open(Config::default());
-    let mut input = Vec::new();
-    headers(&mut input, 1, &get("/"), true);
-    let _ = feed(&mut c, &input);
-    c.out().clear();
-    c.shutdown();
+    let mut c = shutting_down();
     let data: [u8; 8] = frames(c.out())[1].3.as_slice().try_into().unwrap();
     c.out().clear();
     c.send_head(1, 200, std::iter::empty(), true).unwrap();

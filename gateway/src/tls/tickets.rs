@@ -6,16 +6,20 @@
 //!
 //! Each file's bytes are the input of HKDF-SHA256, which gives the key's public name (16
 //! bytes, put in front of each ticket, so that the key to open it is found without trying
-//! them all) and its AES-256-GCM key: nothing of the file itself is ever sent. A ticket is
-//! `name || nonce (12, random) || AES-256-GCM(issued-at (8 bytes, Unix seconds) || session)`,
-//! the name authenticated as associated data. The first key seals; every key opens. A ticket
-//! older than [`LIFETIME`] is refused, whatever its key (rustls leaves a ticket's age to the
-//! ticketer; its own rotates keys every 6 hours and forgets them after 12).
+//! them all) and its AES-256-GCM-SIV key: nothing of the file itself is ever sent. A ticket is
+//! `name || nonce (12, random) || AES-256-GCM-SIV(issued-at (8 bytes, Unix seconds) || session)`,
+//! the name authenticated as associated data. GCM-SIV because a key file may seal tickets for
+//! months: plain GCM with random nonces is good for about 2^32 of them per key (five days at
+//! 10,000 new sessions a second) before a repeated nonce would expose the key's authenticator;
+//! a repeated nonce under GCM-SIV only shows that two sealed tickets were the same. The first
+//! key seals; every key opens. A ticket older than [`LIFETIME`] is refused, whatever its key
+//! (rustls leaves a ticket's age to the ticketer; its own rotates keys every 6 hours and forgets
+//! them after 12).
 
 use std::fmt;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, NONCE_LEN};
+use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM_SIV, NONCE_LEN};
 use aws_lc_rs::hkdf::{KeyType, Salt, HKDF_SHA256};
 use rustls::server::ProducesTickets;
 
@@ -70,8 +74,9 @@ impl FileTicketer {
             prk.expand(&[b"name"], Len(NAME_LEN))
                 .and_then(|okm| okm.fill(&mut name))
                 .map_err(|_| (i, "cannot derive the key's name".to_owned()))?;
-            let okm =
-                prk.expand(&[b"aes-256-gcm"], &AES_256_GCM).map_err(|_| (i, "cannot derive the key".to_owned()))?;
+            let okm = prk
+                .expand(&[b"aes-256-gcm-siv"], &AES_256_GCM_SIV)
+                .map_err(|_| (i, "cannot derive the key".to_owned()))?;
             let key = LessSafeKey::new(UnboundKey::from(okm));
             if keys.iter().any(|k: &TicketKey| k.name == name) {
                 return Err((i, "the same key as an earlier file".to_owned()));

@@ -333,6 +333,39 @@ fn sessions_resume_across_gateways_sharing_ticket_keys() {
     });
 }
 
+/// A ticket key file rewritten in place is read on the next reload, as a renewed certificate is:
+/// tickets of the old key no longer resume, those of the new one do.
+#[test]
+fn a_rewritten_ticket_key_file_is_read_on_reload() {
+    let o = origin();
+    let certs = Certs::new("tickets-reload");
+    let dir = certs.dir.0.clone();
+    let key = dir.join("ticket.key");
+    std::fs::write(&key, [1u8; 80]).unwrap();
+    let cfg_path = dir.join("gateway.toml");
+    let base = config("io_uring", o.addr(), "", "");
+    let listener = format!(
+        "name = \"main\"\naddress = \"127.0.0.1:0\"\n[listeners.tls]\n{}\n",
+        certs.tls_table(&format!("session_cache = 0\nsession_ticket_keys = [\"{}\"]", key.display()))
+    );
+    std::fs::write(&cfg_path, base.replace("name = \"main\"\naddress = \"127.0.0.1:0\"\n", &listener)).unwrap();
+    let gw = gateway::Gateway::start_from_file(&cfg_path).unwrap();
+    let addr = gw.listener_addr("main").unwrap();
+    let get = b"GET /bytes/1 HTTP/1.1\r\nhost: a.test\r\n\r\n";
+    let cfg = client_config(&certs.pki.ca_pem(), &opts(&[b"http/1.1"]));
+    assert_eq!(tls_exchange(addr, "a.test", cfg.clone(), get).status, 200);
+    std::fs::write(&key, [2u8; 80]).unwrap();
+    gw.reload("test").expect("reload with the new key");
+    let s = tls_connect(addr, "a.test", cfg.clone()).unwrap();
+    assert_eq!(s.conn.handshake_kind(), Some(rustls::HandshakeKind::Full), "the old key is gone");
+    drop(s);
+    assert_eq!(tls_exchange(addr, "a.test", cfg.clone(), get).status, 200);
+    let s = tls_connect(addr, "a.test", cfg).unwrap();
+    assert_eq!(s.conn.handshake_kind(), Some(rustls::HandshakeKind::Resumed), "sealed with the new key");
+    drop(s);
+    gw.shutdown();
+}
+
 /// A session ticket key file of the wrong size stops the start (or a reload) with the file named.
 #[test]
 fn a_session_ticket_key_file_of_the_wrong_size_is_refused() {

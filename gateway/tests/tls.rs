@@ -75,15 +75,16 @@ impl Certs {
     }
 }
 
+/// The test config (see `common::config`) with its listener `main` on TLS: `tls` is the body of
+/// its `[listeners.tls]` table, `listener_extra` more keys of the listener.
+fn tls_config(driver: &str, origin: &Origin, tls: &str, listener_extra: &str) -> String {
+    let listener = format!("name = \"main\"\naddress = \"127.0.0.1:0\"\n{listener_extra}\n[listeners.tls]\n{tls}\n");
+    config(driver, origin.addr(), "", "").replace("name = \"main\"\naddress = \"127.0.0.1:0\"\n", &listener)
+}
+
 /// A gateway with one TLS listener `main` in front of `origin`.
 fn tls_gateway(driver: &str, origin: &Origin, certs: &Certs, tls_extra: &str, listener_extra: &str) -> TestGateway {
-    let base = config(driver, origin.addr(), "", "");
-    let listener = format!(
-        "name = \"main\"\naddress = \"127.0.0.1:0\"\n{listener_extra}\n[listeners.tls]\n{}\n",
-        certs.tls_table(tls_extra)
-    );
-    let text = base.replace("name = \"main\"\naddress = \"127.0.0.1:0\"\n", &listener);
-    TestGateway::start(&text)
+    TestGateway::start(&tls_config(driver, origin, &certs.tls_table(tls_extra), listener_extra))
 }
 
 fn opts(alpn: &[&[u8]]) -> ClientOpts {
@@ -227,13 +228,8 @@ fn certificate_reload_serves_new_connections_and_keeps_old_ones() {
     let certs = Certs::new("reload");
     let dir = certs.dir.0.clone();
     let cfg_path = dir.join("gateway.toml");
-    let base = config("io_uring", o.addr(), "", "");
-    let listener = format!(
-        "name = \"main\"\naddress = \"127.0.0.1:0\"\n[listeners.tls]\ncertificates = [{{ cert = \"{}\", key = \"{}\" }}]\n",
-        certs.path("a.pem"),
-        certs.path("a.key")
-    );
-    std::fs::write(&cfg_path, base.replace("name = \"main\"\naddress = \"127.0.0.1:0\"\n", &listener)).unwrap();
+    let tls = format!("certificates = [{{ cert = \"{}\", key = \"{}\" }}]", certs.path("a.pem"), certs.path("a.key"));
+    std::fs::write(&cfg_path, tls_config("io_uring", &o, &tls, "")).unwrap();
     let gw = gateway::Gateway::start_from_file(&cfg_path).unwrap();
     let addr = gw.listener_addr("main").unwrap();
     let cfg = client_config(&certs.pki.ca_pem(), &opts(&[b"http/1.1"]));
@@ -343,12 +339,8 @@ fn a_rewritten_ticket_key_file_is_read_on_reload() {
     let key = dir.join("ticket.key");
     std::fs::write(&key, [1u8; 80]).unwrap();
     let cfg_path = dir.join("gateway.toml");
-    let base = config("io_uring", o.addr(), "", "");
-    let listener = format!(
-        "name = \"main\"\naddress = \"127.0.0.1:0\"\n[listeners.tls]\n{}\n",
-        certs.tls_table(&format!("session_cache = 0\nsession_ticket_keys = [\"{}\"]", key.display()))
-    );
-    std::fs::write(&cfg_path, base.replace("name = \"main\"\naddress = \"127.0.0.1:0\"\n", &listener)).unwrap();
+    let tls = certs.tls_table(&format!("session_cache = 0\nsession_ticket_keys = [\"{}\"]", key.display()));
+    std::fs::write(&cfg_path, tls_config("io_uring", &o, &tls, "")).unwrap();
     let gw = gateway::Gateway::start_from_file(&cfg_path).unwrap();
     let addr = gw.listener_addr("main").unwrap();
     let get = b"GET /bytes/1 HTTP/1.1\r\nhost: a.test\r\n\r\n";
@@ -373,13 +365,8 @@ fn a_session_ticket_key_file_of_the_wrong_size_is_refused() {
     let certs = Certs::new("tickets-bad");
     let path = certs.dir.0.join("short.key");
     std::fs::write(&path, [7u8; 32]).unwrap();
-    let base = config("io_uring", o.addr(), "", "");
-    let listener = format!(
-        "name = \"main\"\naddress = \"127.0.0.1:0\"\n[listeners.tls]\n{}\n",
-        certs.tls_table(&format!("session_ticket_keys = [\"{}\"]", path.display()))
-    );
-    let text = base.replace("name = \"main\"\naddress = \"127.0.0.1:0\"\n", &listener);
-    let config = gateway_config::parse(&text, "<test>").unwrap();
+    let tls = certs.tls_table(&format!("session_ticket_keys = [\"{}\"]", path.display()));
+    let config = gateway_config::parse(&tls_config("io_uring", &o, &tls, ""), "<test>").unwrap();
     let err = gateway::Gateway::start(config).map(|_| ()).expect_err("a 32-byte key file is refused").to_string();
     assert!(err.contains("short.key") && err.contains("48 or 80"), "{err}");
 }
@@ -410,9 +397,7 @@ fn renewed_certificate_files_are_picked_up_without_a_reload_command() {
     let certs = Certs::new("poll");
     let dir = certs.dir.0.clone();
     let cfg_path = dir.join("gateway.toml");
-    let listener =
-        "name = \"main\"\naddress = \"127.0.0.1:0\"\n[listeners.tls]\ncertificates = [{ cert = \"a.pem\", key = \"a.key\" }]\n";
-    let text = config("io_uring", o.addr(), "", "").replace("name = \"main\"\naddress = \"127.0.0.1:0\"\n", listener);
+    let text = tls_config("io_uring", &o, "certificates = [{ cert = \"a.pem\", key = \"a.key\" }]", "");
     std::fs::write(&cfg_path, text).unwrap();
     let gw = gateway::Gateway::start_from_file(&cfg_path).unwrap();
     let addr = gw.listener_addr("main").unwrap();

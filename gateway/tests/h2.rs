@@ -427,6 +427,37 @@ fn a_drain_takes_the_streams_the_client_sent_before_it_read_the_goaway() {
     });
 }
 
+/// A client that never acknowledges the shutdown's PING still gets the final GOAWAY, 1-1.5 s
+/// after the first, and the connection closes: the wait is bounded.
+#[test]
+fn a_client_that_never_acknowledges_the_shutdown_ping_gets_the_final_goaway() {
+    let o = origin();
+    each_driver(|driver| {
+        let g = H2Gateway::start(driver, &o, false, "[server.timeouts]\nidle = \"300ms\"");
+        let mut s = connect(g.addr());
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(&[h2raw::preface(), h2raw::settings(&[])].concat()).unwrap();
+        let mut goaways = Vec::new();
+        let mut first_at = None;
+        loop {
+            match h2raw::read_frame(&mut s) {
+                Ok((h2raw::GOAWAY, _, _, payload)) => {
+                    first_at.get_or_insert_with(std::time::Instant::now);
+                    goaways.push(u32::from_be_bytes(payload[..4].try_into().unwrap()));
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof, "{driver}: closed cleanly");
+                    break;
+                }
+            }
+        }
+        assert_eq!(goaways, [0x7fff_ffff, 0], "{driver}: the notice, then the final GOAWAY naming no stream");
+        let waited = first_at.unwrap().elapsed();
+        assert!(waited >= Duration::from_millis(900) && waited < Duration::from_secs(3), "{driver}: {waited:?}");
+    });
+}
+
 /// A connection that ends gracefully (GOAWAY, every stream answered) lingers: what the client
 /// sends after it (a request opened before it read the GOAWAY) is read and discarded until the
 /// client closes its side, not answered by a reset. A reset destroys what the client has not

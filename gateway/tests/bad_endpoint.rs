@@ -4,7 +4,8 @@
 //! endpoints, round robin and a 2 s route timeout (no retry or outlier keys). 200 GETs from 8
 //! concurrent clients on keep-alive connections (HTTP/1.1, then HTTP/2 prior knowledge), on
 //! both I/O drivers, must all succeed; refusing and resetting cost at most 1.05 attempts per
-//! request. Also: a POST is not retried after a reset, and a shed 503 is never retried.
+//! request. Also: a POST is retried after a refused connection but not after a reset, and a shed
+//! 503 is never retried.
 //! Print the numbers with `cargo test -p gateway --test bad_endpoint -- --nocapture`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
@@ -260,6 +261,7 @@ log_level = "error"
 [[listeners]]
 name = "main"
 address = "127.0.0.1:0"
+protocols = ["http/1.1", "h2"]
 
 [[routes]]
 name = "r"
@@ -301,6 +303,40 @@ fn a_post_is_not_retried_after_a_reset_but_a_get_and_a_put_are() {
         assert_eq!(bad.requests(), 1, "{d}: round robin sent one first try to the resetting endpoint");
         assert!(ok.seen().iter().all(|s| s.method == "PUT" && s.body == b"hello"), "{d}");
         assert_eq!(ok.attempts(), 2, "{d}");
+    });
+}
+
+/// A refused connection means the upstream saw nothing: a POST goes to the next endpoint like
+/// any request (as nginx, HAProxy and Envoy do), with its body whole, whether the body has a
+/// length, is chunked or comes in HTTP/2 DATA frames (none of it was read before the connect).
+#[test]
+fn a_post_is_retried_when_the_connection_is_refused() {
+    each_driver(|d| {
+        let (bad, ok) = (BadOrigin::start(Bad::Refusing), Flaky::start(Mode::Ok));
+        let gw = one_worker(d, &[bad.addr, ok.addr]);
+        for i in 0..2 {
+            let sized = format!("POST /len{i} HTTP/1.1\r\nhost: a\r\ncontent-length: 5\r\n\r\nhello");
+            assert_eq!(exchange(gw.addr, sized.as_bytes()).status, 200, "{d}: POST with a length {i}");
+            let chunked = format!(
+                "POST /chunked{i} HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\n\r\n3\r\nhel\r\n2\r\nlo\r\n0\r\n\r\n"
+            );
+            assert_eq!(exchange(gw.addr, chunked.as_bytes()).status, 200, "{d}: chunked POST {i}");
+        }
+        let rt = clients::runtime();
+        rt.block_on(async {
+            let mut send = clients::h2_connect(gw.addr, None).await;
+            for i in 0..2 {
+                let req = http::Request::builder().method("POST").uri(format!("http://a/h2-{i}")).body(()).unwrap();
+                let resp = clients::h2_request(&mut send, req, Some(bytes::Bytes::from_static(b"hello"))).await;
+                assert_eq!(resp.unwrap().status, 200, "{d}: HTTP/2 POST {i}");
+            }
+        });
+        let seen = ok.seen();
+        assert_eq!(seen.len(), 6, "{d}: each POST reached the good origin once: {seen:?}");
+        assert!(seen.iter().all(|s| s.method == "POST" && s.body == b"hello"), "{d}: {seen:?}");
+        let retries = gw.total("upstream_retries");
+        assert!(retries >= 1, "{d}: round robin sent a first try to the refusing endpoint");
+        assert!(retries <= 3, "{d}: {retries} retries; outlier detection ejects it after 3 refusals");
     });
 }
 

@@ -178,10 +178,109 @@ fn refused_streams_are_retried_for_http1_and_http2_clients() {
     let seen = origin.seen();
     assert_eq!(seen.iter().filter(|s| s.path == "/refuse-once/h1").count(), 2);
     assert_eq!(seen.iter().filter(|s| s.path == "/refuse-once/h2").count(), 2);
-    // A POST is not retried (not idempotent): the refusal is a 502.
+    // A POST whose body went out with the refused stream cannot be sent again: a 502.
     let resp = exchange(gw.addr, b"POST /refuse-once/post HTTP/1.1\r\nhost: a\r\ncontent-length: 2\r\n\r\nhi");
     assert_eq!(resp.status, 502);
     assert_eq!(gw.total("upstream_retries"), 2);
+    // A bodyless POST can: the upstream did not process it (RFC 9113 §8.7).
+    let resp = exchange(gw.addr, b"POST /refuse-once/empty HTTP/1.1\r\nhost: a\r\ncontent-length: 0\r\n\r\n");
+    assert_eq!(resp.status, 200);
+    assert_eq!(gw.total("upstream_retries"), 3);
+    assert_eq!(origin.seen().iter().filter(|s| s.path == "/refuse-once/empty").count(), 2);
+}
+
+/// An HTTP/2 upstream that shuts down with a single GOAWAY, as Go's and nginx's servers do: each
+/// stream it receives is answered by GOAWAY naming the stream before it as the last one it will
+/// process, so the stream is ignored. Counts the streams it ignored.
+struct GoAwayUpstream {
+    addr: std::net::SocketAddr,
+    ignored: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl GoAwayUpstream {
+    fn start() -> Self {
+        use common::h2raw::*;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let ignored = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = Arc::clone(&ignored);
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { return };
+                let count = Arc::clone(&count);
+                std::thread::spawn(move || {
+                    conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                    let mut preface = [0u8; 24];
+                    if std::io::Read::read_exact(&mut conn, &mut preface).is_err() {
+                        return;
+                    }
+                    let _ = conn.write_all(&settings(&[]));
+                    while let Ok((kind, flags, id, payload)) = read_frame(&mut conn) {
+                        let reply = match kind {
+                            SETTINGS if flags & FLAG_ACK == 0 => settings_ack(),
+                            PING if flags & FLAG_ACK == 0 => {
+                                ping_ack(payload.get(..8).and_then(|p| p.try_into().ok()).unwrap_or_default())
+                            }
+                            HEADERS => {
+                                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                                goaway(id.saturating_sub(2), NO_ERROR, b"shutting down")
+                            }
+                            _ => continue,
+                        };
+                        if conn.write_all(&reply).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Self { addr, ignored }
+    }
+
+    fn ignored(&self) -> usize {
+        self.ignored.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// A stream above the last stream id of the upstream's GOAWAY was not processed (RFC 9113
+/// §6.8): it is retried on another endpoint like a refused stream, whatever the method (before,
+/// it counted as a reset, and a POST answered 502).
+#[test]
+fn streams_an_upstream_goaway_left_unprocessed_are_retried_whatever_the_method() {
+    each_driver(|d| {
+        let (bad, origin) = (GoAwayUpstream::start(), H2Origin::start(None));
+        let text = config(d, bad.addr, "", "")
+            .replace(
+                "name = \"main\"\naddress = \"127.0.0.1:0\"\n",
+                "name = \"main\"\naddress = \"127.0.0.1:0\"\nprotocols = [\"http/1.1\", \"h2\"]\n",
+            )
+            .replace(
+                &format!("endpoints = [\"{}\"]", bad.addr),
+                &format!("endpoints = [\"{}\", \"{}\"]", bad.addr, origin.addr),
+            )
+            .replace(
+                "connect_timeout = \"1s\"\n",
+                "connect_timeout = \"1s\"\nprotocol = \"h2\"\nbalancer = \"round_robin\"\n",
+            );
+        let gw = TestGateway::start(&text);
+        for i in 0..2 {
+            let post = format!("POST /h1-{i} HTTP/1.1\r\nhost: a\r\ncontent-length: 0\r\n\r\n");
+            assert_eq!(exchange(gw.addr, post.as_bytes()).status, 200, "{d}: HTTP/1.1 POST {i}");
+        }
+        let rt = clients::runtime();
+        rt.block_on(async {
+            let mut send = clients::h2_connect(gw.addr, None).await;
+            for i in 0..2 {
+                let req = http::Request::builder().method("POST").uri(format!("http://a/h2-{i}")).body(()).unwrap();
+                let resp = clients::h2_request(&mut send, req, None).await.unwrap();
+                assert_eq!(resp.status, 200, "{d}: HTTP/2 POST {i}");
+            }
+        });
+        let posts = origin.seen().iter().filter(|s| s.method == "POST").count();
+        assert_eq!(posts, 4, "{d}: every POST answered by the origin, once");
+        assert!(bad.ignored() >= 1, "{d}: round robin sent a first try to the upstream going away");
+        assert_eq!(gw.total("upstream_retries"), bad.ignored() as u64, "{d}: each ignored stream retried once");
+    });
 }
 
 #[test]

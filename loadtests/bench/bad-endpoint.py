@@ -5,11 +5,13 @@ Two good origins answer "ok"; the third endpoint refuses connections (a port bou
 closed), resets every connection (SO_LINGER 0 after reading the request) or accepts and never
 answers. Each proxy is configured with only the three endpoints, round robin and, for the
 gateway, a 2 s route timeout (nginx has no whole-request timeout; its proxy_read_timeout
-defaults to 60 s). 200 GETs from 8 concurrent keep-alive clients (HTTP/1.1). Prints, per proxy
-and case: successes, the requests that reached the bad endpoint (not countable when it refuses)
-and the good origins, attempts per request, the slowest request and the run's wall time.
+defaults to 60 s). 200 GETs (or, with `--method POST`, POSTs of a 5-byte body) from 8
+concurrent keep-alive clients (HTTP/1.1). Prints, per proxy and case: successes, the requests
+that reached the bad endpoint (not countable when it refuses) and the good origins, attempts per
+request, the slowest request and the run's wall time.
 
     python3 loadtests/bench/bad-endpoint.py [--gateway target/release/gateway] [--nginx /usr/sbin/nginx]
+        [--method GET|POST] [--cases refusing,resetting,hanging] [--proxies gateway,nginx]
 
 A functional comparison, not a benchmark: debug and release builds give the same counts.
 """
@@ -67,7 +69,18 @@ class Origin:
                     if not data:
                         return
                     buf += data
-                _, buf = buf.split(b"\r\n\r\n", 1)
+                head, buf = buf.split(b"\r\n\r\n", 1)
+                length = 0
+                for line in head.split(b"\r\n")[1:]:
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value.strip())
+                while len(buf) < length:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    buf += data
+                buf = buf[length:]
                 with self.lock:
                     self.requests += 1
                 if self.mode == "reset":
@@ -149,15 +162,15 @@ def wait_listening(port, limit=10.0):
     return False
 
 
-def client(port, n):
-    """n GETs on one keep-alive connection: (status or 0, seconds) each."""
+def client(port, n, method):
+    """n requests on one keep-alive connection: (status or 0, seconds) each."""
     out, conn = [], None
     for _ in range(n):
         started = time.time()
         try:
             if conn is None:
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=150)
-            conn.request("GET", "/")
+            conn.request(method, "/", body=b"hello" if method == "POST" else None)
             resp = conn.getresponse()
             resp.read()
             status = resp.status
@@ -171,7 +184,7 @@ def client(port, n):
     return out
 
 
-def run(proxy, binary, kind):
+def run(proxy, binary, kind, method):
     good = [Origin("ok"), Origin("ok")]
     bad, bad_port = bad_endpoint(kind)
     endpoints = [good[0].port, bad_port, good[1].port]
@@ -194,7 +207,7 @@ def run(proxy, binary, kind):
             sys.exit(f"{proxy} did not start: {' '.join(cmd)}")
         started = time.time()
         with ThreadPoolExecutor(CLIENTS) as pool:
-            results = [r for part in pool.map(lambda _: client(port, REQUESTS // CLIENTS), range(CLIENTS)) for r in part]
+            results = [r for part in pool.map(lambda _: client(port, REQUESTS // CLIENTS, method), range(CLIENTS)) for r in part]
         wall = time.time() - started
     finally:
         proc.terminate()
@@ -205,7 +218,7 @@ def run(proxy, binary, kind):
     attempts = f"{(good_n + bad_n) / REQUESTS:.3f}" if bad_n is not None else "n/a"
     slowest = max(t for _, t in results)
     bad_text = "n/a (refused)" if bad_n is None else str(bad_n)
-    print(f"| {proxy} | {kind} | {ok}/{REQUESTS} | {bad_text} | {good_n} | {attempts} | {slowest:.3f} s | {wall:.2f} s |", flush=True)
+    print(f"| {proxy} | {method} | {kind} | {ok}/{REQUESTS} | {bad_text} | {good_n} | {attempts} | {slowest:.3f} s | {wall:.2f} s |", flush=True)
 
 
 def main():
@@ -214,12 +227,13 @@ def main():
     p.add_argument("--nginx", default="/usr/sbin/nginx")
     p.add_argument("--cases", default="refusing,resetting,hanging")
     p.add_argument("--proxies", default="gateway,nginx")
+    p.add_argument("--method", default="GET", choices=["GET", "POST"])
     a = p.parse_args()
-    print("| proxy | bad endpoint | 200s | requests at the bad endpoint | at the good ones | attempts per request | slowest request | wall |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| proxy | method | bad endpoint | 200s | requests at the bad endpoint | at the good ones | attempts per request | slowest request | wall |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for kind in a.cases.split(","):
         for proxy in a.proxies.split(","):
-            run(proxy, a.gateway if proxy == "gateway" else a.nginx, kind)
+            run(proxy, a.gateway if proxy == "gateway" else a.nginx, kind, a.method)
 
 
 if __name__ == "__main__":

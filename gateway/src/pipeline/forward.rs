@@ -270,9 +270,9 @@ async fn choose<D: Downstream>(
         let mut used = false;
         let deadline = t.deadline;
         let grpc = down.ex().deadline.grpc;
-        let mut retries = Retries::new(&action.retry, req.is_idempotent() && !t.websocket, req.body == Body::None);
+        let mut retries = Retries::new(&action.retry, req.is_idempotent() && !t.websocket, req.bodyless());
         // A body that a retry after sending would need again is read whole first (bounded).
-        if let (Body::Length(n), true) = (req.body, retries.possible() && action.retry.retry_on.after_send()) {
+        if let (Body::Length(n), true) = (req.body, retries.resend_possible() && action.retry.retry_on.after_send()) {
             if n <= action.retry.max_replay_bytes {
                 // Not `?`: the buffer and the request id go back below whatever happens.
                 match Box::pin(down.hold_body(t, n)).await {
@@ -409,7 +409,7 @@ async fn try_h1<D: Downstream>(
     let server = &t.local.snap.config.server;
     let connect_timeout = t.local.clusters.get(t.action.cluster).map(|c| c.settings.connect_timeout);
     let connect_timeout = connect_timeout.unwrap_or(std::time::Duration::from_secs(3));
-    let replayable = t.req.body == Body::None && t.req.is_idempotent();
+    let replayable = t.req.bodyless() && t.req.is_idempotent();
     let mut retried = false;
     // The try's deadline, for the request's write and the response head's read alike: one
     // entry on the worker's fine timer for both (three words here, 40 bytes in its slab).

@@ -63,6 +63,20 @@ pub async fn send_head(
     Ok((stream, resp, tx))
 }
 
+/// Maps the error that ended a stream before its response head. Two mean the upstream did not
+/// process the stream, so the request can be sent again whatever its method (when its body is
+/// not gone): REFUSED_STREAM (RFC 9113 §8.7), and a GOAWAY whose last stream id is below the
+/// stream's (§6.8: h2 ends exactly those streams with the GOAWAY's error, from the peer). An
+/// upstream that shuts down with one GOAWAY (Go's and nginx's servers do) ignores the streams
+/// that crossed it.
+pub fn stream_error(e: h2::Error) -> UpstreamError {
+    if e.reason() == Some(h2::Reason::REFUSED_STREAM) || (e.is_go_away() && e.is_remote()) {
+        UpstreamError::RefusedStream
+    } else {
+        UpstreamError::Send(std::io::Error::other(e))
+    }
+}
+
 /// Awaits the response head within the deadline; interim (1xx) heads before it go to
 /// `interim` (at most [`MAX_INTERIM`], then a protocol error, as from HTTP/1.1 upstreams).
 pub async fn response_head(
@@ -82,10 +96,7 @@ pub async fn response_head(
         });
         match crate::runtime::timeout(left, next).await {
             Ok(Ok(Ok(r))) => return Ok(r),
-            Ok(Ok(Err(e))) if e.reason() == Some(h2::Reason::REFUSED_STREAM) => {
-                return Err(UpstreamError::RefusedStream)
-            }
-            Ok(Ok(Err(e))) => return Err(UpstreamError::Send(std::io::Error::other(e))),
+            Ok(Ok(Err(e))) => return Err(stream_error(e)),
             Ok(Err(_)) if interims >= MAX_INTERIM => {
                 return Err(UpstreamError::Protocol("more than 10 interim (1xx) responses"));
             }

@@ -1,7 +1,7 @@
 //! Retries of a failed try: which failures are retried (the route's `retry_on`), how many
-//! (`num_retries`), whether the request can be sent again (idempotent method, body absent or
-//! held whole), within the cluster's retry budget, after a full-jitter backoff, and only while
-//! the request's deadline leaves time for another try.
+//! (`num_retries`), whether the request can be sent again (a try the upstream never saw, or an
+//! idempotent method; body absent or held whole), within the cluster's retry budget, after a
+//! full-jitter backoff, and only while the request's deadline leaves time for another try.
 
 use std::time::Duration;
 
@@ -55,8 +55,9 @@ impl<'a> Retries<'a> {
         self.resendable = true;
     }
 
-    /// Whether any retry can happen for this request (skips the work of preparing one).
-    pub fn possible(&self) -> bool {
+    /// Whether a retry after the request went out can happen for this request: only then is a
+    /// body worth holding (skips the work of preparing one).
+    pub fn resend_possible(&self) -> bool {
         self.idempotent && self.policy.num_retries > 0 && !self.policy.retry_on.is_empty()
     }
 
@@ -103,6 +104,10 @@ impl<'a> Retries<'a> {
         ejected: bool,
     ) -> bool {
         let on = self.policy.retry_on;
+        // The upstream never saw the request (no connection, or a stream it did not process,
+        // RFC 9113 §8.7): sent again whatever its method, as nginx, HAProxy and Envoy do.
+        // Anything else may have been acted on: only idempotent methods are sent again.
+        let unseen = matches!(failure, Failure::ConnectFailure | Failure::RefusedStream);
         let covered = match failure {
             Failure::ConnectFailure => on.covers_connect_failure(),
             // Not processed, but a body streamed into the refused stream is gone.
@@ -114,7 +119,7 @@ impl<'a> Retries<'a> {
                 self.resendable && on.covers_status(status, &self.policy.retriable_status_codes)
             }
         };
-        if !covered || !self.idempotent || self.done >= self.policy.num_retries {
+        if !covered || !(self.idempotent || unseen) || self.done >= self.policy.num_retries {
             return false;
         }
         if deadline.saturating_duration_since(Instant::now()) < MIN_TRY {

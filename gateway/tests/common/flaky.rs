@@ -96,6 +96,7 @@ fn serve(stream: TcpStream, mode: &AtomicU8, attempts: &AtomicUsize, seen: &Mute
         let path = parts.next().unwrap_or_default().to_owned();
         let mut headers = Vec::new();
         let mut length = 0usize;
+        let mut chunked = false;
         loop {
             let mut h = String::new();
             if r.read_line(&mut h).unwrap_or(0) == 0 {
@@ -110,13 +111,12 @@ fn serve(stream: TcpStream, mode: &AtomicU8, attempts: &AtomicUsize, seen: &Mute
                 if n.eq_ignore_ascii_case("content-length") {
                     length = v.parse().unwrap_or(0);
                 }
+                chunked |= n.eq_ignore_ascii_case("transfer-encoding") && v.eq_ignore_ascii_case("chunked");
                 headers.push((n, v));
             }
         }
-        let mut body = vec![0; length];
-        if r.read_exact(&mut body).is_err() {
-            return;
-        }
+        let body = if chunked { read_chunked(&mut r) } else { read_length(&mut r, length) };
+        let Some(body) = body else { return };
         attempts.fetch_add(1, Ordering::SeqCst);
         if let Ok(mut s) = seen.lock() {
             s.push(Seen { method, path, headers, body });
@@ -139,5 +139,36 @@ fn serve(stream: TcpStream, mode: &AtomicU8, attempts: &AtomicUsize, seen: &Mute
         if writer.write_all(answer.as_bytes()).is_err() {
             return;
         }
+    }
+}
+
+fn read_length(r: &mut impl Read, length: usize) -> Option<Vec<u8>> {
+    let mut body = vec![0; length];
+    r.read_exact(&mut body).ok().map(|()| body)
+}
+
+/// A chunked body, its chunks joined (extensions and trailers ignored); `None` when it breaks.
+fn read_chunked(r: &mut impl BufRead) -> Option<Vec<u8>> {
+    let mut body = Vec::new();
+    loop {
+        let mut line = String::new();
+        r.read_line(&mut line).ok().filter(|&n| n > 0)?;
+        let size = line.trim_end().split(';').next().unwrap_or_default();
+        let size = usize::from_str_radix(size.trim(), 16).ok()?;
+        if size == 0 {
+            // Trailers until the empty line.
+            loop {
+                let mut t = String::new();
+                r.read_line(&mut t).ok().filter(|&n| n > 0)?;
+                if t.trim_end().is_empty() {
+                    return Some(body);
+                }
+            }
+        }
+        let start = body.len();
+        body.resize(start + size, 0);
+        r.read_exact(body.get_mut(start..)?).ok()?;
+        let mut crlf = [0u8; 2];
+        r.read_exact(&mut crlf).ok()?;
     }
 }

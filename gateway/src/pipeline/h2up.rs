@@ -58,12 +58,12 @@ pub async fn send_head(
         }
         Err(_) => return Err(UpstreamError::Timeout),
     };
-    let (resp, tx) =
-        h2pool::start(&mut stream, req, end_of_stream).map_err(|e| UpstreamError::Send(std::io::Error::other(e)))?;
+    let (resp, tx) = h2pool::start(&mut stream, req, end_of_stream).map_err(stream_error)?;
     Ok((stream, resp, tx))
 }
 
-/// Maps the error that ended a stream before its response head. Two mean the upstream did not
+/// Maps the error that kept a stream from opening (h2 opens none on a connection that received
+/// GOAWAY) or ended it before its response head. Two mean the upstream did not
 /// process the stream, so the request can be sent again whatever its method (when its body is
 /// not gone): REFUSED_STREAM (RFC 9113 §8.7), and a GOAWAY whose last stream id is below the
 /// stream's (§6.8: h2 ends exactly those streams with the GOAWAY's error, from the peer). An

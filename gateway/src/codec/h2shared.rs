@@ -298,6 +298,11 @@ impl H2Stream {
     pub fn is_end_stream(&self) -> bool {
         self.body().is_end_stream()
     }
+
+    /// See [`BodyReader::arrived`].
+    pub fn arrived(&self) -> Option<u64> {
+        self.body().arrived()
+    }
 }
 
 /// A stream's request body, read apart from its answer. Dropping it changes nothing.
@@ -343,6 +348,14 @@ impl BodyReader {
     /// The request's trailers, once the body ended (`None`: it had none).
     pub fn take_trailers(&self) -> Option<RequestHead> {
         self.shared.borrow_mut().streams.get_mut(&self.id).and_then(|s| s.trailers.take())
+    }
+
+    /// The bytes of the request body waiting to be read, when the client has ended it (so
+    /// that reading all of it waits for nothing); `None` while more may come, or after a reset.
+    pub fn arrived(&self) -> Option<u64> {
+        let s = self.shared.borrow();
+        let io = s.streams.get(&self.id)?;
+        (io.end && io.reset.is_none()).then(|| io.chunks.iter().map(|c| c.len() as u64).sum())
     }
 
     /// Whether the request has no more body (ended and nothing buffered).

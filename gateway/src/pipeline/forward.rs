@@ -9,7 +9,7 @@
 use std::pin::Pin;
 use std::rc::Rc;
 
-use gateway_config::ProxyAction;
+use gateway_config::{ProxyAction, UpstreamProtocol};
 use monoio::time::Instant;
 
 use crate::runtime::idle_timer::Expiry;
@@ -50,6 +50,11 @@ pub trait Downstream {
     /// it again; false when this protocol does not hold bodies. `Err`: the answer to give
     /// (`None`: none possible).
     async fn hold_body(&mut self, t: &Try<'_>, n: u64) -> Result<bool, Option<Refusal>>;
+
+    /// The body's length when all of it has already arrived and is in memory (so that
+    /// [`Self::hold_body`] of it waits for nothing); `None` otherwise, or when this protocol
+    /// cannot hold it.
+    fn body_arrived(&self) -> Option<u64>;
 
     /// Sends `head` (complete; left as it was when the request has no body) and the request
     /// body on an HTTP/1.1 upstream connection, for a try. Each call sends the body from its
@@ -275,6 +280,20 @@ async fn choose<D: Downstream>(
         if let (Body::Length(n), true) = (req.body, retries.resend_possible() && action.retry.retry_on.after_send()) {
             if n <= action.retry.max_replay_bytes {
                 // Not `?`: the buffer and the request id go back below whatever happens.
+                match Box::pin(down.hold_body(t, n)).await {
+                    Ok(true) => retries.set_resendable(),
+                    Ok(false) => {}
+                    Err(refusal) => break 'tries Err(refusal.map(|r| (r, false))),
+                }
+            }
+        }
+        // A body already whole in memory is held at no cost: a request an HTTP/2 upstream
+        // never saw (a refused stream) can then be sent again whatever its method.
+        if !retries.resendable()
+            && retries.refused_stream_possible()
+            && cluster.settings.protocol != UpstreamProtocol::Http1
+        {
+            if let Some(n) = down.body_arrived().filter(|&n| n <= action.retry.max_replay_bytes) {
                 match Box::pin(down.hold_body(t, n)).await {
                     Ok(true) => retries.set_resendable(),
                     Ok(false) => {}

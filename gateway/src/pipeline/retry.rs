@@ -55,6 +55,16 @@ impl<'a> Retries<'a> {
         self.resendable = true;
     }
 
+    /// The request can be sent again after it went out.
+    pub fn resendable(&self) -> bool {
+        self.resendable
+    }
+
+    /// Whether a refused stream can be retried under this policy (any method).
+    pub fn refused_stream_possible(&self) -> bool {
+        self.policy.num_retries > 0 && self.policy.retry_on.covers_refused_stream()
+    }
+
     /// Whether a retry after the request went out can happen for this request: only then is a
     /// body worth holding (skips the work of preparing one).
     pub fn resend_possible(&self) -> bool {

@@ -72,6 +72,16 @@ impl Downstream for H1Forward<'_> {
         Ok(true)
     }
 
+    fn body_arrived(&self) -> Option<u64> {
+        match self.head.body {
+            BodyFraming::Length(n) => {
+                let end = self.body_start.checked_add(usize::try_from(n).ok()?)?;
+                (self.conn.rbuf.len() >= end).then_some(n)
+            }
+            _ => None,
+        }
+    }
+
     async fn send_h1(
         &mut self,
         t: &Try<'_>,

@@ -79,6 +79,13 @@ impl Downstream for H2Forward<'_> {
         Ok(true)
     }
 
+    fn body_arrived(&self) -> Option<u64> {
+        match &self.held {
+            Some((data, _)) => Some(data.len() as u64),
+            None => self.stream.arrived(),
+        }
+    }
+
     async fn send_h1(
         &mut self,
         t: &Try<'_>,

@@ -326,8 +326,8 @@ fn a_post_is_retried_when_the_connection_is_refused() {
         rt.block_on(async {
             let mut send = clients::h2_connect(gw.addr, None).await;
             for i in 0..2 {
-                let req = http::Request::builder().method("POST").uri(format!("http://a/h2-{i}")).body(()).unwrap();
-                let resp = clients::h2_request(&mut send, req, Some(bytes::Bytes::from_static(b"hello"))).await;
+                let post = clients::h2_post("http", "a", &format!("/h2-{i}"));
+                let resp = clients::h2_request(&mut send, post, Some(bytes::Bytes::from_static(b"hello"))).await;
                 assert_eq!(resp.unwrap().status, 200, "{d}: HTTP/2 POST {i}");
             }
         });

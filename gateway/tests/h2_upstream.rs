@@ -191,7 +191,7 @@ fn refused_streams_are_retried_on(d: &str) {
     assert_eq!((resp.status, resp.body.as_slice()), (200, &b"hi"[..]));
     rt.block_on(async {
         let mut send = clients::h2_connect(gw.addr, None).await;
-        let post = http::Request::builder().method("POST").uri("http://a/refuse-once/h2-post").body(()).unwrap();
+        let post = clients::h2_post("http", "a", "/refuse-once/h2-post");
         let resp = clients::h2_request(&mut send, post, Some(Bytes::from_static(b"hello"))).await.unwrap();
         assert_eq!((resp.status, resp.body.as_slice()), (200, &b"hello"[..]));
     });
@@ -293,8 +293,8 @@ fn streams_an_upstream_goaway_left_unprocessed_are_retried_whatever_the_method()
         rt.block_on(async {
             let mut send = clients::h2_connect(gw.addr, None).await;
             for i in 0..2 {
-                let req = http::Request::builder().method("POST").uri(format!("http://a/h2-{i}")).body(()).unwrap();
-                let resp = clients::h2_request(&mut send, req, None).await.unwrap();
+                let post = clients::h2_post("http", "a", &format!("/h2-{i}"));
+                let resp = clients::h2_request(&mut send, post, None).await.unwrap();
                 assert_eq!(resp.status, 200, "{d}: HTTP/2 POST {i}");
             }
         });

@@ -184,3 +184,8 @@ pub async fn h2_request(
 pub fn h2_get(scheme: &str, host: &str, path: &str) -> http::Request<()> {
     http::Request::builder().method("GET").uri(format!("{scheme}://{host}{path}")).body(()).unwrap()
 }
+
+/// A POST request for `path` with authority `host` (its body is given to [`h2_request`]).
+pub fn h2_post(scheme: &str, host: &str, path: &str) -> http::Request<()> {
+    http::Request::builder().method("POST").uri(format!("{scheme}://{host}{path}")).body(()).unwrap()
+}

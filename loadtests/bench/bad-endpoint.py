@@ -1,17 +1,20 @@
 #!/usr/bin/env python3
-"""One bad endpoint of three, the gateway and nginx side by side, each with its defaults.
+"""One bad endpoint of three, the gateway, nginx and HAProxy side by side, each with its defaults.
 
 Two good origins answer "ok"; the third endpoint refuses connections (a port bound, then
 closed), resets every connection (SO_LINGER 0 after reading the request) or accepts and never
 answers. Each proxy is configured with only the three endpoints, round robin and, for the
 gateway, a 2 s route timeout (nginx has no whole-request timeout; its proxy_read_timeout
-defaults to 60 s). 200 GETs (or, with `--method POST`, POSTs of a 5-byte body) from 8
+defaults to 60 s; HAProxy needs its timeouts set: connect 5 s, client and server 60 s, and
+keeps its defaults otherwise: 3 retries on a connection failure, to the same server without
+`option redispatch`, no health checks). 200 GETs (or, with `--method POST`, POSTs of a 5-byte body) from 8
 concurrent keep-alive clients (HTTP/1.1). Prints, per proxy and case: successes, the requests
 that reached the bad endpoint (not countable when it refuses) and the good origins, attempts per
 request, the slowest request and the run's wall time.
 
     python3 loadtests/bench/bad-endpoint.py [--gateway target/release/gateway] [--nginx /usr/sbin/nginx]
-        [--method GET|POST] [--cases refusing,resetting,hanging] [--proxies gateway,nginx]
+        [--haproxy /usr/sbin/haproxy] [--method GET|POST] [--cases refusing,resetting,hanging]
+        [--proxies gateway,nginx,haproxy]
 
 A functional comparison, not a benchmark: debug and release builds give the same counts.
 """
@@ -151,6 +154,26 @@ http {{
 """
 
 
+def haproxy_config(port, endpoints):
+    servers = "".join(f"    server s{i} 127.0.0.1:{p}\n" for i, p in enumerate(endpoints))
+    return f"""global
+    nbthread 2
+
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+
+frontend main
+    bind 127.0.0.1:{port}
+    default_backend up
+
+backend up
+    balance roundrobin
+{servers}"""
+
+
 def wait_listening(port, limit=10.0):
     end = time.time() + limit
     while time.time() < end:
@@ -196,6 +219,11 @@ def run(proxy, binary, kind, method):
             f.write(gateway_config(port, endpoints))
         # --allow-root: the harness machines run everything as root.
         cmd = [binary, "run", "--allow-root", "--config", path]
+    elif proxy == "haproxy":
+        path = os.path.join(d, "haproxy.cfg")
+        with open(path, "w") as f:
+            f.write(haproxy_config(port, endpoints))
+        cmd = [binary, "-db", "-f", path]
     else:
         path = os.path.join(d, "nginx.conf")
         with open(path, "w") as f:
@@ -226,14 +254,16 @@ def main():
     p.add_argument("--gateway", default="target/release/gateway")
     p.add_argument("--nginx", default="/usr/sbin/nginx")
     p.add_argument("--cases", default="refusing,resetting,hanging")
-    p.add_argument("--proxies", default="gateway,nginx")
+    p.add_argument("--haproxy", default="/usr/sbin/haproxy")
+    p.add_argument("--proxies", default="gateway,nginx,haproxy")
     p.add_argument("--method", default="GET", choices=["GET", "POST"])
     a = p.parse_args()
     print("| proxy | method | bad endpoint | 200s | requests at the bad endpoint | at the good ones | attempts per request | slowest request | wall |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for kind in a.cases.split(","):
         for proxy in a.proxies.split(","):
-            run(proxy, a.gateway if proxy == "gateway" else a.nginx, kind, a.method)
+            binary = {"gateway": a.gateway, "nginx": a.nginx, "haproxy": a.haproxy}[proxy]
+            run(proxy, binary, kind, a.method)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ A functional comparison, not a benchmark: debug and release builds give the same
 import argparse
 import http.client
 import os
+import shutil
 import socket
 import struct
 import subprocess
@@ -240,6 +241,7 @@ def run(proxy, binary, kind, method):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+        shutil.rmtree(d, ignore_errors=True)
     ok = sum(1 for s, _ in results if s == 200)
     good_n = good[0].requests + good[1].requests
     bad_n = bad.requests if bad else None

@@ -276,29 +276,24 @@ async fn choose<D: Downstream>(
         let deadline = t.deadline;
         let grpc = down.ex().deadline.grpc;
         let mut retries = Retries::new(&action.retry, req.is_idempotent() && !t.websocket, req.bodyless());
-        // A body that a retry after sending would need again is read whole first (bounded).
-        if let (Body::Length(n), true) = (req.body, retries.resend_possible() && action.retry.retry_on.after_send()) {
-            if n <= action.retry.max_replay_bytes {
-                // Not `?`: the buffer and the request id go back below whatever happens.
-                match Box::pin(down.hold_body(t, n)).await {
-                    Ok(true) => retries.set_resendable(),
-                    Ok(false) => {}
-                    Err(refusal) => break 'tries Err(refusal.map(|r| (r, false))),
-                }
+        // The body is held (read whole first, bounded) when a retry would need it again: after
+        // sending, for an idempotent request whose policy retries then; or, whatever the
+        // method, after an HTTP/2 upstream refused the stream, when all of it has already
+        // arrived (held at no cost).
+        let hold = match req.body {
+            _ if retries.resendable() => None,
+            Body::Length(n) if retries.resend_possible() && action.retry.retry_on.after_send() => Some(n),
+            _ if retries.refused_stream_possible() && cluster.settings.protocol != UpstreamProtocol::Http1 => {
+                down.body_arrived()
             }
-        }
-        // A body already whole in memory is held at no cost: a request an HTTP/2 upstream
-        // never saw (a refused stream) can then be sent again whatever its method.
-        if !retries.resendable()
-            && retries.refused_stream_possible()
-            && cluster.settings.protocol != UpstreamProtocol::Http1
-        {
-            if let Some(n) = down.body_arrived().filter(|&n| n <= action.retry.max_replay_bytes) {
-                match Box::pin(down.hold_body(t, n)).await {
-                    Ok(true) => retries.set_resendable(),
-                    Ok(false) => {}
-                    Err(refusal) => break 'tries Err(refusal.map(|r| (r, false))),
-                }
+            _ => None,
+        };
+        if let Some(n) = hold.filter(|&n| n <= action.retry.max_replay_bytes) {
+            // Not `?`: the buffer and the request id go back below whatever happens.
+            match Box::pin(down.hold_body(t, n)).await {
+                Ok(true) => retries.set_resendable(),
+                Ok(false) => {}
+                Err(refusal) => break 'tries Err(refusal.map(|r| (r, false))),
             }
         }
         let sent_at = Instant::now();

@@ -179,9 +179,10 @@ pub const RETRY_NUM_RETRIES: u32 = 2;
 /// The most `routes[].retry.num_retries` may be.
 pub const MAX_NUM_RETRIES: i64 = 10;
 /// `routes[].retry.retry_on`: failures before any response byte (`connect-failure`,
-/// `refused-stream`, `reset`, which includes a per-try timeout). Only idempotent requests are
-/// ever retried, so resending one the upstream may have seen is safe (RFC 9110 §9.2.2); status
-/// answers (a 5xx, a shed 503) are not retried by default.
+/// `refused-stream`, `reset`, which includes a per-try timeout). A reset is retried only for
+/// idempotent requests, so resending one the upstream may have seen is safe (RFC 9110 §9.2.2);
+/// the other two, which the upstream never saw, for every method. Status answers (a 5xx, a
+/// shed 503) are not retried by default.
 pub const RETRY_ON: crate::model::RetryOn = crate::model::RetryOn::CONNECT_FAILURE
     .union(crate::model::RetryOn::REFUSED_STREAM)
     .union(crate::model::RetryOn::RESET);

@@ -464,9 +464,11 @@ pub struct ProxyAction {
     pub retry: RetryPolicy,
 }
 
-/// When and how a failed try is retried. Retries only ever go to idempotent requests (RFC 9110
-/// §9.2.2) whose body is absent or held whole in memory (`max_replay_bytes`), within the
-/// cluster's retry budget and the request's deadline, and to another endpoint when one exists.
+/// When and how a failed try is retried: a try the upstream never saw (a connect failure, a
+/// refused HTTP/2 stream) whatever the method, any other only for idempotent requests (RFC 9110
+/// §9.2.2); a body must be absent or held whole in memory (`max_replay_bytes`) unless nothing
+/// of it was sent; within the cluster's retry budget and the request's deadline, and to another
+/// endpoint when one exists.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RetryPolicy {
     pub retry_on: RetryOn,

@@ -4,8 +4,9 @@
 //! endpoints, round robin and a 2 s route timeout (no retry or outlier keys). 200 GETs from 8
 //! concurrent clients on keep-alive connections (HTTP/1.1, then HTTP/2 prior knowledge), on
 //! both I/O drivers, must all succeed; refusing and resetting cost at most 1.05 attempts per
-//! request. Also: a POST is retried after a refused connection but not after a reset, and a shed
-//! 503 is never retried.
+//! request. Also: a POST is retried after a refused connection but not after a reset, later
+//! POSTs avoid an endpoint whose last try was reset or timed out, and a shed 503 is never
+//! retried.
 //! Print the numbers with `cargo test -p gateway --test bad_endpoint -- --nocapture`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
@@ -337,6 +338,37 @@ fn a_post_is_retried_when_the_connection_is_refused() {
         let retries = gw.total("upstream_retries");
         assert!(retries >= 1, "{d}: round robin sent a first try to the refusing endpoint");
         assert!(retries <= 3, "{d}: {retries} retries; outlier detection ejects it after 3 refusals");
+    });
+}
+
+/// A POST cannot be retried after a reset or a timeout (the upstream may have acted on it), so
+/// once an endpoint's last try failed that way, POSTs go to the others until it answers again
+/// or `base_ejection_time` passes: one POST lost per worker, where waiting for the ejection
+/// (3 gateway errors in a row) lost 3. GETs, which are retried, still go to it, and their
+/// failures eject it.
+#[test]
+fn after_one_reset_or_timeout_posts_avoid_the_endpoint_and_gets_still_probe_it() {
+    each_driver(|d| {
+        for kind in [Bad::Resetting, Bad::Hanging] {
+            let (bad, a, b) = (BadOrigin::start(kind), Flaky::start(Mode::Ok), Flaky::start(Mode::Ok));
+            let gw = one_worker(d, &[bad.addr, a.addr, b.addr]);
+            let statuses: Vec<u16> = (0..12)
+                .map(|i| {
+                    let post = format!("POST /p{i} HTTP/1.1\r\nhost: a\r\ncontent-length: 5\r\n\r\nhello");
+                    exchange(gw.addr, post.as_bytes()).status
+                })
+                .collect();
+            let lost = if kind == Bad::Resetting { 502 } else { 504 };
+            assert_eq!(statuses[0], lost, "{d} {kind:?}: round robin starts at the bad endpoint: {statuses:?}");
+            assert!(statuses[1..].iter().all(|&s| s == 200), "{d} {kind:?}: {statuses:?}");
+            assert_eq!(bad.requests(), 1, "{d} {kind:?}: one POST reached the bad endpoint");
+            assert_eq!(a.attempts() + b.attempts(), 11, "{d} {kind:?}");
+            if kind == Bad::Resetting {
+                // GETs are retried after a reset: they still try it, and all succeed.
+                assert!((0..6).all(|i| get(gw.addr, &format!("/g{i}")).status == 200), "{d}");
+                assert!(bad.requests() > 1, "{d}: GETs still went to the suspect endpoint");
+            }
+        }
     });
 }
 

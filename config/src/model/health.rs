@@ -41,14 +41,16 @@ impl HealthCheck {
 /// per worker (shared-nothing: each worker ejects on what it saw itself).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct OutlierDetection {
-    /// When false, no endpoint is ever ejected passively.
+    /// When false, no endpoint is ever ejected passively (nor suspect: see below).
     pub enabled: bool,
     /// Consecutive 5xx responses that eject an endpoint; 0 turns this rule off.
     pub consecutive_5xx: u32,
     /// Consecutive gateway errors (connect failure, reset, timeout, protocol error) that eject
     /// an endpoint; 0 turns this rule off.
     pub consecutive_gateway_errors: u32,
-    /// An ejection lasts this times the number of times the endpoint was ejected...
+    /// An ejection lasts this times the number of times the endpoint was ejected... Also how
+    /// long an endpoint whose last try ended in a gateway error stays suspect (unless it answers
+    /// first): requests that could not be retried after a failure go to another endpoint.
     #[serde(serialize_with = "ser::duration")]
     pub base_ejection_time: Duration,
     /// ...capped at this (at least `base_ejection_time`).

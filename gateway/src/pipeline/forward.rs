@@ -303,7 +303,8 @@ async fn choose<D: Downstream>(
         let mut expired_cut = None;
         let mut first_try = true;
         loop {
-            let Some(inflight) = cluster.pick_with(&worker.rng, PickHints { hash, avoid }) else {
+            let careful = !retries.retriable_after_send();
+            let Some(inflight) = cluster.pick_with(&worker.rng, PickHints { hash, avoid, careful }) else {
                 break 'tries Err(Some((Refusal::NO_HEALTHY_UPSTREAM, false)));
             };
             let index = inflight.index();

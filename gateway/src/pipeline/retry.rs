@@ -71,6 +71,14 @@ impl<'a> Retries<'a> {
         self.idempotent && self.policy.num_retries > 0 && !self.policy.retry_on.is_empty()
     }
 
+    /// Whether the next try could be retried if it failed after the request went out (a reset
+    /// or a timeout): an idempotent request whose body is absent or held, with a retry left
+    /// that the policy makes on a reset. Other requests are careful with suspect endpoints
+    /// (`PickHints::careful`).
+    pub fn retriable_after_send(&self) -> bool {
+        self.idempotent && self.resendable && self.done < self.policy.num_retries && self.policy.retry_on.covers_reset()
+    }
+
     /// The deadline of the next try, which starts `now`, within the request's (`deadline`): the
     /// route's `per_try_timeout` from now; without one, the adaptive per-try timeout from `latency`
     /// (the cluster's, on a route with timeout `route_timeout`; `None` when no other endpoint

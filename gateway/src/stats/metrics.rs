@@ -392,6 +392,12 @@ pub const CLUSTER_PANIC_PICKS: Family = Family {
     labels: &["cluster", "worker"],
     help: "Requests sent to an endpoint although none was eligible (all_unhealthy = \"panic\").",
 };
+pub const CLUSTER_SUSPECTS_PASSED_OVER: Family = Family {
+    name: "gateway_cluster_suspects_passed_over_total",
+    kind: Kind::Counter,
+    labels: &["cluster", "worker"],
+    help: "Requests that could not be retried after a failure (a POST, a body not held) sent to another endpoint than the balancer's choice, whose last try ended in a gateway error (outlier detection's suspect endpoints).",
+};
 pub const CLUSTER_TRY_TIMEOUTS: Family = Family {
     name: "gateway_cluster_try_timeouts_total",
     kind: Kind::Counter,
@@ -565,6 +571,7 @@ pub const FAMILIES: &[Family] = &[
     CLUSTER_EJECTIONS,
     CLUSTER_EJECTED,
     CLUSTER_PANIC_PICKS,
+    CLUSTER_SUSPECTS_PASSED_OVER,
     CLUSTER_TRY_TIMEOUTS,
     HEALTH_CHECKS,
     HEALTH_TRANSITIONS,

@@ -99,6 +99,8 @@ pub struct ClusterMetrics {
     panic_picks: Counter,
     /// Tries abandoned at their per-try timeout, before the route timeout.
     try_timeouts: Counter,
+    /// Requests that could not be retried kept away from a suspect endpoint.
+    suspects_passed_over: Counter,
 }
 
 /// One worker's registry of route and cluster metric sets. The worker calls [`Self::route`] and
@@ -309,6 +311,11 @@ impl ClusterMetrics {
         self.try_timeouts.inc();
     }
 
+    /// Counts a request kept away from a suspect endpoint. Owning worker only.
+    pub fn suspect_passed_over(&self) {
+        self.suspects_passed_over.inc();
+    }
+
     /// Ejections, indexed like `EjectReason::ALL`.
     pub fn ejections(&self) -> [u64; 2] {
         self.ejections.each_ref().map(Counter::value)
@@ -325,6 +332,10 @@ impl ClusterMetrics {
 
     pub fn try_timeouts(&self) -> u64 {
         self.try_timeouts.value()
+    }
+
+    pub fn suspects_passed_over(&self) -> u64 {
+        self.suspects_passed_over.value()
     }
 
     /// Failures, indexed like [`FailureReason::ALL`].

@@ -107,11 +107,16 @@ fn least_loaded<C: Candidate>(endpoints: &[C], start: usize) -> Option<usize> {
 
 /// The least loaded eligible endpoint other than `avoid`, scanning from `start`.
 pub fn least_loaded_except<C: Candidate>(endpoints: &[C], start: usize, avoid: usize) -> Option<usize> {
+    least_loaded_where(endpoints, start, |i| i != avoid)
+}
+
+/// The least loaded eligible endpoint whose index passes `keep`, scanning from `start`.
+pub fn least_loaded_where<C: Candidate>(endpoints: &[C], start: usize, keep: impl Fn(usize) -> bool) -> Option<usize> {
     let n = endpoints.len();
     let mut best: Option<usize> = None;
     for k in 0..n {
         let i = (start + k) % n;
-        if i == avoid || !endpoints.get(i).is_some_and(|e| e.eligible()) {
+        if !keep(i) || !endpoints.get(i).is_some_and(|e| e.eligible()) {
             continue;
         }
         best = match best {

@@ -412,6 +412,11 @@ pub struct PickHints {
     pub hash: Option<u64>,
     /// An endpoint index not to pick when another eligible one exists (a retry's last try).
     pub avoid: Option<usize>,
+    /// The try could not be retried if it failed after the request went out (a method that is
+    /// not idempotent, a body not held, no retry left): a suspect endpoint (its last try ended
+    /// in a gateway error, see `outlier`) is passed over when an eligible one that is not
+    /// suspect exists.
+    pub careful: bool,
 }
 
 /// How one try against an endpoint ended: feeds outlier detection and latency-aware balancing.

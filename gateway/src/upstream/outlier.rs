@@ -14,6 +14,13 @@
 //!   every request into a 503 even while the endpoint still serves some requests; active
 //!   health checks decide that case instead;
 //! - an ejected endpoint returns when its time is up, with its counters cleared;
+//! - before any rule trips, an endpoint whose last try ended in a gateway error is *suspect*
+//!   for `base_ejection_time` after that error, or until it answers: the balancers pass it over
+//!   for a request that could not be retried if its try failed after the request went out (a
+//!   POST, a body not held), when an eligible endpoint that is not suspect exists
+//!   ([`OutlierState::suspect`], `upstream::pick`). Requests that can be retried still go
+//!   to it, and their outcomes clear or confirm the suspicion. One error costs such requests
+//!   nothing more, where nginx (`max_fails = 1`) takes the endpoint out for everyone;
 //! - the multiplier ("times ejected") resets after a quiet period: an endpoint that stays in
 //!   for `max_ejection_time` after returning starts again from `base_ejection_time`.
 //!
@@ -37,6 +44,8 @@ pub struct OutlierState {
     ejected_until: Cell<Option<Instant>>,
     times_ejected: Cell<u32>,
     returned_at: Cell<Option<Instant>>,
+    /// When the last gateway error of the current streak (`consecutive_gateway` > 0) happened.
+    last_gateway_error: Cell<Option<Instant>>,
 }
 
 /// What the cluster-level functions need of an endpoint.
@@ -88,6 +97,22 @@ impl OutlierState {
         self.ejected_until.set(old.ejected_until.get());
         self.times_ejected.set(old.times_ejected.get());
         self.returned_at.set(old.returned_at.get());
+        self.last_gateway_error.set(old.last_gateway_error.get());
+    }
+
+    /// Whether the endpoint's last try ended in a gateway error (connect failure, reset,
+    /// timeout, protocol error) and nothing has answered since: the cheap half of
+    /// [`Self::suspect`], with no clock read.
+    #[inline]
+    pub fn in_error_streak(&self) -> bool {
+        self.consecutive_gateway.get() > 0
+    }
+
+    /// Whether the endpoint is suspect at `now`: its last try ended in a gateway error less
+    /// than `window` (the cluster's `base_ejection_time`) ago, and no response came since.
+    pub fn suspect(&self, now: Instant, window: Duration) -> bool {
+        self.in_error_streak()
+            && self.last_gateway_error.get().is_some_and(|t| now.saturating_duration_since(t) < window)
     }
 
     /// Counts `outcome`; returns the rule it trips, if any. Outcomes of requests that were in
@@ -112,6 +137,7 @@ impl OutlierState {
                 (s.consecutive_5xx != 0 && n >= s.consecutive_5xx).then_some(EjectReason::Consecutive5xx)
             }
             _ => {
+                self.last_gateway_error.set(Some(Instant::now()));
                 let g = bump(&self.consecutive_gateway);
                 let n = bump(&self.consecutive_5xx);
                 if s.consecutive_gateway_errors != 0 && g >= s.consecutive_gateway_errors {

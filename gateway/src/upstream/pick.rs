@@ -1,7 +1,9 @@
 //! Picking an endpoint of a cluster on one worker, and what a try's outcome feeds back.
 //!
 //! Every balancer chooses among eligible endpoints only (healthy and not ejected, see the
-//! parent module), away from `PickHints::avoid` when another eligible endpoint exists. With no
+//! parent module), away from `PickHints::avoid` when another eligible endpoint exists, and,
+//! for a request that could not be retried after it went out (`PickHints::careful`), away
+//! from a suspect endpoint (`outlier`) when one that is not suspect is eligible. With no
 //! eligible endpoint, `all_unhealthy = "panic"` picks again with every endpoint counting as
 //! eligible; `"fail"` returns `None` and the forwarders answer a fast 503.
 
@@ -42,8 +44,34 @@ impl ClusterState {
         Some(InFlight { cluster: Rc::clone(self), index, started })
     }
 
-    /// The balancer's choice among eligible endpoints, away from `hints.avoid` when possible.
+    /// The balancer's choice among eligible endpoints, away from `hints.avoid` when possible;
+    /// for a careful request, away from a suspect endpoint when one that is not suspect is
+    /// eligible (the least loaded of those).
     fn choose(&self, rng: &XorShift, hints: PickHints) -> Option<usize> {
+        let chosen = self.choose_by_balancer(rng, hints)?;
+        let suspect = |i: usize, now: std::time::Instant| {
+            self.endpoints
+                .get(i)
+                .is_some_and(|e| e.outlier.suspect(now, self.settings.outlier_detection.base_ejection_time))
+        };
+        // No clock read unless the chosen endpoint's last try failed.
+        if !hints.careful || !self.endpoints.get(chosen).is_some_and(|e| e.outlier.in_error_streak()) {
+            return Some(chosen);
+        }
+        let now = std::time::Instant::now();
+        if !suspect(chosen, now) {
+            return Some(chosen);
+        }
+        let sound = balancer::least_loaded_where(&self.endpoints, rng.below(self.endpoints.len()), |i| {
+            i != chosen && Some(i) != hints.avoid && !suspect(i, now)
+        });
+        if sound.is_some() {
+            self.metrics.suspect_passed_over();
+        }
+        Some(sound.unwrap_or(chosen))
+    }
+
+    fn choose_by_balancer(&self, rng: &XorShift, hints: PickHints) -> Option<usize> {
         if let Some(avoid) = hints.avoid.filter(|_| self.endpoints.len() > 1) {
             let other = balancer::least_loaded_except(&self.endpoints, rng.below(self.endpoints.len()), avoid);
             if other.is_some() {

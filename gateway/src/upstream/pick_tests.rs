@@ -44,13 +44,13 @@ fn no_balancer_picks_an_unhealthy_or_ejected_endpoint() {
         };
         f.record(Outcome::Response(503));
         drop(f);
-        let hash = |k: u64| PickHints { hash: Some(hashkey::mix64(k)), avoid: None };
+        let hash = |k: u64| PickHints { hash: Some(hashkey::mix64(k)), avoid: None, careful: false };
         let got = picks(&c, &rng, hash, 400);
         assert_eq!(got.len(), 400, "{balancer}");
         assert!(got.iter().all(|&i| i == 0 || i == 3), "{balancer}: {got:?}");
         assert!(got.contains(&0) && got.contains(&3), "{balancer}");
         // `avoid` is honoured while another eligible endpoint exists.
-        let away = picks(&c, &rng, |k| PickHints { hash: Some(k), avoid: Some(0) }, 50);
+        let away = picks(&c, &rng, |k| PickHints { hash: Some(k), avoid: Some(0), careful: false }, 50);
         assert!(away.iter().all(|&i| i == 3), "{balancer}: {away:?}");
     }
 }
@@ -63,9 +63,10 @@ fn all_unhealthy_fails_or_panics() {
         mark_unhealthy(&registry, 0);
         mark_unhealthy(&registry, 1);
         let rng = XorShift::new(5);
-        assert!(fail.pick_with(&rng, PickHints { hash: Some(1), avoid: None }).is_none(), "{balancer}");
+        assert!(fail.pick_with(&rng, PickHints { hash: Some(1), avoid: None, careful: false }).is_none(), "{balancer}");
         let panic = cluster(&registry, 2, &format!("balancer = \"{balancer}\"\nall_unhealthy = \"panic\""));
-        let got = picks(&panic, &rng, |k| PickHints { hash: Some(hashkey::mix64(k)), avoid: None }, 100);
+        let got =
+            picks(&panic, &rng, |k| PickHints { hash: Some(hashkey::mix64(k)), avoid: None, careful: false }, 100);
         assert_eq!(got.len(), 100, "{balancer}");
         assert_eq!(panic.metrics.panic_picks(), 100, "{balancer}");
         assert!(!panic.panic.get(), "the panic flag is cleared after the pick");
@@ -78,7 +79,7 @@ fn maglev_clusters_built_apart_agree_and_skip_only_the_ineligible() {
     let (ra, rb) = (HealthRegistry::default(), HealthRegistry::default());
     let (a, b) = (cluster(&ra, 5, keys), cluster(&rb, 5, keys));
     let rng = XorShift::new(1);
-    let hints = |k: u64| PickHints { hash: Some(hashkey::mix64(k)), avoid: None };
+    let hints = |k: u64| PickHints { hash: Some(hashkey::mix64(k)), avoid: None, careful: false };
     let before = picks(&a, &rng, hints, 2000);
     assert_eq!(before, picks(&b, &rng, hints, 2000));
     mark_unhealthy(&rb, 3);
@@ -172,4 +173,59 @@ proptest::proptest! {
             }
         }
     }
+}
+
+/// Records `outcome` on a try that the balancer sent to endpoint `index`.
+fn record_on(c: &Rc<ClusterState>, rng: &XorShift, index: usize, outcome: Outcome) {
+    let f = (0..10_000).map(|_| c.pick_with(rng, PickHints::default()).unwrap()).find(|f| f.index() == index).unwrap();
+    f.record(outcome);
+}
+
+/// An endpoint whose last try ended in a gateway error is passed over by requests that could
+/// not be retried (careful), by every balancer, while one that is not suspect is eligible;
+/// requests that can be retried still reach it; an answer or the window's end clears it.
+#[test]
+fn careful_requests_pass_over_an_endpoint_whose_last_try_failed() {
+    let careful = |k: u64| PickHints { hash: Some(hashkey::mix64(k)), avoid: None, careful: true };
+    let bold = |k: u64| PickHints { hash: Some(hashkey::mix64(k)), avoid: None, careful: false };
+    for balancer in BALANCERS {
+        let registry = HealthRegistry::default();
+        let c = cluster(&registry, 3, &format!("balancer = \"{balancer}\""));
+        let rng = XorShift::new(5);
+        for outcome in [Outcome::Reset, Outcome::Timeout, Outcome::ConnectFailure, Outcome::Protocol] {
+            record_on(&c, &rng, 1, outcome);
+            let got = picks(&c, &rng, careful, 300);
+            assert!(got.len() == 300 && !got.contains(&1), "{balancer} {outcome:?}: {got:?}");
+            assert!(picks(&c, &rng, bold, 300).contains(&1), "{balancer}: retriable requests still go there");
+            // A response (any status below 500) ends the suspicion.
+            record_on(&c, &rng, 1, Outcome::Response(404));
+            assert!(picks(&c, &rng, careful, 300).contains(&1), "{balancer} {outcome:?}: cleared by an answer");
+        }
+        // A 5xx answer is an answer: not suspect (consecutive_5xx counts it).
+        record_on(&c, &rng, 2, Outcome::Response(503));
+        assert!(picks(&c, &rng, careful, 300).contains(&2), "{balancer}");
+        assert!(c.metrics.suspects_passed_over() >= 4 * 50, "{balancer}: {}", c.metrics.suspects_passed_over());
+    }
+}
+
+#[test]
+fn careful_requests_still_get_an_endpoint_when_every_one_is_suspect_and_suspicion_ends() {
+    let registry = HealthRegistry::default();
+    // base_ejection_time is the window; two errors in a row stay below the default 3.
+    let c =
+        cluster(&registry, 2, "outlier_detection = { base_ejection_time = \"300ms\", max_ejection_time = \"300ms\" }");
+    let rng = XorShift::new(3);
+    let careful = |_| PickHints { careful: true, ..PickHints::default() };
+    record_on(&c, &rng, 0, Outcome::Reset);
+    record_on(&c, &rng, 1, Outcome::Reset);
+    let got = picks(&c, &rng, careful, 100);
+    assert!(got.len() == 100 && got.contains(&0) && got.contains(&1), "{got:?}");
+    record_on(&c, &rng, 1, Outcome::Response(200));
+    assert!(picks(&c, &rng, careful, 100).iter().all(|&i| i == 1));
+    std::thread::sleep(std::time::Duration::from_millis(350));
+    assert!(picks(&c, &rng, careful, 100).contains(&0), "the window ended");
+    // Outlier detection off: nothing is suspect.
+    let off = cluster(&registry, 2, "outlier_detection = { enabled = false }");
+    record_on(&off, &rng, 0, Outcome::Reset);
+    assert!(picks(&off, &rng, careful, 100).contains(&0));
 }

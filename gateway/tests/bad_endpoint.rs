@@ -372,6 +372,30 @@ fn after_one_reset_or_timeout_posts_avoid_the_endpoint_and_gets_still_probe_it()
     });
 }
 
+/// An endpoint that never answers a SYN (a host gone behind a firewall), with a route timeout
+/// (2 s) shorter than the connect timeout (3 s by default): the connect is cut at half the time
+/// left, so a POST, which nothing was sent of, is retried on the good endpoint within its
+/// timeout; before, the connect took the whole 2 s and the POST was answered 504. The next POST
+/// passes the suspect endpoint over.
+#[test]
+fn a_connect_to_an_unreachable_endpoint_leaves_time_for_a_retry() {
+    each_driver(|d| {
+        let (bad, ok) = (Unreachable::start(), Flaky::start(Mode::Ok));
+        let gw = one_worker(d, &[bad.addr, ok.addr]);
+        let started = Instant::now();
+        let post = exchange(gw.addr, b"POST /p0 HTTP/1.1\r\nhost: a\r\ncontent-length: 5\r\n\r\nhello");
+        let took = started.elapsed();
+        assert_eq!(post.status, 200, "{d}: retried after the connect was cut ({took:?})");
+        assert!(took >= Duration::from_millis(900) && took < Duration::from_millis(1900), "{d}: {took:?}");
+        let started = Instant::now();
+        let post = exchange(gw.addr, b"POST /p1 HTTP/1.1\r\nhost: a\r\ncontent-length: 5\r\n\r\nhello");
+        assert_eq!(post.status, 200, "{d}");
+        assert!(started.elapsed() < Duration::from_millis(500), "{d}: the suspect endpoint was passed over");
+        assert!(ok.seen().iter().all(|s| s.method == "POST" && s.body == b"hello"), "{d}");
+        assert_eq!(ok.attempts(), 2, "{d}");
+    });
+}
+
 #[test]
 fn a_shed_503_and_a_plain_503_are_not_retried_by_default() {
     for mode in [Mode::Shed, Mode::Unavailable] {

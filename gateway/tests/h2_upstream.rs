@@ -343,3 +343,30 @@ fn http2_upstream_5xx_is_retried_like_http1_and_shed_503s_are_not() {
         }
     });
 }
+
+/// An HTTP/2 cluster with an endpoint that never answers a SYN, a route timeout (2 s) below the
+/// connect timeout (3 s): the stream's wait for a connection is cut at half the time left, a
+/// connect failure, so a POST (nothing sent) is retried on the other endpoint in time.
+#[test]
+fn an_unreachable_h2_endpoint_leaves_a_post_time_for_a_retry() {
+    each_driver(|d| {
+        let (bad, origin) = (Unreachable::start(), H2Origin::start(None));
+        let text = config(d, bad.addr, "", "")
+            .replace(
+                &format!("endpoints = [\"{}\"]", bad.addr),
+                &format!("endpoints = [\"{}\", \"{}\"]", bad.addr, origin.addr),
+            )
+            .replace(
+                "connect_timeout = \"1s\"\n",
+                "connect_timeout = \"3s\"\nprotocol = \"h2\"\nbalancer = \"round_robin\"\n",
+            );
+        let gw = TestGateway::start(&text);
+        let started = std::time::Instant::now();
+        let post = exchange(gw.addr, b"POST /p HTTP/1.1\r\nhost: a\r\ncontent-length: 5\r\n\r\nhello");
+        let took = started.elapsed();
+        assert_eq!(post.status, 200, "{d}: ({took:?})");
+        assert!(took >= Duration::from_millis(900) && took < Duration::from_millis(1900), "{d}: {took:?}");
+        let seen = origin.seen();
+        assert!(seen.len() == 1 && seen[0].method == "POST", "{d}: {}", seen.len());
+    });
+}

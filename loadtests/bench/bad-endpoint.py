@@ -2,8 +2,9 @@
 """One bad endpoint of three, the gateway, nginx and HAProxy side by side, each with its defaults.
 
 Two good origins answer "ok"; the third endpoint refuses connections (a port bound, then
-closed), resets every connection (SO_LINGER 0 after reading the request) or accepts and never
-answers. Each proxy is configured with only the three endpoints, round robin and, for the
+closed), resets every connection (SO_LINGER 0 after reading the request), accepts and never
+answers, or (`unreachable`, not in the default cases) never answers a SYN, like a host gone
+behind a firewall (a listener whose accept queue is full). Each proxy is configured with only the three endpoints, round robin and, for the
 gateway, a 2 s route timeout (nginx has no whole-request timeout; its proxy_read_timeout
 defaults to 60 s; HAProxy needs its timeouts set: connect 5 s, client and server 60 s, and
 keeps its defaults otherwise: 3 retries on a connection failure, to the same server without
@@ -13,7 +14,7 @@ that reached the bad endpoint (not countable when it refuses) and the good origi
 request, the slowest request and the run's wall time.
 
     python3 loadtests/bench/bad-endpoint.py [--gateway target/release/gateway] [--nginx /usr/sbin/nginx]
-        [--haproxy /usr/sbin/haproxy] [--method GET|POST] [--cases refusing,resetting,hanging]
+        [--haproxy /usr/sbin/haproxy] [--method GET|POST] [--cases refusing,resetting,hanging,unreachable]
         [--proxies gateway,nginx,haproxy]
 
 A functional comparison, not a benchmark: debug and release builds give the same counts.
@@ -101,9 +102,34 @@ class Origin:
             conn.close()
 
 
+class Unreachable:
+    """An endpoint whose SYNs go unanswered, like a host gone behind a firewall: a listener with
+    a full accept queue (backlog 0, filled, never accepted) drops every further SYN, so a
+    connect to it waits until the connecting side gives up."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(0)
+        self.port = self.sock.getsockname()[1]
+        self.fill = []
+        for _ in range(4):
+            c = socket.socket()
+            c.setblocking(False)
+            try:
+                c.connect(("127.0.0.1", self.port))
+            except BlockingIOError:
+                pass
+            self.fill.append(c)
+        time.sleep(0.2)
+
+
 def bad_endpoint(kind):
     if kind == "refusing":
         return None, free_port()
+    if kind == "unreachable":
+        u = Unreachable()
+        return u, u.port
     o = Origin("reset" if kind == "resetting" else "hang")
     return o, o.port
 
@@ -244,10 +270,10 @@ def run(proxy, binary, kind, method):
         shutil.rmtree(d, ignore_errors=True)
     ok = sum(1 for s, _ in results if s == 200)
     good_n = good[0].requests + good[1].requests
-    bad_n = bad.requests if bad else None
+    bad_n = getattr(bad, "requests", None)
     attempts = f"{(good_n + bad_n) / REQUESTS:.3f}" if bad_n is not None else "n/a"
     slowest = max(t for _, t in results)
-    bad_text = "n/a (refused)" if bad_n is None else str(bad_n)
+    bad_text = str(bad_n) if bad_n is not None else "n/a (never connected)" if kind == "unreachable" else "n/a (refused)"
     print(f"| {proxy} | {method} | {kind} | {ok}/{REQUESTS} | {bad_text} | {good_n} | {attempts} | {slowest:.3f} s | {wall:.2f} s |", flush=True)
 
 

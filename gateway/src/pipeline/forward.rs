@@ -101,6 +101,9 @@ pub struct Try<'a> {
     /// The request's deadline and this try's.
     pub deadline: Instant,
     pub try_deadline: Instant,
+    /// The longest this try may wait for a connection (or an HTTP/2 stream) before giving up:
+    /// the cluster's `connect_timeout`, or less (see `connect_limit`).
+    pub connect_limit: std::time::Duration,
     pub websocket: bool,
 }
 
@@ -173,7 +176,9 @@ pub async fn forward<D: Downstream>(
 ) -> D::Done {
     let Forward { action, mut permit, deadline, websocket } = fwd;
     let deadline = Instant::from_std(deadline);
-    let t = Try { worker, local, req, action, deadline, try_deadline: deadline, websocket };
+    let connect_limit =
+        local.clusters.get(action.cluster).map_or(DEFAULT_CONNECT_TIMEOUT, |c| c.settings.connect_timeout);
+    let t = Try { worker, local, req, action, deadline, try_deadline: deadline, connect_limit, websocket };
     down.ex().cluster = Some(action.cluster);
     worker.stats.upstream_requests_active.inc();
     // Matched whole, with no wait inside the match: a value still (partly) held there would
@@ -316,10 +321,12 @@ async fn choose<D: Downstream>(
             // The first try starts as the request is sent (one clock read fewer).
             let try_start = if std::mem::take(&mut first_try) { sent_at } else { Instant::now() };
             // An adaptive cut only helps when the retry can go to another endpoint.
-            let latency = cluster.has_other_eligible(index).then_some(&cluster.head_latency);
+            let other = cluster.has_other_eligible(index);
+            let latency = other.then_some(&cluster.head_latency);
             let (try_deadline, cut) = retries.try_deadline(try_start, deadline, latency, action.timeout);
-            let tt = Try { try_deadline, ..*t };
             let remaining = deadline.saturating_duration_since(try_start);
+            let connect_limit = connect_limit(t.connect_limit, remaining, other && retries.connect_retry_possible());
+            let tt = Try { try_deadline, connect_limit, ..*t };
             let mut result = Err(UpstreamError::Http1Only);
             // WebSocket needs an HTTP/1.1 connection to take over: never on an HTTP/2 pool.
             if let (Some(h2ep), false) = (endpoint.h2().cloned(), t.websocket) {
@@ -422,8 +429,7 @@ async fn try_h1<D: Downstream>(
     started: Instant,
 ) -> Result<Response, UpstreamError> {
     let server = &t.local.snap.config.server;
-    let connect_timeout = t.local.clusters.get(t.action.cluster).map(|c| c.settings.connect_timeout);
-    let connect_timeout = connect_timeout.unwrap_or(std::time::Duration::from_secs(3));
+    let connect_timeout = t.connect_limit;
     let replayable = t.req.bodyless() && t.req.is_idempotent();
     let mut retried = false;
     // The try's deadline, for the request's write and the response head's read alike: one
@@ -461,6 +467,29 @@ async fn try_h1<D: Downstream>(
         retry_if_stale(t.worker, err, reused && replayable, &mut retried)?;
     }
 }
+
+/// `connect_timeout` when no other endpoint could take the request after a failed connect
+/// (`retry_elsewhere` false: none is eligible, or no retry is left), else at most half of the
+/// request's `remaining` time: nothing is sent before the connection exists, so a failed
+/// connect is retried whatever the method, and it must leave that retry the time to run. A
+/// connect cut before the request's deadline is a connect failure, not a timeout. With the
+/// defaults (`connect_timeout` 3 s, route timeout 15 s) this cuts nothing; with a route timeout
+/// of 2 s, an unreachable endpoint (SYNs unanswered) costs a POST 1 s instead of the whole 2 s
+/// and the answer (`loadtests/results/bad-endpoint-suspects-20261206.md`).
+fn connect_limit(
+    connect_timeout: std::time::Duration,
+    remaining: std::time::Duration,
+    retry_elsewhere: bool,
+) -> std::time::Duration {
+    if retry_elsewhere {
+        connect_timeout.min(remaining / 2)
+    } else {
+        connect_timeout
+    }
+}
+
+/// The cluster's `connect_timeout` when its state is missing (a reload removed it mid-request).
+const DEFAULT_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// What a failed try means for retrying; `None` when it is not retried at all (the client's
 /// body failed, the cluster is at its cap).

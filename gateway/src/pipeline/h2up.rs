@@ -46,15 +46,22 @@ pub async fn send_head(
     req: http::Request<()>,
     end_of_stream: bool,
     deadline: Instant,
+    connect_limit: std::time::Duration,
 ) -> Result<(H2Stream, h2::client::ResponseFuture, Option<SendStream<Bytes>>), UpstreamError> {
     let left = deadline.saturating_duration_since(Instant::now());
-    let mut stream = match crate::runtime::timeout(left, endpoint.acquire()).await {
+    let mut stream = match crate::runtime::timeout(left.min(connect_limit), endpoint.acquire()).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             if !matches!(e, H2Error::Busy) {
                 worker.stats.upstream_connect_errors.inc();
             }
             return Err(acquire_error(e));
+        }
+        // Cut before the try's deadline: nothing was sent, a connect failure (retried whatever
+        // the method, see `forward::connect_limit`).
+        Err(_) if connect_limit < left => {
+            worker.stats.upstream_connect_errors.inc();
+            return Err(UpstreamError::Connect(std::io::ErrorKind::TimedOut.into()));
         }
         Err(_) => return Err(UpstreamError::Timeout),
     };

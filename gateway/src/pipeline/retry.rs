@@ -79,6 +79,12 @@ impl<'a> Retries<'a> {
         self.idempotent && self.resendable && self.done < self.policy.num_retries && self.policy.retry_on.covers_reset()
     }
 
+    /// Whether a connect failure of the next try would be retried (retries left, and the
+    /// policy retries connect failures), budget permitting.
+    pub fn connect_retry_possible(&self) -> bool {
+        self.done < self.policy.num_retries && self.policy.retry_on.covers_connect_failure()
+    }
+
     /// The deadline of the next try, which starts `now`, within the request's (`deadline`): the
     /// route's `per_try_timeout` from now; without one, the adaptive per-try timeout from `latency`
     /// (the cluster's, on a route with timeout `route_timeout`; `None` when no other endpoint

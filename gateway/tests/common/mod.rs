@@ -87,6 +87,35 @@ connect_timeout = "1s"
     )
 }
 
+/// An endpoint whose SYNs go unanswered, like a host gone behind a firewall: a listener with
+/// backlog 0 whose accept queue is filled and never accepted, so the kernel drops every further
+/// SYN and a connect to it waits until the connecting side gives up.
+pub struct Unreachable {
+    pub addr: SocketAddr,
+    _listener: socket2::Socket,
+    _fill: Vec<socket2::Socket>,
+}
+
+impl Unreachable {
+    pub fn start() -> Self {
+        use socket2::{Domain, Socket, Type};
+        let listener = Socket::new(Domain::IPV4, Type::STREAM, None).expect("socket");
+        listener.bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into()).expect("bind");
+        listener.listen(0).expect("listen");
+        let addr = listener.local_addr().expect("addr").as_socket().expect("inet");
+        let fill: Vec<Socket> = (0..4)
+            .map(|_| {
+                let s = Socket::new(Domain::IPV4, Type::STREAM, None).expect("socket");
+                s.set_nonblocking(true).expect("nonblocking");
+                let _ = s.connect(&addr.into());
+                s
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(100));
+        Self { addr, _listener: listener, _fill: fill }
+    }
+}
+
 pub fn origin() -> Origin {
     Origin::spawn("127.0.0.1:0", OriginConfig::default()).expect("origin")
 }

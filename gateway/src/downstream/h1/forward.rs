@@ -149,7 +149,8 @@ impl Downstream for H1Forward<'_> {
         let server = &t.local.snap.config.server;
         self.conn.rpos = self.body_start;
         let no_body = self.head.body == BodyFraming::None;
-        let (slot, response, tx) = h2up::send_head(t.worker, endpoint, up, no_body, t.try_deadline).await?;
+        let (slot, response, tx) =
+            h2up::send_head(t.worker, endpoint, up, no_body, t.try_deadline, t.connect_limit).await?;
         if let Some(mut tx) = tx {
             let conn = &mut *self.conn;
             let source = match self.head.body {

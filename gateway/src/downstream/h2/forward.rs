@@ -126,7 +126,8 @@ impl Downstream for H2Forward<'_> {
             return Box::pin(self.try_h2_held(t, endpoint, up, data, trailers)).await;
         }
         let no_body = self.stream.is_end_stream();
-        let (slot, response, tx) = h2up::send_head(t.worker, endpoint, up, no_body, t.try_deadline).await?;
+        let (slot, response, tx) =
+            h2up::send_head(t.worker, endpoint, up, no_body, t.try_deadline, t.connect_limit).await?;
         // The body (if any) is pumped while the response comes back (a stream both ways); a
         // bodyless request can be sent again when the upstream refused the stream (not
         // processed, RFC 9113 §8.7).
@@ -177,7 +178,8 @@ impl H2Forward<'_> {
         trailers: Option<http::HeaderMap>,
     ) -> Result<Response, UpstreamError> {
         let no_body = data.is_empty() && trailers.is_none();
-        let (slot, response, tx) = h2up::send_head(t.worker, endpoint, up, no_body, t.try_deadline).await?;
+        let (slot, response, tx) =
+            h2up::send_head(t.worker, endpoint, up, no_body, t.try_deadline, t.connect_limit).await?;
         if let Some(mut tx) = tx {
             let left = t.try_deadline.saturating_duration_since(Instant::now());
             let sent = crate::runtime::timeout(left, crate::codec::h2io::send_data(&mut tx, data, trailers.is_none()))

@@ -30,6 +30,27 @@ fn gateway(driver: &str, origin: &H2Origin, cluster_extra: &str) -> TestGateway 
     TestGateway::start(&text)
 }
 
+/// A gateway (listener `main` also speaking h2c) whose default route goes over HTTP/2 to
+/// `first` and `second`, round robin, with `connect_timeout`.
+fn two_endpoints(
+    driver: &str,
+    first: std::net::SocketAddr,
+    second: std::net::SocketAddr,
+    connect_timeout: &str,
+) -> TestGateway {
+    let text = config(driver, first, "", "")
+        .replace(
+            "name = \"main\"\naddress = \"127.0.0.1:0\"\n",
+            "name = \"main\"\naddress = \"127.0.0.1:0\"\nprotocols = [\"http/1.1\", \"h2\"]\n",
+        )
+        .replace(&format!("endpoints = [\"{first}\"]"), &format!("endpoints = [\"{first}\", \"{second}\"]"))
+        .replace(
+            "connect_timeout = \"1s\"\n",
+            &format!("connect_timeout = \"{connect_timeout}\"\nprotocol = \"h2\"\nbalancer = \"round_robin\"\n"),
+        );
+    TestGateway::start(&text)
+}
+
 /// A gRPC message: compressed flag, length, bytes.
 fn grpc_frame(msg: &[u8]) -> Bytes {
     let mut b = vec![0u8];
@@ -271,20 +292,7 @@ impl GoAwayUpstream {
 fn streams_an_upstream_goaway_left_unprocessed_are_retried_whatever_the_method() {
     each_driver(|d| {
         let (bad, origin) = (GoAwayUpstream::start(), H2Origin::start(None));
-        let text = config(d, bad.addr, "", "")
-            .replace(
-                "name = \"main\"\naddress = \"127.0.0.1:0\"\n",
-                "name = \"main\"\naddress = \"127.0.0.1:0\"\nprotocols = [\"http/1.1\", \"h2\"]\n",
-            )
-            .replace(
-                &format!("endpoints = [\"{}\"]", bad.addr),
-                &format!("endpoints = [\"{}\", \"{}\"]", bad.addr, origin.addr),
-            )
-            .replace(
-                "connect_timeout = \"1s\"\n",
-                "connect_timeout = \"1s\"\nprotocol = \"h2\"\nbalancer = \"round_robin\"\n",
-            );
-        let gw = TestGateway::start(&text);
+        let gw = two_endpoints(d, bad.addr, origin.addr, "1s");
         for i in 0..2 {
             let post = format!("POST /h1-{i} HTTP/1.1\r\nhost: a\r\ncontent-length: 0\r\n\r\n");
             assert_eq!(exchange(gw.addr, post.as_bytes()).status, 200, "{d}: HTTP/1.1 POST {i}");
@@ -351,16 +359,7 @@ fn http2_upstream_5xx_is_retried_like_http1_and_shed_503s_are_not() {
 fn an_unreachable_h2_endpoint_leaves_a_post_time_for_a_retry() {
     each_driver(|d| {
         let (bad, origin) = (Unreachable::start(), H2Origin::start(None));
-        let text = config(d, bad.addr, "", "")
-            .replace(
-                &format!("endpoints = [\"{}\"]", bad.addr),
-                &format!("endpoints = [\"{}\", \"{}\"]", bad.addr, origin.addr),
-            )
-            .replace(
-                "connect_timeout = \"1s\"\n",
-                "connect_timeout = \"3s\"\nprotocol = \"h2\"\nbalancer = \"round_robin\"\n",
-            );
-        let gw = TestGateway::start(&text);
+        let gw = two_endpoints(d, bad.addr, origin.addr, "3s");
         let started = std::time::Instant::now();
         let post = exchange(gw.addr, b"POST /p HTTP/1.1\r\nhost: a\r\ncontent-length: 5\r\n\r\nhello");
         let took = started.elapsed();

@@ -325,7 +325,8 @@ async fn choose<D: Downstream>(
             let latency = other.then_some(&cluster.head_latency);
             let (try_deadline, cut) = retries.try_deadline(try_start, deadline, latency, action.timeout);
             let remaining = deadline.saturating_duration_since(try_start);
-            let connect_limit = connect_limit(t.connect_limit, remaining, other && retries.connect_retry_possible());
+            let retry_elsewhere = other && retries.connect_retry_possible();
+            let connect_limit = connect_limit(t.connect_limit, remaining, retry_elsewhere, cluster.tls.is_some());
             let tt = Try { try_deadline, connect_limit, ..*t };
             let mut result = Err(UpstreamError::Http1Only);
             // WebSocket needs an HTTP/1.1 connection to take over: never on an HTTP/2 pool.
@@ -470,21 +471,26 @@ async fn try_h1<D: Downstream>(
 
 /// `connect_timeout` when no other endpoint could take the request after a failed connect
 /// (`retry_elsewhere` false: none is eligible, or no retry is left), else at most half of the
-/// request's `remaining` time: nothing is sent before the connection exists, so a failed
-/// connect is retried whatever the method, and it must leave that retry the time to run. A
-/// connect cut before the request's deadline is a connect failure, not a timeout. With the
-/// defaults (`connect_timeout` 3 s, route timeout 15 s) this cuts nothing; with a route timeout
-/// of 2 s, an unreachable endpoint (SYNs unanswered) costs a POST 1 s instead of the whole 2 s
-/// and the answer (`loadtests/results/bad-endpoint-suspects-20261206.md`).
+/// request's `remaining` time (two thirds with `tls`): nothing is sent before the connection
+/// exists, so a failed connect is retried whatever the method, and it must leave that retry
+/// the time to run. The fraction never cuts a connection that would have left the request time
+/// to complete: a request on a new connection takes its connect's round trips (one, or two with
+/// TLS 1.3) plus at least one more, so a connect longer than half (two thirds) of the time left
+/// would have ended in a timeout anyway. A connect cut before the request's deadline is a
+/// connect failure, not a timeout. With the defaults (`connect_timeout` 3 s, route timeout 15 s)
+/// this cuts nothing; with a route timeout of 2 s, an unreachable endpoint (SYNs unanswered)
+/// costs a POST 1 s instead of the whole 2 s and the answer
+/// (`loadtests/results/bad-endpoint-suspects-20261206.md`).
 fn connect_limit(
     connect_timeout: std::time::Duration,
     remaining: std::time::Duration,
     retry_elsewhere: bool,
+    tls: bool,
 ) -> std::time::Duration {
-    if retry_elsewhere {
-        connect_timeout.min(remaining / 2)
-    } else {
-        connect_timeout
+    match (retry_elsewhere, tls) {
+        (false, _) => connect_timeout,
+        (true, false) => connect_timeout.min(remaining / 2),
+        (true, true) => connect_timeout.min(remaining * 2 / 3),
     }
 }
 
@@ -529,5 +535,27 @@ fn count_failure(worker: &Worker, local: &Local, action: &ProxyAction, e: &Upstr
     };
     if let (Some(m), Some(r)) = (local.clusters.get(action.cluster).map(|c| c.metrics()), reason) {
         m.failure(r);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::connect_limit;
+
+    #[test]
+    fn a_connect_is_cut_only_when_it_would_leave_a_retry_no_time() {
+        let (three, ms) = (Duration::from_secs(3), Duration::from_millis);
+        // Nothing else could take the request: the cluster's connect timeout, whatever is left.
+        assert_eq!(connect_limit(three, ms(2000), false, false), three);
+        assert_eq!(connect_limit(three, ms(2000), false, true), three);
+        // The defaults (15 s route timeout): never cut.
+        assert_eq!(connect_limit(three, ms(15_000), true, false), three);
+        assert_eq!(connect_limit(three, ms(15_000), true, true), three);
+        // Half of what is left over plain TCP (one round trip of the two a new connection's
+        // request needs at least), two thirds with TLS (two of three).
+        assert_eq!(connect_limit(three, ms(2000), true, false), ms(1000));
+        assert_eq!(connect_limit(three, ms(3000), true, true), ms(2000));
     }
 }

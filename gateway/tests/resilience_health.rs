@@ -123,13 +123,21 @@ fn refused_connections_eject_an_endpoint_and_it_returns() {
         assert!(wait_until(Duration::from_secs(2), || std::net::TcpStream::connect(o[1].addr).is_err()));
         // The default retry policy moves each refused try to another endpoint: clients see only
         // 200s, while the refusals count towards the ejection.
-        let statuses = send(&gw, 6);
+        let statuses = send(&gw, 2);
+        assert!(statuses.iter().all(|&s| s == 200), "{d}: {statuses:?}");
+        // One refusal: suspect (POSTs would pass it over), not ejected.
+        let w = &endpoint(&gw, 1)["workers"][0];
+        assert_eq!((w["suspect"].as_bool(), w["ejected"].as_bool()), (Some(true), Some(false)), "{d}: {w}");
+        assert!(w["suspect_until"].as_f64().is_some(), "{d}: {w}");
+        assert_eq!(endpoint(&gw, 0)["workers"][0]["suspect"], false, "{d}");
+        let statuses = send(&gw, 4);
         assert!(statuses.iter().all(|&s| s == 200), "{d}: {statuses:?}");
         assert_eq!(gw.total("upstream_retries"), 2, "{d}");
         assert!(send(&gw, 20).iter().all(|&s| s == 200), "{d}: the refusing endpoint is ejected");
         assert_eq!(gw.total("upstream_retries"), 2, "{d}: no try went to the ejected endpoint");
         let e = endpoint(&gw, 1);
         assert_eq!(e["ejected"], true, "{e}");
+        assert_eq!(e["workers"][0]["suspect"], false, "{d}: ejected, no longer merely suspect: {e}");
         o[1].set(OK);
         assert!(wait_until(Duration::from_secs(5), || {
             send(&gw, 3);

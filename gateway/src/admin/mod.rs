@@ -301,11 +301,14 @@ fn clusters(ctx: &AdminContext) -> Response {
             e.0 .0 += gauge.in_flight.value();
             e.0 .1 += gauge.idle.value();
             let until = gauge.ejected_until_ms.load(Relaxed);
+            let suspect_until = gauge.suspect_until_ms.load(Relaxed);
             e.1.push(serde_json::json!({
                 "worker": worker,
                 "ejected": until > now_ms,
                 "ejected_until": (until > now_ms).then(|| until as f64 / 1000.0),
                 "times_ejected": gauge.times_ejected.load(Relaxed),
+                "suspect": suspect_until > now_ms,
+                "suspect_until": (suspect_until > now_ms).then(|| suspect_until as f64 / 1000.0),
             }));
         }
     }

@@ -131,6 +131,9 @@ pub struct EndpointGauge {
     pub ejected_until_ms: AtomicU64,
     /// How many times this worker ejected the endpoint (the current multiplier).
     pub times_ejected: AtomicU64,
+    /// Unix milliseconds until which the endpoint is suspect on this worker (its last try
+    /// ended in a gateway error; see `outlier`), unless it answers first (0: not suspect).
+    pub suspect_until_ms: AtomicU64,
     /// Responses from the endpoint by status class (`STATUS_CLASSES`), counted when the
     /// request ends; kept while the cluster's settings stay the same.
     pub requests: [Counter; 5],

@@ -151,11 +151,17 @@ impl InFlight {
         if ep.retired.get() {
             return;
         }
-        if let Some(ejection) = outlier::record(&c.endpoints, self.index, outcome, settings, &c.ejected) {
-            let unix_ms = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| (d + ejection.duration).as_millis() as u64);
-            ep.gauge.ejected_until_ms.store(unix_ms, Relaxed);
+        let ejection = outlier::record(&c.endpoints, self.index, outcome, settings, &c.ejected);
+        // What the admin port shows of the suspicion (`outlier`): set on an error that leaves
+        // the endpoint in, cleared by an answer or an ejection; one relaxed load otherwise.
+        if ep.outlier.in_error_streak() {
+            let until = unix_ms_after(settings.base_ejection_time);
+            ep.gauge.suspect_until_ms.store(until, Relaxed);
+        } else if ep.gauge.suspect_until_ms.load(Relaxed) != 0 {
+            ep.gauge.suspect_until_ms.store(0, Relaxed);
+        }
+        if let Some(ejection) = ejection {
+            ep.gauge.ejected_until_ms.store(unix_ms_after(ejection.duration), Relaxed);
             ep.gauge.times_ejected.store(u64::from(ejection.times), Relaxed);
             c.metrics.ejection(ejection.reason);
             tracing::warn!(
@@ -168,4 +174,9 @@ impl InFlight {
             );
         }
     }
+}
+
+/// Unix milliseconds `d` from now.
+fn unix_ms_after(d: std::time::Duration) -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |now| (now + d).as_millis() as u64)
 }

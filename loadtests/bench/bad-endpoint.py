@@ -15,7 +15,7 @@ request, the slowest request and the run's wall time.
 
     python3 loadtests/bench/bad-endpoint.py [--gateway target/release/gateway] [--nginx /usr/sbin/nginx]
         [--haproxy /usr/sbin/haproxy] [--method GET|POST] [--cases refusing,resetting,hanging,unreachable]
-        [--proxies gateway,nginx,haproxy]
+        [--proxies gateway,nginx,haproxy] [--gateway-balancer round_robin|p2c|...]
 
 A functional comparison, not a benchmark: debug and release builds give the same counts.
 """
@@ -34,6 +34,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 REQUESTS, CLIENTS = 200, 8
+BALANCER = "round_robin"
 
 
 def free_port():
@@ -134,7 +135,7 @@ def bad_endpoint(kind):
     return o, o.port
 
 
-def gateway_config(port, endpoints):
+def gateway_config(port, endpoints, balancer="round_robin"):
     eps = ", ".join(f'"127.0.0.1:{p}"' for p in endpoints)
     return f"""[server]
 workers = 2
@@ -153,7 +154,7 @@ timeout = "2s"
 [[clusters]]
 name = "c"
 endpoints = [{eps}]
-balancer = "round_robin"
+balancer = "{balancer}"
 """
 
 
@@ -243,7 +244,7 @@ def run(proxy, binary, kind, method):
     if proxy == "gateway":
         path = os.path.join(d, "gateway.toml")
         with open(path, "w") as f:
-            f.write(gateway_config(port, endpoints))
+            f.write(gateway_config(port, endpoints, BALANCER))
         # --allow-root: the harness machines run everything as root.
         cmd = [binary, "run", "--allow-root", "--config", path]
     elif proxy == "haproxy":
@@ -285,7 +286,11 @@ def main():
     p.add_argument("--haproxy", default="/usr/sbin/haproxy")
     p.add_argument("--proxies", default="gateway,nginx,haproxy")
     p.add_argument("--method", default="GET", choices=["GET", "POST"])
+    p.add_argument("--gateway-balancer", default="round_robin",
+                   help="the gateway's balancer (round_robin, as nginx's and HAProxy's defaults; p2c is the gateway's own default)")
     a = p.parse_args()
+    global BALANCER
+    BALANCER = a.gateway_balancer
     print("| proxy | method | bad endpoint | 200s | requests at the bad endpoint | at the good ones | attempts per request | slowest request | wall |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for kind in a.cases.split(","):

@@ -115,6 +115,7 @@ impl ClusterState {
                 e.gauge.ejected_until_ms.store(o.gauge.ejected_until_ms.load(Relaxed), Relaxed);
             }
             e.gauge.times_ejected.store(o.gauge.times_ejected.load(Relaxed), Relaxed);
+            e.gauge.suspect_until_ms.store(o.gauge.suspect_until_ms.load(Relaxed), Relaxed);
         }
     }
 }

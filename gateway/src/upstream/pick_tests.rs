@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 use super::*;
+use std::sync::atomic::Ordering::Relaxed;
 
 const BALANCERS: [&str; 4] = ["p2c", "round_robin", "peak_ewma", "maglev\"\nhash_key = \"client_ip"];
 
@@ -133,6 +134,9 @@ fn a_rebuilt_cluster_state_keeps_ejections_by_address() {
     f.record(Outcome::Reset);
     drop(f);
     assert_eq!(metrics.ejected(), 1);
+    // floor(3 x 50%) = 1 ejected already: a reset on endpoint 2 leaves it in, suspect.
+    record_on(&old, &rng, 2, Outcome::Reset);
+    assert!(!old.endpoints[2].outlier.is_ejected() && old.endpoints[2].gauge.suspect_until_ms.load(Relaxed) != 0);
     // A reload adds an endpoint: the settings differ, the state is rebuilt and takes over.
     let new = build(4);
     new.take_over(&old);
@@ -141,6 +145,10 @@ fn a_rebuilt_cluster_state_keeps_ejections_by_address() {
     assert!(new.endpoints[1].outlier.is_ejected() && new.endpoints[1].outlier.times_ejected() == 1);
     let got = picks(&new, &rng, |_| PickHints::default(), 200);
     assert!(!got.contains(&1) && got.contains(&3), "{got:?}");
+    // The suspicion carries over too, and what /clusters shows of it.
+    assert_ne!(new.endpoints[2].gauge.suspect_until_ms.load(Relaxed), 0);
+    let careful = picks(&new, &rng, |_| PickHints { careful: true, ..PickHints::default() }, 200);
+    assert!(!careful.contains(&1) && !careful.contains(&2), "{careful:?}");
 }
 
 proptest::proptest! {

@@ -32,6 +32,8 @@ enum Bad {
     Refusing,
     Resetting,
     Hanging,
+    /// Answers with a head no parser accepts (a field line without a colon).
+    Garbage,
 }
 
 /// The bad endpoint: counts the requests that reached it (none when refusing).
@@ -83,6 +85,10 @@ fn misbehave(mut s: TcpStream, kind: Bad, seen: &AtomicUsize) {
             // SO_LINGER 0: close sends RST instead of FIN.
             socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO)).unwrap();
             drop(s);
+        }
+        Bad::Garbage => {
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nthis is not a field\r\ncontent-length: 2\r\n\r\nok");
+            while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
         }
         _ => while matches!(s.read(&mut buf), Ok(n) if n > 0) {},
     }
@@ -393,6 +399,25 @@ fn a_connect_to_an_unreachable_endpoint_leaves_time_for_a_retry() {
         assert!(started.elapsed() < Duration::from_millis(500), "{d}: the suspect endpoint was passed over");
         assert!(ok.seen().iter().all(|s| s.method == "POST" && s.body == b"hello"), "{d}");
         assert_eq!(ok.attempts(), 2, "{d}");
+    });
+}
+
+/// A malformed answer is retried for no request by default (nginx and HAProxy do not either):
+/// after one, every request passes the endpoint over until it answers properly or
+/// `base_ejection_time` passes, so a GET is lost once per worker, as with nginx (`max_fails =
+/// 1`), where 3 were lost before the ejection.
+#[test]
+fn after_one_malformed_answer_every_request_avoids_the_endpoint() {
+    each_driver(|d| {
+        let (bad, a, b) = (BadOrigin::start(Bad::Garbage), Flaky::start(Mode::Ok), Flaky::start(Mode::Ok));
+        let gw = one_worker(d, &[bad.addr, a.addr, b.addr]);
+        let gets: Vec<u16> = (0..9).map(|i| get(gw.addr, &format!("/g{i}")).status).collect();
+        assert_eq!(gets[0], 502, "{d}: round robin starts at the bad endpoint: {gets:?}");
+        assert!(gets[1..].iter().all(|&s| s == 200), "{d}: {gets:?}");
+        let post = exchange(gw.addr, b"POST /p HTTP/1.1\r\nhost: a\r\ncontent-length: 5\r\n\r\nhello");
+        assert_eq!(post.status, 200, "{d}");
+        assert_eq!(bad.requests(), 1, "{d}: one request reached the endpoint that answers garbage");
+        assert_eq!(a.attempts() + b.attempts(), 9, "{d}");
     });
 }
 

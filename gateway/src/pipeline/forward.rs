@@ -308,8 +308,8 @@ async fn choose<D: Downstream>(
         let mut expired_cut = None;
         let mut first_try = true;
         loop {
-            let careful = !retries.retriable_after_send();
-            let Some(inflight) = cluster.pick_with(&worker.rng, PickHints { hash, avoid, careful }) else {
+            let shy = retries.shy();
+            let Some(inflight) = cluster.pick_with(&worker.rng, PickHints { hash, avoid, shy }) else {
                 break 'tries Err(Some((Refusal::NO_HEALTHY_UPSTREAM, false)));
             };
             let index = inflight.index();

@@ -9,7 +9,7 @@ use gateway_config::RetryPolicy;
 use monoio::time::Instant;
 
 use crate::upstream::trytime::HeadLatency;
-use crate::upstream::{ClusterState, RetrySlot};
+use crate::upstream::{ClusterState, RetrySlot, Shy};
 use crate::worker::Worker;
 
 /// Why a try failed, as far as retrying is concerned.
@@ -71,12 +71,15 @@ impl<'a> Retries<'a> {
         self.idempotent && self.policy.num_retries > 0 && !self.policy.retry_on.is_empty()
     }
 
-    /// Whether the next try could be retried if it failed after the request went out (a reset
-    /// or a timeout): an idempotent request whose body is absent or held, with a retry left
-    /// that the policy makes on a reset. Other requests are careful with suspect endpoints
-    /// (`PickHints::careful`).
-    pub fn retriable_after_send(&self) -> bool {
-        self.idempotent && self.resendable && self.done < self.policy.num_retries && self.policy.retry_on.covers_reset()
+    /// The suspect endpoints the next try should pass over: those whose last failure it would
+    /// not be retried after (`PickHints::shy`). After the request went out, only an idempotent
+    /// request whose body is absent or held, with a retry left, is retried: after a reset or a
+    /// timeout when the policy retries resets (the default), after a malformed answer when it
+    /// retries a 502 (not the default).
+    pub fn shy(&self) -> Shy {
+        let resend = self.idempotent && self.resendable && self.done < self.policy.num_retries;
+        let on = self.policy.retry_on;
+        Shy { of_failures: !(resend && on.covers_reset()), of_malformed: !(resend && on.covers_status(502, &[])) }
     }
 
     /// Whether a connect failure of the next try would be retried (retries left, and the

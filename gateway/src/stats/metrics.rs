@@ -396,7 +396,7 @@ pub const CLUSTER_SUSPECTS_PASSED_OVER: Family = Family {
     name: "gateway_cluster_suspects_passed_over_total",
     kind: Kind::Counter,
     labels: &["cluster", "worker"],
-    help: "Requests that could not be retried after a failure (a POST, a body not held) sent to another endpoint than the balancer's choice, whose last try ended in a gateway error (outlier detection's suspect endpoints).",
+    help: "Requests sent to another endpoint than the balancer's choice, whose last try ended in a gateway error the request would not be retried after (outlier detection's suspect endpoints).",
 };
 pub const CLUSTER_TRY_TIMEOUTS: Family = Family {
     name: "gateway_cluster_try_timeouts_total",

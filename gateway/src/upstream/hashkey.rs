@@ -34,7 +34,7 @@ pub fn mix64(mut z: u64) -> u64 {
 /// carries the key.
 pub fn hints(req: &Request<'_>, cluster: &ClusterState) -> PickHints {
     let hash = cluster.settings.hash_key.as_ref().and_then(|key| hash_of(key, req));
-    PickHints { hash, avoid: None, careful: false }
+    PickHints { hash, avoid: None, shy: super::Shy::default() }
 }
 
 /// The hash of `key` in a request, `None` when the request lacks it.

@@ -415,11 +415,42 @@ pub struct PickHints {
     pub hash: Option<u64>,
     /// An endpoint index not to pick when another eligible one exists (a retry's last try).
     pub avoid: Option<usize>,
-    /// The try could not be retried if it failed after the request went out (a method that is
-    /// not idempotent, a body not held, no retry left): a suspect endpoint (its last try ended
-    /// in a gateway error, see `outlier`) is passed over when an eligible one that is not
-    /// suspect exists.
-    pub careful: bool,
+    /// The suspect endpoints (see `outlier`) this request passes over when an eligible one that
+    /// is not suspect exists: those whose last failure it would not be retried after.
+    pub shy: Shy,
+}
+
+/// Which suspect endpoints a request passes over (`PickHints::shy`), by the failure that made
+/// them suspect.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Shy {
+    /// Of an endpoint whose last try failed before a response (connect failure, reset,
+    /// timeout): the request would not be retried after a reset or a timeout (a method that is
+    /// not idempotent, a body not held, no retry left, or the policy does not retry resets).
+    pub of_failures: bool,
+    /// Of an endpoint whose last answer was malformed: the request would not be retried after
+    /// one (the default policy retries none: `gateway-error`, `5xx` or a listed 502 do).
+    pub of_malformed: bool,
+}
+
+impl Shy {
+    /// Shy of every suspect endpoint.
+    pub const ALL: Self = Self { of_failures: true, of_malformed: true };
+
+    #[inline]
+    pub fn any(self) -> bool {
+        self.of_failures || self.of_malformed
+    }
+
+    /// Whether a request with these hints passes over an endpoint suspect as `s`.
+    #[inline]
+    pub fn avoids(self, s: outlier::Suspicion) -> bool {
+        match s {
+            outlier::Suspicion::None => false,
+            outlier::Suspicion::Failed => self.of_failures,
+            outlier::Suspicion::Malformed => self.of_malformed,
+        }
+    }
 }
 
 /// How one try against an endpoint ended: feeds outlier detection and latency-aware balancing.

@@ -16,11 +16,13 @@
 //! - an ejected endpoint returns when its time is up, with its counters cleared;
 //! - before any rule trips, an endpoint whose last try ended in a gateway error is *suspect*
 //!   for `base_ejection_time` after that error, or until it answers: the balancers pass it over
-//!   for a request that could not be retried if its try failed after the request went out (a
-//!   POST, a body not held), when an eligible endpoint that is not suspect exists
-//!   ([`OutlierState::suspect`], `upstream::pick`). Requests that can be retried still go
-//!   to it, and their outcomes clear or confirm the suspicion. One error costs such requests
-//!   nothing more, where nginx (`max_fails = 1`) takes the endpoint out for everyone;
+//!   for a request that would not be retried after that kind of failure, when an eligible
+//!   endpoint that is not suspect exists ([`OutlierState::suspicion`], `upstream::Shy`,
+//!   `upstream::pick`): after a failure before any response (connect failure, reset, timeout)
+//!   a POST or a body not held; after a malformed answer, which the default policy retries for
+//!   no request, every request. Requests that would be retried still go to it, and their
+//!   outcomes clear or confirm the suspicion. One error costs the others nothing more, where
+//!   nginx (`max_fails = 1`) takes the endpoint out for everyone;
 //! - the multiplier ("times ejected") resets after a quiet period: an endpoint that stays in
 //!   for `max_ejection_time` after returning starts again from `base_ejection_time`.
 //!
@@ -46,6 +48,18 @@ pub struct OutlierState {
     returned_at: Cell<Option<Instant>>,
     /// When the last gateway error of the current streak (`consecutive_gateway` > 0) happened.
     last_gateway_error: Cell<Option<Instant>>,
+    /// The last gateway error was a malformed answer (a protocol error).
+    last_malformed: Cell<bool>,
+}
+
+/// Why an endpoint is suspect, if it is ([`OutlierState::suspicion`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Suspicion {
+    None,
+    /// Its last try failed before a response: connect failure, reset, timeout.
+    Failed,
+    /// Its last answer was malformed.
+    Malformed,
 }
 
 /// What the cluster-level functions need of an endpoint.
@@ -98,6 +112,7 @@ impl OutlierState {
         self.times_ejected.set(old.times_ejected.get());
         self.returned_at.set(old.returned_at.get());
         self.last_gateway_error.set(old.last_gateway_error.get());
+        self.last_malformed.set(old.last_malformed.get());
     }
 
     /// Whether the endpoint's last try ended in a gateway error (connect failure, reset,
@@ -108,11 +123,15 @@ impl OutlierState {
         self.consecutive_gateway.get() > 0
     }
 
-    /// Whether the endpoint is suspect at `now`: its last try ended in a gateway error less
-    /// than `window` (the cluster's `base_ejection_time`) ago, and no response came since.
-    pub fn suspect(&self, now: Instant, window: Duration) -> bool {
-        self.in_error_streak()
-            && self.last_gateway_error.get().is_some_and(|t| now.saturating_duration_since(t) < window)
+    /// Whether the endpoint is suspect at `now`, and why: its last try ended in a gateway error
+    /// less than `window` (the cluster's `base_ejection_time`) ago, and no response came since.
+    pub fn suspicion(&self, now: Instant, window: Duration) -> Suspicion {
+        let recent = self.last_gateway_error.get().is_some_and(|t| now.saturating_duration_since(t) < window);
+        match (self.in_error_streak() && recent, self.last_malformed.get()) {
+            (false, _) => Suspicion::None,
+            (true, false) => Suspicion::Failed,
+            (true, true) => Suspicion::Malformed,
+        }
     }
 
     /// Counts `outcome`; returns the rule it trips, if any. Outcomes of requests that were in
@@ -138,6 +157,7 @@ impl OutlierState {
             }
             _ => {
                 self.last_gateway_error.set(Some(Instant::now()));
+                self.last_malformed.set(outcome == Outcome::Protocol);
                 let g = bump(&self.consecutive_gateway);
                 let n = bump(&self.consecutive_5xx);
                 if s.consecutive_gateway_errors != 0 && g >= s.consecutive_gateway_errors {

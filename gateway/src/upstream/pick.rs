@@ -1,9 +1,9 @@
 //! Picking an endpoint of a cluster on one worker, and what a try's outcome feeds back.
 //!
 //! Every balancer chooses among eligible endpoints only (healthy and not ejected, see the
-//! parent module), away from `PickHints::avoid` when another eligible endpoint exists, and,
-//! for a request that could not be retried after it went out (`PickHints::careful`), away
-//! from a suspect endpoint (`outlier`) when one that is not suspect is eligible. With no
+//! parent module), away from `PickHints::avoid` when another eligible endpoint exists, and
+//! away from a suspect endpoint (`outlier`) whose last failure the request would not be
+//! retried after (`PickHints::shy`), when one that is not suspect is eligible. With no
 //! eligible endpoint, `all_unhealthy = "panic"` picks again with every endpoint counting as
 //! eligible; `"fail"` returns `None` and the forwarders answer a fast 503.
 
@@ -45,25 +45,25 @@ impl ClusterState {
     }
 
     /// The balancer's choice among eligible endpoints, away from `hints.avoid` when possible;
-    /// for a careful request, away from a suspect endpoint when one that is not suspect is
-    /// eligible (the least loaded of those).
+    /// away from a suspect endpoint the request is shy of (`hints.shy`) when one that is not
+    /// suspect is eligible (the least loaded of those).
     fn choose(&self, rng: &XorShift, hints: PickHints) -> Option<usize> {
         let chosen = self.choose_by_balancer(rng, hints)?;
-        let suspect = |i: usize, now: std::time::Instant| {
-            self.endpoints
-                .get(i)
-                .is_some_and(|e| e.outlier.suspect(now, self.settings.outlier_detection.base_ejection_time))
-        };
         // No clock read unless the chosen endpoint's last try failed.
-        if !hints.careful || !self.endpoints.get(chosen).is_some_and(|e| e.outlier.in_error_streak()) {
+        if !hints.shy.any() || !self.endpoints.get(chosen).is_some_and(|e| e.outlier.in_error_streak()) {
             return Some(chosen);
         }
         let now = std::time::Instant::now();
-        if !suspect(chosen, now) {
+        let window = self.settings.outlier_detection.base_ejection_time;
+        let suspicion =
+            |i: usize| self.endpoints.get(i).map_or(outlier::Suspicion::None, |e| e.outlier.suspicion(now, window));
+        if !hints.shy.avoids(suspicion(chosen)) {
             return Some(chosen);
         }
+        // Another endpoint that is not suspect at all (one suspect of another failure would
+        // only trade one risk for another).
         let sound = balancer::least_loaded_where(&self.endpoints, rng.below(self.endpoints.len()), |i| {
-            i != chosen && Some(i) != hints.avoid && !suspect(i, now)
+            i != chosen && Some(i) != hints.avoid && suspicion(i) == outlier::Suspicion::None
         });
         if sound.is_some() {
             self.metrics.suspect_passed_over();

@@ -45,13 +45,13 @@ fn no_balancer_picks_an_unhealthy_or_ejected_endpoint() {
         };
         f.record(Outcome::Response(503));
         drop(f);
-        let hash = |k: u64| PickHints { hash: Some(hashkey::mix64(k)), avoid: None, careful: false };
+        let hash = |k: u64| PickHints { hash: Some(hashkey::mix64(k)), avoid: None, shy: Shy::default() };
         let got = picks(&c, &rng, hash, 400);
         assert_eq!(got.len(), 400, "{balancer}");
         assert!(got.iter().all(|&i| i == 0 || i == 3), "{balancer}: {got:?}");
         assert!(got.contains(&0) && got.contains(&3), "{balancer}");
         // `avoid` is honoured while another eligible endpoint exists.
-        let away = picks(&c, &rng, |k| PickHints { hash: Some(k), avoid: Some(0), careful: false }, 50);
+        let away = picks(&c, &rng, |k| PickHints { hash: Some(k), avoid: Some(0), shy: Shy::default() }, 50);
         assert!(away.iter().all(|&i| i == 3), "{balancer}: {away:?}");
     }
 }
@@ -64,10 +64,13 @@ fn all_unhealthy_fails_or_panics() {
         mark_unhealthy(&registry, 0);
         mark_unhealthy(&registry, 1);
         let rng = XorShift::new(5);
-        assert!(fail.pick_with(&rng, PickHints { hash: Some(1), avoid: None, careful: false }).is_none(), "{balancer}");
+        assert!(
+            fail.pick_with(&rng, PickHints { hash: Some(1), avoid: None, shy: Shy::default() }).is_none(),
+            "{balancer}"
+        );
         let panic = cluster(&registry, 2, &format!("balancer = \"{balancer}\"\nall_unhealthy = \"panic\""));
         let got =
-            picks(&panic, &rng, |k| PickHints { hash: Some(hashkey::mix64(k)), avoid: None, careful: false }, 100);
+            picks(&panic, &rng, |k| PickHints { hash: Some(hashkey::mix64(k)), avoid: None, shy: Shy::default() }, 100);
         assert_eq!(got.len(), 100, "{balancer}");
         assert_eq!(panic.metrics.panic_picks(), 100, "{balancer}");
         assert!(!panic.panic.get(), "the panic flag is cleared after the pick");
@@ -80,7 +83,7 @@ fn maglev_clusters_built_apart_agree_and_skip_only_the_ineligible() {
     let (ra, rb) = (HealthRegistry::default(), HealthRegistry::default());
     let (a, b) = (cluster(&ra, 5, keys), cluster(&rb, 5, keys));
     let rng = XorShift::new(1);
-    let hints = |k: u64| PickHints { hash: Some(hashkey::mix64(k)), avoid: None, careful: false };
+    let hints = |k: u64| PickHints { hash: Some(hashkey::mix64(k)), avoid: None, shy: Shy::default() };
     let before = picks(&a, &rng, hints, 2000);
     assert_eq!(before, picks(&b, &rng, hints, 2000));
     mark_unhealthy(&rb, 3);
@@ -147,7 +150,7 @@ fn a_rebuilt_cluster_state_keeps_ejections_by_address() {
     assert!(!got.contains(&1) && got.contains(&3), "{got:?}");
     // The suspicion carries over too, and what /clusters shows of it.
     assert_ne!(new.endpoints[2].gauge.suspect_until_ms.load(Relaxed), 0);
-    let careful = picks(&new, &rng, |_| PickHints { careful: true, ..PickHints::default() }, 200);
+    let careful = picks(&new, &rng, |_| PickHints { shy: Shy::ALL, ..PickHints::default() }, 200);
     assert!(!careful.contains(&1) && !careful.contains(&2), "{careful:?}");
 }
 
@@ -189,41 +192,48 @@ fn record_on(c: &Rc<ClusterState>, rng: &XorShift, index: usize, outcome: Outcom
     f.record(outcome);
 }
 
-/// An endpoint whose last try ended in a gateway error is passed over by requests that could
-/// not be retried (careful), by every balancer, while one that is not suspect is eligible;
-/// requests that can be retried still reach it; an answer or the window's end clears it.
+/// An endpoint whose last try ended in a gateway error is passed over, by every balancer while
+/// one that is not suspect is eligible, by requests shy of that failure: a POST (shy of all)
+/// after any; a GET on the default policy (shy of malformed answers only) after a malformed
+/// answer but not after a reset, which it would be retried after. An answer clears it.
 #[test]
-fn careful_requests_pass_over_an_endpoint_whose_last_try_failed() {
-    let careful = |k: u64| PickHints { hash: Some(hashkey::mix64(k)), avoid: None, careful: true };
-    let bold = |k: u64| PickHints { hash: Some(hashkey::mix64(k)), avoid: None, careful: false };
+fn shy_requests_pass_over_an_endpoint_whose_last_try_failed() {
+    let with = |shy: Shy| move |k: u64| PickHints { hash: Some(hashkey::mix64(k)), avoid: None, shy };
+    let (post, get) = (with(Shy::ALL), with(Shy { of_failures: false, of_malformed: true }));
+    let bold = with(Shy::default());
     for balancer in BALANCERS {
         let registry = HealthRegistry::default();
         let c = cluster(&registry, 3, &format!("balancer = \"{balancer}\""));
         let rng = XorShift::new(5);
         for outcome in [Outcome::Reset, Outcome::Timeout, Outcome::ConnectFailure, Outcome::Protocol] {
             record_on(&c, &rng, 1, outcome);
-            let got = picks(&c, &rng, careful, 300);
+            let got = picks(&c, &rng, post, 300);
             assert!(got.len() == 300 && !got.contains(&1), "{balancer} {outcome:?}: {got:?}");
-            assert!(picks(&c, &rng, bold, 300).contains(&1), "{balancer}: retriable requests still go there");
+            let gets = picks(&c, &rng, get, 300);
+            assert_eq!(gets.contains(&1), outcome != Outcome::Protocol, "{balancer} {outcome:?}: {gets:?}");
+            assert!(
+                picks(&c, &rng, bold, 300).contains(&1),
+                "{balancer}: requests retried after anything still go there"
+            );
             // A response (any status below 500) ends the suspicion.
             record_on(&c, &rng, 1, Outcome::Response(404));
-            assert!(picks(&c, &rng, careful, 300).contains(&1), "{balancer} {outcome:?}: cleared by an answer");
+            assert!(picks(&c, &rng, post, 300).contains(&1), "{balancer} {outcome:?}: cleared by an answer");
         }
         // A 5xx answer is an answer: not suspect (consecutive_5xx counts it).
         record_on(&c, &rng, 2, Outcome::Response(503));
-        assert!(picks(&c, &rng, careful, 300).contains(&2), "{balancer}");
-        assert!(c.metrics.suspects_passed_over() >= 4 * 50, "{balancer}: {}", c.metrics.suspects_passed_over());
+        assert!(picks(&c, &rng, post, 300).contains(&2), "{balancer}");
+        assert!(c.metrics.suspects_passed_over() >= 5 * 50, "{balancer}: {}", c.metrics.suspects_passed_over());
     }
 }
 
 #[test]
-fn careful_requests_still_get_an_endpoint_when_every_one_is_suspect_and_suspicion_ends() {
+fn shy_requests_still_get_an_endpoint_when_every_one_is_suspect_and_suspicion_ends() {
     let registry = HealthRegistry::default();
     // base_ejection_time is the window; two errors in a row stay below the default 3.
     let c =
         cluster(&registry, 2, "outlier_detection = { base_ejection_time = \"300ms\", max_ejection_time = \"300ms\" }");
     let rng = XorShift::new(3);
-    let careful = |_| PickHints { careful: true, ..PickHints::default() };
+    let careful = |_| PickHints { shy: Shy::ALL, ..PickHints::default() };
     record_on(&c, &rng, 0, Outcome::Reset);
     record_on(&c, &rng, 1, Outcome::Reset);
     let got = picks(&c, &rng, careful, 100);

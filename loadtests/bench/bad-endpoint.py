@@ -4,8 +4,9 @@
 Two good origins answer "ok"; the third endpoint refuses connections (a port bound, then
 closed), resets every connection (SO_LINGER 0 after reading the request), accepts and never
 answers, or (not in the default cases) never answers a SYN, like a host gone behind a
-firewall (`unreachable`: a listener whose accept queue is full), or answers with a malformed
-head (`garbage`: a field line without a colon). Each proxy is configured with only the three endpoints, round robin and, for the
+firewall (`unreachable`: a listener whose accept queue is full), answers with a malformed
+head (`garbage`: a field line without a colon), or answers every request with a 500
+(`failing`). Each proxy is configured with only the three endpoints, round robin and, for the
 gateway, a 2 s route timeout (nginx has no whole-request timeout; its proxy_read_timeout
 defaults to 60 s; HAProxy needs its timeouts set: connect 5 s, client and server 60 s, and
 keeps its defaults otherwise: 3 retries on a connection failure, to the same server without
@@ -15,7 +16,7 @@ that reached the bad endpoint (not countable when it refuses) and the good origi
 request, the slowest request and the run's wall time.
 
     python3 loadtests/bench/bad-endpoint.py [--gateway target/release/gateway] [--nginx /usr/sbin/nginx]
-        [--haproxy /usr/sbin/haproxy] [--method GET|POST] [--cases refusing,resetting,hanging,unreachable,garbage]
+        [--haproxy /usr/sbin/haproxy] [--method GET|POST] [--cases refusing,resetting,hanging,unreachable,garbage,failing]
         [--proxies gateway,nginx,haproxy] [--gateway-balancer round_robin|p2c|...]
 
 A functional comparison, not a benchmark: debug and release builds give the same counts.
@@ -93,6 +94,9 @@ class Origin:
                 if self.mode == "reset":
                     conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                     return
+                if self.mode == "failing":
+                    conn.sendall(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 4\r\n\r\nfail")
+                    continue
                 if self.mode == "garbage":
                     # A head no HTTP/1.1 parser accepts (a field line without a colon).
                     conn.sendall(b"HTTP/1.1 200 OK\r\nthis is not a field\r\ncontent-length: 2\r\n\r\nok")
@@ -136,7 +140,7 @@ def bad_endpoint(kind):
     if kind == "unreachable":
         u = Unreachable()
         return u, u.port
-    o = Origin({"resetting": "reset", "hanging": "hang", "garbage": "garbage"}[kind])
+    o = Origin({"resetting": "reset", "hanging": "hang", "garbage": "garbage", "failing": "failing"}[kind])
     return o, o.port
 
 

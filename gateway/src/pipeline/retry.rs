@@ -75,7 +75,7 @@ impl<'a> Retries<'a> {
     /// not be retried after (`PickHints::shy`). After the request went out, only an idempotent
     /// request whose body is absent or held, with a retry left, is retried: after a reset or a
     /// timeout when the policy retries resets (the default), after a malformed answer when it
-    /// retries a 502 (not the default).
+    /// retries gateway errors or 5xx (not the default).
     pub fn shy(&self) -> Shy {
         let resend = self.idempotent && self.resendable && self.done < self.policy.num_retries;
         let on = self.policy.retry_on;

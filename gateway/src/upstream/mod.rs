@@ -429,7 +429,7 @@ pub struct Shy {
     /// not idempotent, a body not held, no retry left, or the policy does not retry resets).
     pub of_failures: bool,
     /// Of an endpoint whose last answer was malformed: the request would not be retried after
-    /// one (the default policy retries none: `gateway-error`, `5xx` or a listed 502 do).
+    /// one (the default `retry_on` retries none; `gateway-error` or `5xx` in it do).
     pub of_malformed: bool,
 }
 

@@ -117,7 +117,7 @@ impl OutlierState {
 
     /// Whether the endpoint's last try ended in a gateway error (connect failure, reset,
     /// timeout, protocol error) and nothing has answered since: the cheap half of
-    /// [`Self::suspect`], with no clock read.
+    /// [`Self::suspicion`], with no clock read.
     #[inline]
     pub fn in_error_streak(&self) -> bool {
         self.consecutive_gateway.get() > 0

@@ -3,7 +3,7 @@
 //! One thread accepts, one thread serves each connection. Requests are parsed strictly
 //! (Content-Length and chunked bodies, keep-alive, pipelining) and every request is recorded, so
 //! a test can check exactly what reached the origin. What the origin answers is chosen per
-//! request by its path (see [`modes`] and `loadtests/README.md`): `/bytes/{n}`, `/chunked/{n}`,
+//! request by its path (see `modes` and `loadtests/README.md`): `/bytes/{n}`, `/chunked/{n}`,
 //! `/echo`, `/headers`, `/status/{code}`, `/delay/{ms}`, `/close`, `/ws/echo` (WebSocket
 //! handshake, then a byte echo) and the `/bad/...` misbehaviours; any other path gets the
 //! configured default response.

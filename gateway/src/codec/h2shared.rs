@@ -139,7 +139,7 @@ impl Shared {
         }
     }
 
-    /// The connection wrote what was queued: streams held back by [`OUT_HIGH`] go on.
+    /// The connection wrote what was queued: streams held back by `OUT_HIGH` go on.
     pub fn drained(&mut self) {
         for w in self.drain_waiters.drain(..) {
             w.wake();

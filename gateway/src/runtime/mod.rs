@@ -37,7 +37,7 @@ pub fn boxed<F: std::future::Future>(make: impl FnOnce() -> F) -> Pooled<F> {
 }
 
 /// A pinned box whose memory is kept for the next box of the same layout, in a pool of the
-/// thread's ([`pool`]): the futures boxed once per request (a request's pipeline, several KiB;
+/// thread's (`pool`): the futures boxed once per request (a request's pipeline, several KiB;
 /// its try's timer) are the same few layouts over and over, and a block above 1 KiB is
 /// mimalloc's generic path (about 270 instructions to allocate, 80 to free, against a few
 /// dozen here).

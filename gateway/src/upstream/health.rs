@@ -1,6 +1,6 @@
 //! Active health state of every endpoint, process-wide.
 //!
-//! One checker per process ([`super::health_check`]) writes it; every worker reads it on the
+//! One checker per process ([`crate::health_check`]) writes it; every worker reads it on the
 //! request path with a relaxed load (single writer, no lock). Entries live in the
 //! [`HealthRegistry`], keyed by (cluster name, endpoint address), so that config reloads, which
 //! rebuild the workers' cluster states, keep each endpoint's health: a worker's new state looks

@@ -1,6 +1,6 @@
 //! Upstream clusters as one worker sees them: endpoints, their in-flight counts, balancers and
 //! keep-alive connection pools. Everything here is worker-local (`Rc`, `Cell`, `RefCell`),
-//! except active health, which one checker per process writes ([`health`], [`health_check`])
+//! except active health, which one checker per process writes ([`health`], [`crate::health_check`])
 //! and workers read with relaxed loads.
 //!
 //! An endpoint is eligible for a pick when it is healthy (active checks; always, without them)

@@ -44,7 +44,7 @@ pub struct Worker {
     /// How many of this worker's client connections wait for their next request in a receive
     /// (`downstream::h1::armed_wait`).
     pub armed_waits: crate::runtime::buffers::Slots,
-    /// Idle and header-read deadlines of this worker's connections, advanced by [`run`].
+    /// Idle and header-read deadlines of this worker's connections, advanced by `run`.
     pub idle_timer: IdleTimer,
     /// The deadline of each try (the request's write and the response head's read), on a
     /// fine timer that advances itself (`runtime::idle_timer`).

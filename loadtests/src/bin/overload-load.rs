@@ -22,7 +22,7 @@ struct Args {
     /// Seconds of scheduled requests (the run then waits for the last answers).
     #[arg(long)]
     duration_s: f64,
-    /// Classes and their weights; each class is requested on /<class>.
+    /// Classes and their weights; each class is requested on `/<class>`.
     #[arg(long, default_value = "critical=10,normal=30,sheddable=60")]
     mix: Mix,
     /// Client timeout per request, from its scheduled send time, in milliseconds.

@@ -79,7 +79,7 @@ impl Head {
 pub enum Ended {
     /// The connection is closed: the caller uncounts it.
     Closed,
-    /// The idle connection was parked (see [`park`]): it is still open and counted, and a new
+    /// The idle connection was parked (see `park`): it is still open and counted, and a new
     /// task takes it up when its next request comes.
     Parked,
 }

@@ -49,7 +49,10 @@ pub async fn send_head(
     connect_limit: std::time::Duration,
 ) -> Result<(H2Stream, h2::client::ResponseFuture, Option<SendStream<Bytes>>), UpstreamError> {
     let left = deadline.saturating_duration_since(Instant::now());
-    let mut stream = match crate::runtime::timeout(left.min(connect_limit), endpoint.acquire()).await {
+    // A limit below the endpoint's own (`forward::connect_limit` cut it to leave a retry time);
+    // otherwise the endpoint's wait for a connection or a free slot ends on its own terms.
+    let cut = (connect_limit < endpoint.connect_timeout()).then_some(connect_limit);
+    let mut stream = match crate::runtime::timeout(cut.map_or(left, |c| left.min(c)), endpoint.acquire()).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             if !matches!(e, H2Error::Busy) {
@@ -58,8 +61,8 @@ pub async fn send_head(
             return Err(acquire_error(e));
         }
         // Cut before the try's deadline: nothing was sent, a connect failure (retried whatever
-        // the method, see `forward::connect_limit`).
-        Err(_) if connect_limit < left => {
+        // the method).
+        Err(_) if cut.is_some_and(|c| c < left) => {
             worker.stats.upstream_connect_errors.inc();
             return Err(UpstreamError::Connect(std::io::ErrorKind::TimedOut.into()));
         }

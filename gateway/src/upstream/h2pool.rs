@@ -171,6 +171,11 @@ impl H2Endpoint {
         self.conns.borrow_mut().retain(|c| c.in_use.get() > 0);
     }
 
+    /// The longest [`Self::acquire`] waits, for a connection or a free stream slot.
+    pub fn connect_timeout(&self) -> Duration {
+        self.settings.connect_timeout
+    }
+
     /// Live connections (including one still waiting for its SETTINGS).
     pub fn connections(&self) -> usize {
         self.conns.borrow().len()

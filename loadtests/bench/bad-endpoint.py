@@ -36,7 +36,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 REQUESTS, CLIENTS = 200, 8
-BALANCER = "round_robin"
 
 
 def free_port():
@@ -244,7 +243,7 @@ def client(port, n, method):
     return out
 
 
-def run(proxy, binary, kind, method):
+def run(proxy, binary, kind, method, balancer):
     good = [Origin("ok"), Origin("ok")]
     bad, bad_port = bad_endpoint(kind)
     endpoints = [good[0].port, bad_port, good[1].port]
@@ -253,7 +252,7 @@ def run(proxy, binary, kind, method):
     if proxy == "gateway":
         path = os.path.join(d, "gateway.toml")
         with open(path, "w") as f:
-            f.write(gateway_config(port, endpoints, BALANCER))
+            f.write(gateway_config(port, endpoints, balancer))
         # --allow-root: the harness machines run everything as root.
         cmd = [binary, "run", "--allow-root", "--config", path]
     elif proxy == "haproxy":
@@ -298,14 +297,12 @@ def main():
     p.add_argument("--gateway-balancer", default="round_robin",
                    help="the gateway's balancer (round_robin, as nginx's and HAProxy's defaults; p2c is the gateway's own default)")
     a = p.parse_args()
-    global BALANCER
-    BALANCER = a.gateway_balancer
     print("| proxy | method | bad endpoint | 200s | requests at the bad endpoint | at the good ones | attempts per request | slowest request | wall |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for kind in a.cases.split(","):
         for proxy in a.proxies.split(","):
             binary = {"gateway": a.gateway, "nginx": a.nginx, "haproxy": a.haproxy}[proxy]
-            run(proxy, binary, kind, a.method)
+            run(proxy, binary, kind, a.method, a.gateway_balancer)
 
 
 if __name__ == "__main__":

@@ -176,8 +176,8 @@ pub async fn forward<D: Downstream>(
 ) -> D::Done {
     let Forward { action, mut permit, deadline, websocket } = fwd;
     let deadline = Instant::from_std(deadline);
-    let connect_limit =
-        local.clusters.get(action.cluster).map_or(DEFAULT_CONNECT_TIMEOUT, |c| c.settings.connect_timeout);
+    // `connect_limit`: each try sets its own from its cluster's (`choose`).
+    let connect_limit = gateway_config::defaults::CONNECT_TIMEOUT;
     let t = Try { worker, local, req, action, deadline, try_deadline: deadline, connect_limit, websocket };
     down.ex().cluster = Some(action.cluster);
     worker.stats.upstream_requests_active.inc();
@@ -326,7 +326,8 @@ async fn choose<D: Downstream>(
             let (try_deadline, cut) = retries.try_deadline(try_start, deadline, latency, action.timeout);
             let remaining = deadline.saturating_duration_since(try_start);
             let retry_elsewhere = other && retries.connect_retry_possible();
-            let connect_limit = connect_limit(t.connect_limit, remaining, retry_elsewhere, cluster.tls.is_some());
+            let connect_timeout = cluster.settings.connect_timeout;
+            let connect_limit = connect_limit(connect_timeout, remaining, retry_elsewhere, cluster.tls.is_some());
             let tt = Try { try_deadline, connect_limit, ..*t };
             let mut result = Err(UpstreamError::Http1Only);
             // WebSocket needs an HTTP/1.1 connection to take over: never on an HTTP/2 pool.
@@ -493,9 +494,6 @@ fn connect_limit(
         (true, true) => connect_timeout.min(remaining * 2 / 3),
     }
 }
-
-/// The cluster's `connect_timeout` when its state is missing (a reload removed it mid-request).
-const DEFAULT_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// What a failed try means for retrying; `None` when it is not retried at all (the client's
 /// body failed, the cluster is at its cap).

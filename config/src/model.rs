@@ -466,8 +466,8 @@ pub struct ProxyAction {
 
 /// When and how a failed try is retried: a try the upstream never saw (a connect failure, a
 /// refused HTTP/2 stream) whatever the method, any other only for idempotent requests (RFC 9110
-/// §9.2.2); a body must be absent or held whole in memory (`max_replay_bytes`) unless nothing
-/// of it was sent; within the cluster's retry budget and the request's deadline, and to another
+/// §9.2.2); a body must be absent, held whole or kept as it streamed (within
+/// `max_replay_bytes`) unless nothing of it was sent; within the cluster's retry budget and the request's deadline, and to another
 /// endpoint when one exists.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RetryPolicy {
@@ -486,8 +486,9 @@ pub struct RetryPolicy {
     pub backoff_base: Duration,
     #[serde(serialize_with = "ser::duration")]
     pub backoff_max: Duration,
-    /// A request body up to this size is held in memory so that it can be sent again; larger
-    /// (or chunked) bodies are retried only when nothing was sent (`connect-failure`).
+    /// A request body up to this size is held (or, from an HTTP/2 client to an HTTP/2 upstream,
+    /// kept as it streams) so that it can be sent again; larger bodies, and HTTP/1.1 chunked
+    /// ones, are retried only when nothing was sent (`connect-failure`).
     pub max_replay_bytes: u64,
 }
 

@@ -217,17 +217,104 @@ fn refused_streams_are_retried_on(d: &str) {
         assert_eq!((resp.status, resp.body.as_slice()), (200, &b"hello"[..]));
     });
     assert_eq!(gw.total("upstream_retries"), 5);
-    // One whose body was still on its way went out streaming, and is gone with the refused
-    // stream: a 502.
+    // One whose body was still on its way is read whole first (within max_replay_bytes), then
+    // sent, and sent again.
     let mut s = connect(gw.addr);
     s.write_all(b"POST /refuse-once/late HTTP/1.1\r\nhost: a\r\ncontent-length: 2\r\n\r\n").unwrap();
     std::thread::sleep(Duration::from_millis(200));
     s.write_all(b"hi").unwrap();
+    let resp = read_response(&mut std::io::BufReader::new(&mut s), false).unwrap();
+    assert_eq!((resp.status, resp.body.as_slice()), (200, &b"hi"[..]), "{d}");
+    assert_eq!(gw.total("upstream_retries"), 6);
+    // A chunked one is neither held nor kept: gone with the refused stream, a 502.
+    let mut s = connect(gw.addr);
+    s.write_all(b"POST /refuse-once/chunked HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\n\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    s.write_all(b"2\r\nhi\r\n0\r\n\r\n").unwrap();
     assert_eq!(read_response(&mut std::io::BufReader::new(&mut s), false).unwrap().status, 502, "{d}");
-    assert_eq!(gw.total("upstream_retries"), 5);
-    for (path, tries) in
-        [("/refuse-once/empty", 2), ("/refuse-once/post", 2), ("/refuse-once/h2-post", 2), ("/refuse-once/late", 1)]
-    {
+    assert_eq!(gw.total("upstream_retries"), 6);
+    for (path, tries) in [
+        ("/refuse-once/empty", 2),
+        ("/refuse-once/post", 2),
+        ("/refuse-once/h2-post", 2),
+        ("/refuse-once/late", 2),
+        ("/refuse-once/chunked", 1),
+    ] {
+        assert_eq!(origin.seen().iter().filter(|s| s.path == path).count(), tries, "{d}: {path}");
+    }
+}
+
+#[test]
+fn a_streamed_body_is_sent_again_after_a_refused_stream() {
+    each_driver(streamed_body_sent_again_on);
+}
+
+/// An HTTP/2 client's body still on its way when the first try starts streams to the upstream,
+/// which refuses the stream (RFC 9113 §8.7: not processed): what was sent of it was kept
+/// (`pipeline::replay`), and the next try sends it again, then the rest. Over
+/// `max_replay_bytes`, nothing is kept and the request is not sent again (502).
+fn streamed_body_sent_again_on(d: &str) {
+    let origin = H2Origin::start(None);
+    let gw = gateway(d, &origin, "");
+    let rt = runtime();
+    // Sends `parts` as the body of a POST to `path`, 150 ms apart, then `trailer` (if any) or
+    // the end; returns the status, the echoed body and the echoed trailer.
+    let post = |path: &'static str, parts: Vec<Bytes>, trailer: Option<&'static str>| {
+        rt.block_on(async {
+            let c = h2_connect(gw.addr, None).await;
+            let mut ready = c.ready().await.unwrap();
+            let (resp, mut tx) = ready.send_request(h2_post("http", "a", path), false).unwrap();
+            let n = parts.len();
+            for (i, part) in parts.into_iter().enumerate() {
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                tx.reserve_capacity(part.len());
+                tx.send_data(part, i + 1 == n && trailer.is_none()).unwrap();
+            }
+            if let Some(v) = trailer {
+                let mut t = http::HeaderMap::new();
+                t.insert("x-sum", http::HeaderValue::from_static(v));
+                tx.send_trailers(t).unwrap();
+            }
+            let resp = tokio::time::timeout(Duration::from_secs(10), resp).await.expect("an answer").unwrap();
+            let status = resp.status().as_u16();
+            let mut rx = resp.into_body();
+            let mut body = Vec::new();
+            while let Some(Ok(chunk)) = rx.data().await {
+                let _ = rx.flow_control().release_capacity(chunk.len());
+                body.extend_from_slice(&chunk);
+            }
+            let echoed = rx.trailers().await.ok().flatten().and_then(|t| t.get("x-echo-x-sum").cloned());
+            (status, body, echoed.map(|v| v.to_str().unwrap().to_owned()))
+        })
+    };
+    // Refused on its head, the body not yet sent: the next try gets all of it.
+    let (status, body, _) = post("/refuse-once/late", vec![Bytes::from_static(b"hello")], None);
+    assert_eq!((status, body.as_slice()), (200, &b"hello"[..]), "{d}");
+    // Refused once its first bytes arrived: the next try sends them again, then the rest, then
+    // the trailers.
+    let parts = vec![Bytes::from_static(b"hel"), Bytes::from_static(b"lo")];
+    let (status, body, trailer) = post("/refuse-after-data-once/3", parts, Some("5"));
+    assert_eq!((status, body.as_slice(), trailer.as_deref()), (200, &b"hello"[..], Some("5")), "{d}");
+    // All of the body sent before the refusal: sent whole again.
+    let (status, body, _) = post("/refuse-after-data-once/5", vec![Bytes::from_static(b"whole")], None);
+    assert_eq!((status, body.as_slice()), (200, &b"whole"[..]), "{d}");
+    // Refused twice: the second try's copy (what the first sent, then its own) goes to the third.
+    let parts = vec![Bytes::from_static(b"ab"), Bytes::from_static(b"cd"), Bytes::from_static(b"ef")];
+    let (status, body, _) = post("/refuse-after-data-twice/3", parts, None);
+    assert_eq!((status, body.as_slice()), (200, &b"abcdef"[..]), "{d}");
+    assert_eq!(gw.total("upstream_retries"), 5, "{d}");
+    // Refused after more than max_replay_bytes (64 KiB) went out: not kept, so not sent again.
+    let big = vec![Bytes::from(vec![b'x'; 40 * 1024]), Bytes::from(vec![b'y'; 40 * 1024])];
+    let (status, _, _) = post("/refuse-after-data-once/70000", big, None);
+    assert_eq!(status, 502, "{d}");
+    assert_eq!(gw.total("upstream_retries"), 5, "{d}");
+    for (path, tries) in [
+        ("/refuse-once/late", 2),
+        ("/refuse-after-data-once/3", 2),
+        ("/refuse-after-data-once/5", 2),
+        ("/refuse-after-data-twice/3", 3),
+        ("/refuse-after-data-once/70000", 1),
+    ] {
         assert_eq!(origin.seen().iter().filter(|s| s.path == path).count(), tries, "{d}: {path}");
     }
 }

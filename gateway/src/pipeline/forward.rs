@@ -43,6 +43,10 @@ pub trait Downstream {
     /// right before the body (an HTTP/1.1 client), or from the buffer's start.
     const RESPONSE_HEAD_ROOM: bool;
 
+    /// Whether a try keeps what it streams of the request body ([`super::replay`]), so that it
+    /// need not be held whole before the first try for a refused stream to be retried.
+    const KEEPS_STREAMED_BODY: bool;
+
     /// The request's accounting.
     fn ex(&mut self) -> &mut Exchange;
 
@@ -55,6 +59,11 @@ pub trait Downstream {
     /// [`Self::hold_body`] of it waits for nothing); `None` otherwise, or when this protocol
     /// cannot hold it.
     fn body_arrived(&self) -> Option<u64>;
+
+    /// Whether the body a failed try took from the client is in memory
+    /// ([`super::replay::Replay`]), so that the next try can send the request again from its
+    /// start. Asked after each failed try.
+    fn body_replayable(&self) -> bool;
 
     /// Sends `head` (complete; left as it was when the request has no body) and the request
     /// body on an HTTP/1.1 upstream connection, for a try. Each call sends the body from its
@@ -131,7 +140,7 @@ pub struct H1Response {
 pub struct H2Response {
     pub slot: H2Stream,
     pub resp: http::Response<h2::RecvStream>,
-    pub pump: Option<monoio::task::JoinHandle<u64>>,
+    pub pump: Option<monoio::task::JoinHandle<super::replay::PumpEnd>>,
 }
 
 impl Response {
@@ -283,13 +292,18 @@ async fn choose<D: Downstream>(
         let mut retries = Retries::new(&action.retry, req.is_idempotent() && !t.websocket, req.bodyless());
         // The body is held (read whole first, bounded) when a retry would need it again: after
         // sending, for an idempotent request whose policy retries then; or, whatever the
-        // method, after an HTTP/2 upstream refused the stream, when all of it has already
-        // arrived (held at no cost).
+        // method, after an HTTP/2 upstream refused the stream: when all of it has already
+        // arrived (held at no cost), or when the client's protocol keeps no copy of a body as it
+        // streams (HTTP/1.1: read whole first, as nginx buffers request bodies; an HTTP/2
+        // client's body is kept as it goes, `super::replay`).
         let hold = match req.body {
             _ if retries.resendable() => None,
             Body::Length(n) if retries.resend_possible() && action.retry.retry_on.after_send() => Some(n),
             _ if retries.refused_stream_possible() && cluster.settings.protocol != UpstreamProtocol::Http1 => {
-                down.body_arrived()
+                match req.body {
+                    Body::Length(n) if !D::KEEPS_STREAMED_BODY => Some(n),
+                    _ => down.body_arrived(),
+                }
             }
             _ => None,
         };
@@ -381,6 +395,7 @@ async fn choose<D: Downstream>(
                 }
             };
             if let Some(failure) = failure {
+                retries.set_replayable(down.body_replayable());
                 let ejected = endpoint.outlier().is_ejected();
                 if retries.allow(worker, &cluster, failure, deadline, ejected) {
                     avoid = Some(index);

@@ -18,6 +18,7 @@ pub mod h2up;
 pub mod interim;
 pub mod mirror;
 pub mod outbound;
+pub mod replay;
 pub mod response_head;
 pub mod retry;
 pub mod websocket;

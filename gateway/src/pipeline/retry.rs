@@ -41,13 +41,16 @@ pub(crate) struct Retries<'a> {
     idempotent: bool,
     /// The request can be sent again after it went out (no body, or the body held whole).
     resendable: bool,
+    /// What the last failed try sent of a streamed body is in memory: sent again by the next
+    /// (`super::replay`).
+    replayable: bool,
     /// The budget slot of the retry in progress.
     slot: Option<RetrySlot>,
 }
 
 impl<'a> Retries<'a> {
     pub fn new(policy: &'a RetryPolicy, idempotent: bool, resendable: bool) -> Self {
-        Self { policy, done: 0, idempotent, resendable, slot: None }
+        Self { policy, done: 0, idempotent, resendable, replayable: false, slot: None }
     }
 
     /// The request body is held whole: the request can be sent again after it went out.
@@ -55,9 +58,16 @@ impl<'a> Retries<'a> {
         self.resendable = true;
     }
 
-    /// The request can be sent again after it went out.
+    /// Whether, after a failed try, all that it sent of a streamed body is in memory, so that
+    /// the request can be sent again (`super::replay`).
+    pub fn set_replayable(&mut self, replayable: bool) {
+        self.replayable = replayable;
+    }
+
+    /// The request can be sent again after it went out (its body absent, held whole, or kept
+    /// as the last try sent it).
     pub fn resendable(&self) -> bool {
-        self.resendable
+        self.resendable || self.replayable
     }
 
     /// Whether a refused stream can be retried under this policy (any method).
@@ -77,7 +87,7 @@ impl<'a> Retries<'a> {
     /// timeout when the policy retries resets (the default), after a malformed answer when it
     /// retries gateway errors or 5xx (not the default).
     pub fn shy(&self) -> Shy {
-        let resend = self.idempotent && self.resendable && self.done < self.policy.num_retries;
+        let resend = self.idempotent && self.resendable() && self.done < self.policy.num_retries;
         let on = self.policy.retry_on;
         Shy { of_failures: !(resend && on.covers_reset()), of_malformed: !(resend && on.covers_status(502, &[])) }
     }
@@ -104,6 +114,8 @@ impl<'a> Retries<'a> {
         if let Some(t) = self.policy.per_try_timeout {
             return (deadline.min(now + t), None);
         }
+        // Not while a body may still be streaming from the client (a replay): the upstream cannot
+        // answer before it ends.
         let cut_possible =
             self.policy.adaptive() && self.idempotent && self.resendable && self.done < self.policy.num_retries;
         match latency.filter(|_| cut_possible).and_then(|l| l.per_try(route_timeout)) {
@@ -137,13 +149,13 @@ impl<'a> Retries<'a> {
         let unseen = matches!(failure, Failure::ConnectFailure | Failure::RefusedStream);
         let covered = match failure {
             Failure::ConnectFailure => on.covers_connect_failure(),
-            // Not processed, but a body streamed into the refused stream is gone.
-            Failure::RefusedStream => on.covers_refused_stream() && self.resendable,
-            Failure::Reset => on.covers_reset() && self.resendable,
-            Failure::Protocol => self.resendable && on.covers_status(502, &[]),
+            // Not processed, but a body streamed into the refused stream is gone unless kept.
+            Failure::RefusedStream => on.covers_refused_stream() && self.resendable(),
+            Failure::Reset => on.covers_reset() && self.resendable(),
+            Failure::Protocol => self.resendable() && on.covers_status(502, &[]),
             Failure::Status { shed: true, .. } => false,
             Failure::Status { status, shed: false } => {
-                self.resendable && on.covers_status(status, &self.policy.retriable_status_codes)
+                self.resendable() && on.covers_status(status, &self.policy.retriable_status_codes)
             }
         };
         if !covered || !(self.idempotent || unseen) || self.done >= self.policy.num_retries {
@@ -206,6 +218,40 @@ mod tests {
         assert!(!is_shed(502, [("x-gateway-reason", "shed")]));
         assert!(!is_shed(503, [("x-gateway-reason", "overflow")]));
         assert!(!is_shed(503, Vec::<(&str, &str)>::new()));
+    }
+
+    /// The default policy of a route.
+    fn default_policy() -> RetryPolicy {
+        let text = "[[listeners]]\nname = \"l\"\naddress = \"127.0.0.1:8080\"\n[[clusters]]\nname = \"c\"\n\
+                    endpoints = [\"127.0.0.1:9\"]\n[[routes]]\nname = \"r\"\ncluster = \"c\"\n";
+        let config = gateway_config::parse(text, "<t>").expect("config");
+        match &config.routes.first().expect("a route").action {
+            gateway_config::Action::Proxy(p) => p.retry.clone(),
+            _ => panic!("a proxy route"),
+        }
+    }
+
+    #[test]
+    fn a_kept_body_is_sent_again_but_never_cut_adaptively() {
+        let policy = default_policy();
+        let latency = crate::upstream::trytime::HeadLatency::default();
+        let now = Instant::now();
+        let deadline = now + Duration::from_secs(15);
+        // A PUT whose body streams: no retry after a reset, no adaptive cut.
+        let mut r = Retries::new(&policy, true, false);
+        assert!(!r.resendable());
+        assert_eq!(r.try_deadline(now, deadline, Some(&latency), Duration::from_secs(15)), (deadline, None));
+        // Its first try failed with all it sent kept: it can be sent again, still uncut (the
+        // client may still be sending), until a try fails without a copy.
+        r.set_replayable(true);
+        assert!(r.resendable());
+        assert_eq!(r.try_deadline(now, deadline, Some(&latency), Duration::from_secs(15)), (deadline, None));
+        r.set_replayable(false);
+        assert!(!r.resendable());
+        // Held whole: cut adaptively (half the route timeout while the cluster warms up).
+        let mut r = Retries::new(&policy, true, false);
+        r.set_resendable();
+        assert!(r.try_deadline(now, deadline, Some(&latency), Duration::from_secs(15)).1.is_some());
     }
 }
 

@@ -4,7 +4,10 @@
 //! `x-echo-te` telling what TE it saw; `GET /bytes/N` answers N bytes; `GET /hints/N` sends N
 //! `103 Early Hints` (with a `link` field) and then `200` with the body `ok`; `GET /reset` sends
 //! a `200` head and 2 bytes, then resets the stream with INTERNAL_ERROR; `/refuse-once/<x>` is
-//! refused with REFUSED_STREAM the first time and served like any other path after.
+//! refused with REFUSED_STREAM the first time and served like any other path after;
+//! `/refuse-after-data-once/<n>` likewise, but only once `n` bytes of the body arrived
+//! (`/refuse-after-data-twice/<n>`: the first two times). An
+//! echo's trailers name the request's trailers, each as `x-echo-<name>`.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -107,6 +110,24 @@ async fn handle(
             return Ok(());
         }
     }
+    let path = parts.uri.path();
+    let refusing = [("/refuse-after-data-once/", 1), ("/refuse-after-data-twice/", 2)]
+        .into_iter()
+        .find_map(|(prefix, times)| Some((path.strip_prefix(prefix)?.parse::<usize>().ok()?, times)));
+    if let Some((n, times)) = refusing {
+        let path = parts.uri.path().to_owned();
+        let seen = log.lock().unwrap().iter().filter(|s| s.path == path).count();
+        if seen <= times {
+            let mut got = 0;
+            while got < n {
+                let Some(Ok(chunk)) = body.data().await else { break };
+                got += chunk.len();
+                let _ = body.flow_control().release_capacity(chunk.len());
+            }
+            respond.send_reset(h2::Reason::REFUSED_STREAM);
+            return Ok(());
+        }
+    }
     if parts.uri.path().starts_with("/fail-once/") || parts.uri.path().starts_with("/shed/") {
         // `/fail-once/`: a 503 for the first request of a path, 200 after; `/shed/`: always a
         // 503 that marks load shedding (never to be retried).
@@ -154,6 +175,13 @@ async fn handle(
         tx.send_data(chunk, false)?;
     }
     let mut trailers = http::HeaderMap::new();
+    if let Ok(Some(theirs)) = body.trailers().await {
+        for (name, value) in &theirs {
+            if let Ok(n) = http::HeaderName::from_bytes(format!("x-echo-{name}").as_bytes()) {
+                trailers.insert(n, value.clone());
+            }
+        }
+    }
     trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
     trailers.insert("x-echo-te", http::HeaderValue::from_str(if te.is_empty() { "none" } else { &te }).unwrap());
     tx.send_trailers(trailers)?;

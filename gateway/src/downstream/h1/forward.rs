@@ -37,6 +37,8 @@ impl Downstream for H1Forward<'_> {
     type Done = Next;
     // The rewritten head goes right before the body, and both leave in one write.
     const RESPONSE_HEAD_ROOM: bool = true;
+    // A body streams from the socket's buffer, which is not kept.
+    const KEEPS_STREAMED_BODY: bool = false;
 
     fn ex(&mut self) -> &mut Exchange {
         &mut self.conn.ex
@@ -80,6 +82,11 @@ impl Downstream for H1Forward<'_> {
             }
             _ => None,
         }
+    }
+
+    // A body streamed from an HTTP/1.1 client is not kept (only held whole, before the tries).
+    fn body_replayable(&self) -> bool {
+        false
     }
 
     async fn send_h1(

@@ -24,6 +24,7 @@ use crate::pipeline::exchange::Exchange;
 use crate::pipeline::forward::{Downstream, H1Response, H2Response, Response, Try};
 use crate::pipeline::h2up;
 use crate::pipeline::interim::Interim;
+use crate::pipeline::replay::{Keep, PumpEnd, Replay, Signal};
 use crate::runtime::io::{write_from, write_from_by};
 use crate::runtime::stream::Stream;
 use crate::upstream::h2pool::H2Endpoint;
@@ -37,6 +38,9 @@ pub struct H2Forward<'a> {
     pub stream: &'a H2Stream,
     /// The request body read whole (and its trailers), so that every try can send it.
     pub held: Option<(Bytes, Option<http::HeaderMap>)>,
+    /// What a failed try had sent of a streamed body (all of it that was taken from the client),
+    /// for the next try to send first.
+    pub replay: Option<Box<Replay>>,
     pub ex: &'a mut Exchange,
 }
 
@@ -44,6 +48,8 @@ impl Downstream for H2Forward<'_> {
     type Done = ();
     // The head is encoded into the connection's write buffer.
     const RESPONSE_HEAD_ROOM: bool = false;
+    // Its chunks are kept as they go (`pipeline::replay`).
+    const KEEPS_STREAMED_BODY: bool = true;
 
     fn ex(&mut self) -> &mut Exchange {
         self.ex
@@ -86,6 +92,10 @@ impl Downstream for H2Forward<'_> {
         }
     }
 
+    fn body_replayable(&self) -> bool {
+        self.held.is_some() || self.replay.is_some()
+    }
+
     async fn send_h1(
         &mut self,
         t: &Try<'_>,
@@ -106,7 +116,9 @@ impl Downstream for H2Forward<'_> {
         if self.held.is_none() && t.req.body != crate::request::Body::None {
             let chunked = t.req.body == crate::request::Body::Stream;
             let server = &t.local.snap.config.server;
-            return send_body(t.worker, server, self.stream, self.ex, up, chunked, t.try_deadline).await;
+            // What an earlier try sent goes first (this try keeps no copy of its own).
+            let prefix = self.replay.take();
+            return send_body(t.worker, server, self.stream, self.ex, up, chunked, t.try_deadline, prefix).await;
         }
         Ok(())
     }
@@ -125,24 +137,47 @@ impl Downstream for H2Forward<'_> {
         if let Some((data, trailers)) = self.held.clone() {
             return Box::pin(self.try_h2_held(t, endpoint, up, data, trailers)).await;
         }
-        let no_body = self.stream.is_end_stream();
+        let no_body = self.replay.as_ref().map_or_else(|| self.stream.is_end_stream(), |r| r.is_empty());
         let (slot, response, tx) =
             h2up::send_head(t.worker, endpoint, up, no_body, t.try_deadline, t.connect_limit).await?;
-        // The body (if any) is pumped while the response comes back (a stream both ways); a
-        // bodyless request can be sent again when the upstream refused the stream (not
-        // processed, RFC 9113 §8.7).
+        // The body (if any) is pumped while the response comes back (a stream both ways), after
+        // what an earlier try sent. A copy of what goes out is kept when a retry could use it
+        // (see `pipeline::replay`).
+        let prefix = self.replay.take();
+        let retry = &t.action.retry;
+        let keep = if retry.num_retries > 0 && !retry.retry_on.is_empty() { retry.max_replay_bytes } else { 0 };
         let pump = tx.map(|tx| {
-            let pump = pump(self.stream.body(), tx, server.timeouts.body_io, server.limits.max_body_bytes);
-            monoio::spawn(pump)
+            let limits = PumpLimits { idle: server.timeouts.body_io, max_bytes: server.limits.max_body_bytes, keep };
+            let signal = Rc::new(Signal::default());
+            (monoio::spawn(pump(self.stream.body(), tx, prefix, limits, Rc::clone(&signal))), signal)
         });
         let head = h2up::response_head(t.worker, response, &mut Interim::H2(self.stream), t.try_deadline).await;
         match head {
-            Ok(resp) => Ok(Response::H2(Box::new(H2Response { slot, resp, pump }))),
-            // Refused after the body went out: it is gone, the request cannot be sent again.
-            Err(UpstreamError::RefusedStream) if pump.is_some() => {
-                Err(UpstreamError::Send(std::io::Error::other("stream refused after its body was sent")))
+            Ok(resp) => {
+                let pump = pump.map(|(pump, signal)| {
+                    signal.answered();
+                    pump
+                });
+                Ok(Response::H2(Box::new(H2Response { slot, resp, pump })))
             }
-            Err(e) => Err(e),
+            Err(e) => {
+                let Some((pump, signal)) = pump else { return Err(e) };
+                // The try failed before its response: the pump stops (resetting the upstream
+                // stream) and hands back what it kept of the body for the next try.
+                signal.stop();
+                let PumpEnd { taken, replay } = pump.await;
+                t.worker.stats.downstream_bytes_in.add(taken);
+                self.ex.bytes_in += taken;
+                self.replay = replay;
+                match e {
+                    // Refused after the body went out, which was not kept: the request cannot be
+                    // sent again.
+                    UpstreamError::RefusedStream if self.replay.is_none() => {
+                        Err(UpstreamError::Send(std::io::Error::other("stream refused after its body was sent")))
+                    }
+                    e => Err(e),
+                }
+            }
         }
     }
 
@@ -203,7 +238,7 @@ async fn from_h2(
     stream: &H2Stream,
     ex: &mut Exchange,
     resp: http::Response<h2::RecvStream>,
-    pump: Option<monoio::task::JoinHandle<u64>>,
+    pump: Option<monoio::task::JoinHandle<PumpEnd>>,
     flow: &FlowWatch,
 ) {
     let worker = t.worker;
@@ -231,7 +266,7 @@ async fn from_h2(
         Err(e) => tracing::debug!(error = %e, "HTTP/2 response not sent"),
     }
     if let Some(p) = pump {
-        let n = p.await;
+        let n = p.await.taken;
         worker.stats.downstream_bytes_in.add(n);
         ex.bytes_in += n;
     }
@@ -286,33 +321,105 @@ async fn relay(
     end.map(|_| total).map_err(|_| total)
 }
 
-/// Copies a request body from a client's HTTP/2 stream to the upstream's, with trailers; the
-/// client's window is given back as the upstream takes the bytes. Resets the upstream stream
-/// when the client's fails.
-async fn pump(from: BodyReader, mut to: h2::SendStream<Bytes>, idle: std::time::Duration, max_bytes: u64) -> u64 {
+/// What bounds a request body's pump.
+struct PumpLimits {
+    /// Longest wait for the client's next bytes, or for the upstream to take some.
+    idle: std::time::Duration,
+    /// The body's most bytes (`server.limits.max_body_bytes`).
+    max_bytes: u64,
+    /// The most bytes kept for a replay (0: none).
+    keep: u64,
+}
+
+/// Copies a request body from a client's HTTP/2 stream to the upstream's, with trailers, after
+/// `prefix` (what an earlier try sent: sent again first); the client's window is given back as
+/// the upstream takes the bytes. Keeps what it sends within `limits.keep`, for the next try should
+/// this one fail, until the response came. Ends (resetting the upstream stream) when `signal`
+/// says so or the client's stream fails; it just returns when the upstream's fails.
+async fn pump(
+    from: BodyReader,
+    mut to: h2::SendStream<Bytes>,
+    prefix: Option<Box<Replay>>,
+    limits: PumpLimits,
+    signal: Rc<Signal>,
+) -> PumpEnd {
+    let mut keep = Keep::new(limits.keep);
+    let mut taken = 0u64;
     let mut total = 0u64;
-    loop {
-        let data = match crate::runtime::timeout(idle, from.data()).await {
-            Ok(Some(Ok(d))) => d,
-            Ok(None) => break,
-            _ => {
+    // `Some(trailers)` once the body ended.
+    let mut ended = None;
+    if let Some(p) = prefix {
+        // All of it is kept before any is sent, so that a failure part way keeps the rest too.
+        total = p.bytes;
+        for chunk in &p.chunks {
+            keep.push(chunk);
+        }
+        if p.complete {
+            keep.end(p.trailers.as_ref());
+        }
+        for chunk in p.chunks {
+            match signal
+                .or(crate::runtime::timeout(limits.idle, crate::codec::h2io::send_data(&mut to, chunk, false)))
+                .await
+            {
+                Some(Ok(Ok(()))) => {}
+                Some(_) => return PumpEnd { taken, replay: keep.into_replay() },
+                None => {
+                    to.send_reset(h2::Reason::CANCEL);
+                    return PumpEnd { taken, replay: keep.into_replay() };
+                }
+            }
+        }
+        if p.complete {
+            ended = Some(p.trailers);
+        }
+    }
+    let trailers = loop {
+        if let Some(trailers) = ended {
+            break trailers;
+        }
+        let data = match signal.or(crate::runtime::timeout(limits.idle, from.data())).await {
+            Some(Ok(Some(Ok(d)))) => d,
+            Some(Ok(None)) => {
+                ended = Some(from.take_trailers());
+                continue;
+            }
+            // The client's stream failed or went idle: nothing to send again.
+            Some(_) => {
                 to.send_reset(h2::Reason::CANCEL);
-                return total;
+                return PumpEnd { taken, replay: None };
+            }
+            None => {
+                to.send_reset(h2::Reason::CANCEL);
+                return PumpEnd { taken, replay: keep.into_replay() };
             }
         };
-        total += data.len() as u64;
-        if total > max_bytes {
-            to.send_reset(h2::Reason::CANCEL);
-            return total;
-        }
         let n = data.len();
-        let sent = crate::runtime::timeout(idle, crate::codec::h2io::send_data(&mut to, data, false)).await;
-        if sent.map_or(true, |r| r.is_err()) {
-            return total;
+        taken += n as u64;
+        total += n as u64;
+        if signal.is_answered() {
+            keep.drop_copy();
         }
+        if total > limits.max_bytes {
+            to.send_reset(h2::Reason::CANCEL);
+            return PumpEnd { taken, replay: None };
+        }
+        keep.push(&data);
+        let sent =
+            signal.or(crate::runtime::timeout(limits.idle, crate::codec::h2io::send_data(&mut to, data, false))).await;
+        // Sent, or kept for the next try, or dropped with the request: no longer the client's.
         from.release(n);
-    }
-    match from.take_trailers() {
+        match sent {
+            Some(Ok(Ok(()))) => {}
+            Some(_) => return PumpEnd { taken, replay: keep.into_replay() },
+            None => {
+                to.send_reset(h2::Reason::CANCEL);
+                return PumpEnd { taken, replay: keep.into_replay() };
+            }
+        }
+    };
+    keep.end(trailers.as_ref());
+    match trailers {
         Some(t) => {
             let _ = to.send_trailers(trailer_map(&t));
         }
@@ -320,7 +427,7 @@ async fn pump(from: BodyReader, mut to: h2::SendStream<Bytes>, idle: std::time::
             let _ = to.send_data(Bytes::new(), true);
         }
     }
-    total
+    PumpEnd { taken, replay: keep.into_replay() }
 }
 
 /// A client's trailers as a header map (for an HTTP/2 upstream).
@@ -342,8 +449,10 @@ fn connection_specific(name: &[u8]) -> bool {
     )
 }
 
-/// Streams the client's DATA to the upstream, giving window back only once the upstream took
-/// the bytes. Client trailers go into the last chunk when the body is chunked.
+/// Streams the client's DATA to the upstream, after `prefix` (what an earlier try sent), giving
+/// window back only once the upstream took the bytes. Client trailers go into the last chunk when
+/// the body is chunked.
+#[allow(clippy::too_many_arguments)]
 async fn send_body(
     worker: &Worker,
     server: &gateway_config::Server,
@@ -352,39 +461,71 @@ async fn send_body(
     up: &mut Stream,
     chunked: bool,
     deadline: Instant,
+    prefix: Option<Box<Replay>>,
 ) -> Result<(), UpstreamError> {
     let mut out = worker.buffers.take();
+    // Bytes taken from the client by this try, and before it.
     let mut total: u64 = 0;
-    let result = loop {
-        let next = crate::runtime::timeout(server.timeouts.body_io, body.data()).await;
-        let data = match next {
-            Err(_) => break Err(UpstreamError::ClientBody(TransferError::ReadTimeout)),
-            Ok(None) => break Ok(()),
-            Ok(Some(Err(e))) => break Err(UpstreamError::ClientBody(TransferError::Read(std::io::Error::other(e)))),
-            Ok(Some(Ok(d))) => d,
-        };
-        total += data.len() as u64;
-        if total > server.limits.max_body_bytes {
-            break Err(UpstreamError::ClientBody(TransferError::TooLarge));
+    let mut before: u64 = 0;
+    // `Some(trailers)` when the prefix is the whole body.
+    let mut ended = None;
+    if let Some(p) = prefix {
+        before = p.bytes;
+        for chunk in &p.chunks {
+            out.clear();
+            if chunked {
+                encode_chunk(chunk, &mut out);
+            } else {
+                out.extend_from_slice(chunk);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            let (res, b) = write_from(up, std::mem::take(&mut out), 0, left.min(server.timeouts.body_io)).await;
+            out = b;
+            if let Err(e) = res {
+                worker.buffers.give(out);
+                return Err(UpstreamError::Send(e));
+            }
         }
-        out.clear();
-        if chunked {
-            encode_chunk(&data, &mut out);
-        } else {
-            out.extend_from_slice(&data);
+        if p.complete {
+            ended = Some(p.trailers);
         }
-        let left = deadline.saturating_duration_since(Instant::now());
-        let (res, b) = write_from(up, std::mem::take(&mut out), 0, left.min(server.timeouts.body_io)).await;
-        out = b;
-        if let Err(e) = res {
-            break Err(UpstreamError::Send(e));
+    }
+    let result = if ended.is_some() {
+        Ok(())
+    } else {
+        loop {
+            let next = crate::runtime::timeout(server.timeouts.body_io, body.data()).await;
+            let data = match next {
+                Err(_) => break Err(UpstreamError::ClientBody(TransferError::ReadTimeout)),
+                Ok(None) => break Ok(()),
+                Ok(Some(Err(e))) => {
+                    break Err(UpstreamError::ClientBody(TransferError::Read(std::io::Error::other(e))))
+                }
+                Ok(Some(Ok(d))) => d,
+            };
+            total += data.len() as u64;
+            if before + total > server.limits.max_body_bytes {
+                break Err(UpstreamError::ClientBody(TransferError::TooLarge));
+            }
+            out.clear();
+            if chunked {
+                encode_chunk(&data, &mut out);
+            } else {
+                out.extend_from_slice(&data);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            let (res, b) = write_from(up, std::mem::take(&mut out), 0, left.min(server.timeouts.body_io)).await;
+            out = b;
+            if let Err(e) = res {
+                break Err(UpstreamError::Send(e));
+            }
+            // The client may send more only once the upstream took these bytes.
+            body.release(data.len());
         }
-        // The client may send more only once the upstream took these bytes.
-        body.release(data.len());
     };
     if result.is_ok() && chunked {
         out.clear();
-        match body.take_trailers() {
+        match ended.unwrap_or_else(|| body.take_trailers()) {
             Some(trailers) => {
                 out.extend_from_slice(b"0\r\n");
                 for (name, value) in trailers.iter() {

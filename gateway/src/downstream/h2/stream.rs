@@ -90,7 +90,7 @@ async fn serve(
     }
     match dispatch(worker, local, &req, ex).await {
         Verdict::Proxy(fwd) => {
-            let mut down = H2Forward { ctx, stream, held: None, ex };
+            let mut down = H2Forward { ctx, stream, held: None, replay: None, ex };
             crate::pipeline::forward::forward(worker, local, &mut down, &req, fwd).await;
         }
         Verdict::Answer(a) => Box::pin(answer(worker, local, stream, ex, &req, a)).await,

@@ -487,8 +487,8 @@ pub struct RetryPolicy {
     #[serde(serialize_with = "ser::duration")]
     pub backoff_max: Duration,
     /// A request body up to this size is held (or, from an HTTP/2 client to an HTTP/2 upstream,
-    /// kept as it streams) so that it can be sent again; larger bodies, and HTTP/1.1 chunked
-    /// ones, are retried only when nothing was sent (`connect-failure`).
+    /// kept as it streams) so that it can be sent again; larger bodies are retried only when
+    /// nothing was sent (`connect-failure`).
     pub max_replay_bytes: u64,
 }
 

@@ -226,19 +226,29 @@ fn refused_streams_are_retried_on(d: &str) {
     let resp = read_response(&mut std::io::BufReader::new(&mut s), false).unwrap();
     assert_eq!((resp.status, resp.body.as_slice()), (200, &b"hi"[..]), "{d}");
     assert_eq!(gw.total("upstream_retries"), 6);
-    // A chunked one is neither held nor kept: gone with the refused stream, a 502.
+    // So is a chunked one, up to max_replay_bytes on the wire.
     let mut s = connect(gw.addr);
     s.write_all(b"POST /refuse-once/chunked HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\n\r\n").unwrap();
     std::thread::sleep(Duration::from_millis(200));
     s.write_all(b"2\r\nhi\r\n0\r\n\r\n").unwrap();
-    assert_eq!(read_response(&mut std::io::BufReader::new(&mut s), false).unwrap().status, 502, "{d}");
-    assert_eq!(gw.total("upstream_retries"), 6);
+    let resp = read_response(&mut std::io::BufReader::new(&mut s), false).unwrap();
+    assert_eq!((resp.status, resp.body.as_slice()), (200, &b"hi"[..]), "{d}");
+    assert_eq!(gw.total("upstream_retries"), 7);
+    // A longer one streams, and is gone with the refused stream: a 502.
+    let big = "z".repeat(70 * 1024);
+    let raw = format!(
+        "POST /refuse-once/big HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{big}\r\n0\r\n\r\n",
+        big.len()
+    );
+    assert_eq!(exchange(gw.addr, raw.as_bytes()).status, 502, "{d}");
+    assert_eq!(gw.total("upstream_retries"), 7);
     for (path, tries) in [
         ("/refuse-once/empty", 2),
         ("/refuse-once/post", 2),
         ("/refuse-once/h2-post", 2),
         ("/refuse-once/late", 2),
-        ("/refuse-once/chunked", 1),
+        ("/refuse-once/chunked", 2),
+        ("/refuse-once/big", 1),
     ] {
         assert_eq!(origin.seen().iter().filter(|s| s.path == path).count(), tries, "{d}: {path}");
     }

@@ -236,6 +236,51 @@ fn a_held_body_is_sent_again_in_full() {
 }
 
 #[test]
+fn a_held_chunked_body_is_sent_again_in_full() {
+    each_driver(|d| {
+        let reset = Flaky::start(Mode::Reset);
+        let ok = Flaky::start(Mode::Ok);
+        let gw = gateway(
+            d,
+            "",
+            r#"retry = { retry_on = ["reset"], backoff = { base = "1ms", max = "2ms" } }"#,
+            &[reset.addr, ok.addr],
+            "",
+        );
+        // A chunked PUT (idempotent) is read whole before its first try, its last chunk arriving
+        // after the head and first chunks; the try meeting a reset is followed by one that sends
+        // all of it.
+        let chunk = "y".repeat(5_000);
+        let body = chunk.repeat(4);
+        for _ in 0..2 {
+            let mut s = connect(gw.addr);
+            let mut raw = b"PUT /doc HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
+            for _ in 0..3 {
+                raw.extend_from_slice(format!("{:x}\r\n{chunk}\r\n", chunk.len()).as_bytes());
+            }
+            s.write_all(&raw).unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+            s.write_all(format!("{:x}\r\n{chunk}\r\n0\r\n\r\n", chunk.len()).as_bytes()).unwrap();
+            assert_eq!(read_response(&mut BufReader::new(s), false).unwrap().status, 200, "{d}");
+        }
+        assert_eq!(reset.attempts(), 1, "{d}");
+        let seen = ok.seen();
+        assert_eq!(seen.len(), 2, "{d}");
+        assert!(seen.iter().all(|s| s.method == "PUT" && s.body == body.as_bytes()), "{d}");
+        // Longer on the wire than max_replay_bytes: not held, so the reset is answered 502.
+        drop(gw);
+        let route = r#"retry = { retry_on = ["reset"], max_replay_bytes = 1024 }"#;
+        let gw = gateway(d, "", route, &[reset.addr], "");
+        let raw = format!(
+            "PUT /doc HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+            body.len()
+        );
+        assert_eq!(request(gw.addr, raw.as_bytes()).status, 502, "{d}");
+        assert_eq!(reset.attempts(), 2, "{d}");
+    });
+}
+
+#[test]
 fn an_expired_deadline_is_answered_504_without_touching_the_origin() {
     each_driver(|d| {
         let origin = Flaky::start(Mode::Ok);

@@ -50,9 +50,11 @@ pub trait Downstream {
     /// The request's accounting.
     fn ex(&mut self) -> &mut Exchange;
 
-    /// Reads a `Content-Length` body of `n` bytes whole, so that a retry after sending can send
-    /// it again; false when this protocol does not hold bodies. `Err`: the answer to give
-    /// (`None`: none possible).
+    /// Reads the body whole, so that a retry after sending can send it again: a `Content-Length`
+    /// body of `n` bytes, or one of unknown length (HTTP/1.1 chunked) taking at most `n` bytes
+    /// on the wire. False when it was not held: this protocol does not hold such bodies, or it is
+    /// longer (what was read of it then streams first). `Err`: the answer to give (`None`: none
+    /// possible).
     async fn hold_body(&mut self, t: &Try<'_>, n: u64) -> Result<bool, Option<Refusal>>;
 
     /// The body's length when all of it has already arrived and is in memory (so that
@@ -296,18 +298,26 @@ async fn choose<D: Downstream>(
         // arrived (held at no cost), or when the client's protocol keeps no copy of a body as it
         // streams (HTTP/1.1: read whole first, as nginx buffers request bodies; an HTTP/2
         // client's body is kept as it goes, `super::replay`).
+        // A body of unknown length is held up to `max_replay_bytes` on the wire.
+        let replay_limit = action.retry.max_replay_bytes;
         let hold = match req.body {
             _ if retries.resendable() => None,
             Body::Length(n) if retries.resend_possible() && action.retry.retry_on.after_send() => Some(n),
+            Body::Stream
+                if !D::KEEPS_STREAMED_BODY && retries.resend_possible() && action.retry.retry_on.after_send() =>
+            {
+                Some(replay_limit)
+            }
             _ if retries.refused_stream_possible() && cluster.settings.protocol != UpstreamProtocol::Http1 => {
                 match req.body {
                     Body::Length(n) if !D::KEEPS_STREAMED_BODY => Some(n),
+                    Body::Stream if !D::KEEPS_STREAMED_BODY => Some(replay_limit),
                     _ => down.body_arrived(),
                 }
             }
             _ => None,
         };
-        if let Some(n) = hold.filter(|&n| n <= action.retry.max_replay_bytes) {
+        if let Some(n) = hold.filter(|&n| n <= replay_limit) {
             // Not `?`: the buffer and the request id go back below whatever happens.
             match Box::pin(down.hold_body(t, n)).await {
                 Ok(true) => retries.set_resendable(),

@@ -13,6 +13,7 @@ use crate::runtime::idle_timer::Expiry;
 
 use super::{relay, Conn, Next};
 use crate::codec::body::{self, Dest, Side, Source, TransferError};
+use crate::codec::chunked::ChunkedDecoder;
 use crate::codec::h1::{BodyFraming, RequestHead};
 use crate::pipeline::answer::Refusal;
 use crate::pipeline::forward::{Downstream, H1Response, H2Response, Response, Try};
@@ -45,6 +46,9 @@ impl Downstream for H1Forward<'_> {
     }
 
     async fn hold_body(&mut self, t: &Try<'_>, n: u64) -> Result<bool, Option<Refusal>> {
+        if self.head.body == BodyFraming::Chunked {
+            return self.hold_chunked(t, n).await;
+        }
         let conn = &mut *self.conn;
         let server = &t.local.snap.config.server;
         let end =
@@ -75,6 +79,7 @@ impl Downstream for H1Forward<'_> {
     }
 
     fn body_arrived(&self) -> Option<u64> {
+        // (A chunked body's end is known only once it is decoded: `hold_chunked`.)
         match self.head.body {
             BodyFraming::Length(n) => {
                 let end = self.body_start.checked_add(usize::try_from(n).ok()?)?;
@@ -231,5 +236,51 @@ impl Downstream for H1Forward<'_> {
 
     fn abort(&mut self) -> Next {
         Next::Close
+    }
+}
+
+impl H1Forward<'_> {
+    /// [`Downstream::hold_body`] of a chunked body: read into the connection's buffer (from
+    /// `body_start`, where every try decodes it again) until its last chunk and trailers
+    /// arrived, or until it takes more than `n` bytes on the wire (not held; what was read
+    /// streams first).
+    async fn hold_chunked(&mut self, t: &Try<'_>, n: u64) -> Result<bool, Option<Refusal>> {
+        let conn = &mut *self.conn;
+        let server = &t.local.snap.config.server;
+        let limit = usize::try_from(n).unwrap_or(usize::MAX);
+        if self.head.expect_continue && conn.rbuf.len() == self.body_start {
+            let (res, _) = write_from(&mut conn.stream, CONTINUE.to_vec(), 0, server.timeouts.body_io).await;
+            res.map_err(|e| Refusal::for_client_body(&TransferError::Write(e)))?;
+            conn.ex.continued = true;
+        }
+        let mut decoder = ChunkedDecoder::new();
+        let mut decoded = Vec::new();
+        let mut pos = self.body_start;
+        loop {
+            decoded.clear();
+            let fresh = conn.rbuf.get(pos..).unwrap_or_default();
+            let progress =
+                decoder.decode(fresh, &mut decoded).map_err(|_| Refusal::for_client_body(&TransferError::Framing))?;
+            pos += progress.consumed;
+            if progress.done {
+                return Ok(true);
+            }
+            if conn.rbuf.len() - self.body_start >= limit {
+                return Ok(false);
+            }
+            if conn.rbuf.capacity() - conn.rbuf.len() < 1024 {
+                conn.rbuf.reserve(4096);
+            }
+            let (res, b) =
+                read_append_timeout(&mut conn.stream, std::mem::take(&mut conn.rbuf), server.timeouts.body_io).await;
+            conn.rbuf = b;
+            let failed = match res {
+                Ok(0) => TransferError::Truncated,
+                Ok(_) => continue,
+                Err(e) if e.kind() == io::ErrorKind::TimedOut => TransferError::ReadTimeout,
+                Err(e) => TransferError::Read(e),
+            };
+            return Err(Refusal::for_client_body(&failed));
+        }
     }
 }

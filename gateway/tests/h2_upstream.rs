@@ -410,6 +410,41 @@ fn streams_an_upstream_goaway_left_unprocessed_are_retried_whatever_the_method()
     });
 }
 
+/// The same with HTTP/2 clients' bodies still on their way when the GOAWAY comes: what went out
+/// was kept (`pipeline::replay`), and the retry sends all of it.
+#[test]
+fn a_streamed_body_is_sent_again_after_an_upstream_goaway() {
+    each_driver(|d| {
+        let (bad, origin) = (GoAwayUpstream::start(), H2Origin::start(None));
+        // Fresh: after one failure there, POSTs would pass the endpoint over (suspect).
+        let gw = two_endpoints(d, bad.addr, origin.addr, "1s");
+        let rt = clients::runtime();
+        rt.block_on(async {
+            let send = clients::h2_connect(gw.addr, None).await;
+            // Round robin: one of two goes to the endpoint going away first.
+            for i in 0..2 {
+                let mut ready = send.clone().ready().await.unwrap();
+                let post = clients::h2_post("http", "a", &format!("/h2-late-{i}"));
+                let (resp, mut tx) = ready.send_request(post, false).unwrap();
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                tx.send_data(Bytes::from(format!("late body {i}")), true).unwrap();
+                let resp = tokio::time::timeout(Duration::from_secs(10), resp).await.expect("an answer").unwrap();
+                assert_eq!(resp.status(), 200, "{d}: HTTP/2 POST with a late body {i}");
+                let mut rx = resp.into_body();
+                let mut body = Vec::new();
+                while let Some(Ok(chunk)) = rx.data().await {
+                    let _ = rx.flow_control().release_capacity(chunk.len());
+                    body.extend_from_slice(&chunk);
+                }
+                assert_eq!(body, format!("late body {i}").as_bytes(), "{d}");
+            }
+        });
+        assert_eq!(bad.ignored(), 1, "{d}");
+        assert_eq!(gw.total("upstream_retries"), 1, "{d}");
+        assert_eq!(origin.seen().iter().filter(|s| s.method == "POST").count(), 2, "{d}");
+    });
+}
+
 #[test]
 fn http2_upstream_5xx_is_retried_like_http1_and_shed_503s_are_not() {
     // One forwarding loop for every protocol pair: a 5xx from an HTTP/2 upstream is retried

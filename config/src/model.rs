@@ -486,9 +486,9 @@ pub struct RetryPolicy {
     pub backoff_base: Duration,
     #[serde(serialize_with = "ser::duration")]
     pub backoff_max: Duration,
-    /// A request body up to this size is held (or, from an HTTP/2 client to an HTTP/2 upstream,
-    /// kept as it streams) so that it can be sent again; larger bodies are retried only when
-    /// nothing was sent (`connect-failure`).
+    /// A request body up to this size is held (or, from an HTTP/2 client, kept as it streams)
+    /// so that it can be sent again; larger bodies are retried only when nothing was sent
+    /// (`connect-failure`).
     pub max_replay_bytes: u64,
 }
 

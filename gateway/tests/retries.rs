@@ -469,3 +469,37 @@ fn an_http2_clients_held_body_is_sent_again_in_full() {
         assert_eq!(gw.total("upstream_retries"), 1, "{d}");
     });
 }
+
+#[test]
+fn an_http2_clients_streamed_body_is_kept_and_sent_again_in_full() {
+    // A PUT without a length whose body is still arriving streams to the first try (chunked, to
+    // an HTTP/1.1 upstream); what went out is kept (`pipeline::replay`), so the reset is retried
+    // with all of it.
+    each_driver(|d| {
+        let reset = Flaky::start(Mode::Reset);
+        let ok = Flaky::start(Mode::Ok);
+        let route = r#"retry = { retry_on = ["reset"], backoff = { base = "1ms", max = "2ms" } }"#;
+        let text = config_text(d, "", route, &[reset.addr, ok.addr], "")
+            .replace("address = \"127.0.0.1:0\"\n", "address = \"127.0.0.1:0\"\nprotocols = [\"http/1.1\", \"h2\"]\n");
+        let gw = TestGateway::start(&text);
+        let rt = clients::runtime();
+        rt.block_on(async {
+            let send = clients::h2_connect(gw.addr, None).await;
+            for i in 0..2 {
+                let mut ready = send.clone().ready().await.unwrap();
+                let req = http::Request::builder().method("PUT").uri("http://a/doc").body(()).unwrap();
+                let (resp, mut tx) = ready.send_request(req, false).unwrap();
+                tx.send_data(bytes::Bytes::from_static(b"first part, "), false).unwrap();
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                tx.send_data(bytes::Bytes::from_static(b"second part"), true).unwrap();
+                let resp = tokio::time::timeout(Duration::from_secs(10), resp).await.expect("an answer").unwrap();
+                assert_eq!(resp.status(), 200, "{d}: {i}");
+            }
+        });
+        assert_eq!(reset.attempts(), 1, "{d}");
+        let seen = ok.seen();
+        assert_eq!(seen.len(), 2, "{d}");
+        assert!(seen.iter().all(|s| s.method == "PUT" && s.body == b"first part, second part"), "{d}: {seen:?}");
+        assert_eq!(gw.total("upstream_retries"), 1, "{d}");
+    });
+}

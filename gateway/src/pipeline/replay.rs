@@ -1,9 +1,10 @@
-//! A request body kept in memory while it streams to an upstream, so that the next try can send
-//! it again when this one fails before its response (Envoy buffers retried bodies the same
-//! way). It matters most for an HTTP/2 upstream that refuses the stream (RFC 9113 §8.7, or a
-//! GOAWAY that leaves it unprocessed, as during the upstream's restart): the request is safe to
-//! send again whatever its method, but a body that was still arriving when the try began has
-//! already been taken from the client.
+//! An HTTP/2 client's request body kept in memory while it streams to an upstream (of either
+//! protocol), so that the next try can send it again when this one fails before its response
+//! (Envoy buffers retried bodies the same way). It matters most for an HTTP/2 upstream that
+//! refuses the stream (RFC 9113 §8.7, or a GOAWAY that leaves it unprocessed, as during the
+//! upstream's restart): the request is safe to send again whatever its method, but a body that
+//! was still arriving when the try began has already been taken from the client. (An HTTP/1.1
+//! client's body is held whole before the first try instead: `Downstream::hold_body`.)
 //!
 //! The copy costs no byte copies (the chunks are reference-counted) and is bounded by the
 //! route's `retry.max_replay_bytes`: a body that outgrows it is not kept, and the request is

@@ -116,9 +116,15 @@ impl Downstream for H2Forward<'_> {
         if self.held.is_none() && t.req.body != crate::request::Body::None {
             let chunked = t.req.body == crate::request::Body::Stream;
             let server = &t.local.snap.config.server;
-            // What an earlier try sent goes first (this try keeps no copy of its own).
+            // What an earlier try sent goes first; what this one sends is kept for the next
+            // (`pipeline::replay`), until the response comes.
             let prefix = self.replay.take();
-            return send_body(t.worker, server, self.stream, self.ex, up, chunked, t.try_deadline, prefix).await;
+            let mut keep = Keep::new(keep_limit(t));
+            let deadline = t.try_deadline;
+            let sent =
+                send_body(t.worker, server, self.stream, self.ex, up, chunked, deadline, prefix, &mut keep).await;
+            self.replay = keep.into_replay();
+            return sent;
         }
         Ok(())
     }
@@ -144,8 +150,7 @@ impl Downstream for H2Forward<'_> {
         // what an earlier try sent. A copy of what goes out is kept when a retry could use it
         // (see `pipeline::replay`).
         let prefix = self.replay.take();
-        let retry = &t.action.retry;
-        let keep = if retry.num_retries > 0 && !retry.retry_on.is_empty() { retry.max_replay_bytes } else { 0 };
+        let keep = keep_limit(t);
         let pump = tx.map(|tx| {
             let limits = PumpLimits { idle: server.timeouts.body_io, max_bytes: server.limits.max_body_bytes, keep };
             let signal = Rc::new(Signal::default());
@@ -182,6 +187,8 @@ impl Downstream for H2Forward<'_> {
     }
 
     async fn relay(&mut self, t: &Try<'_>, endpoint: &EndpointState, resp: Response) {
+        // The response came: what was kept of the body for a retry is not needed any more.
+        self.replay = None;
         match resp {
             Response::H1(r) => from_h1(t, self.stream, self.ex, endpoint, r, &self.ctx.flow).await,
             Response::H2(r) => {
@@ -321,6 +328,16 @@ async fn relay(
     end.map(|_| total).map_err(|_| total)
 }
 
+/// The most bytes of a streamed body a try keeps for the next (0 when no retry could use them).
+fn keep_limit(t: &Try<'_>) -> u64 {
+    let retry = &t.action.retry;
+    if retry.num_retries > 0 && !retry.retry_on.is_empty() {
+        retry.max_replay_bytes
+    } else {
+        0
+    }
+}
+
 /// What bounds a request body's pump.
 struct PumpLimits {
     /// Longest wait for the client's next bytes, or for the upstream to take some.
@@ -450,8 +467,8 @@ fn connection_specific(name: &[u8]) -> bool {
 }
 
 /// Streams the client's DATA to the upstream, after `prefix` (what an earlier try sent), giving
-/// window back only once the upstream took the bytes. Client trailers go into the last chunk when
-/// the body is chunked.
+/// window back only once the upstream took the bytes, and keeping what goes out in `keep`.
+/// Client trailers go into the last chunk when the body is chunked.
 #[allow(clippy::too_many_arguments)]
 async fn send_body(
     worker: &Worker,
@@ -462,6 +479,7 @@ async fn send_body(
     chunked: bool,
     deadline: Instant,
     prefix: Option<Box<Replay>>,
+    keep: &mut Keep,
 ) -> Result<(), UpstreamError> {
     let mut out = worker.buffers.take();
     // Bytes taken from the client by this try, and before it.
@@ -470,6 +488,13 @@ async fn send_body(
     // `Some(trailers)` when the prefix is the whole body.
     let mut ended = None;
     if let Some(p) = prefix {
+        // All of it is kept before any is sent, so that a failure part way keeps the rest too.
+        for chunk in &p.chunks {
+            keep.push(chunk);
+        }
+        if p.complete {
+            keep.end(p.trailers.as_ref());
+        }
         before = p.bytes;
         for chunk in &p.chunks {
             out.clear();
@@ -507,6 +532,7 @@ async fn send_body(
             if before + total > server.limits.max_body_bytes {
                 break Err(UpstreamError::ClientBody(TransferError::TooLarge));
             }
+            keep.push(&data);
             out.clear();
             if chunked {
                 encode_chunk(&data, &mut out);
@@ -516,16 +542,26 @@ async fn send_body(
             let left = deadline.saturating_duration_since(Instant::now());
             let (res, b) = write_from(up, std::mem::take(&mut out), 0, left.min(server.timeouts.body_io)).await;
             out = b;
+            // The client may send more only once the upstream took these bytes (or they are
+            // kept for the next try, or dropped with the request).
+            body.release(data.len());
             if let Err(e) = res {
                 break Err(UpstreamError::Send(e));
             }
-            // The client may send more only once the upstream took these bytes.
-            body.release(data.len());
         }
+    };
+    let trailers = match ended {
+        Some(t) => t,
+        None if result.is_ok() => {
+            let t = body.take_trailers();
+            keep.end(t.as_ref());
+            t
+        }
+        None => None,
     };
     if result.is_ok() && chunked {
         out.clear();
-        match ended.unwrap_or_else(|| body.take_trailers()) {
+        match trailers {
             Some(trailers) => {
                 out.extend_from_slice(b"0\r\n");
                 for (name, value) in trailers.iter() {

@@ -436,17 +436,22 @@ fn attempts_per_request_during_outages() {
     }
 }
 
+/// A gateway whose listener also speaks h2c, retrying resets (1-2 ms backoff) from `reset` to
+/// `ok`, round robin.
+fn h2_reset_then_ok(d: &str, reset: &Flaky, ok: &Flaky) -> TestGateway {
+    let route = r#"retry = { retry_on = ["reset"], backoff = { base = "1ms", max = "2ms" } }"#;
+    let text = config_text(d, "", route, &[reset.addr, ok.addr], "")
+        .replace("address = \"127.0.0.1:0\"\n", "address = \"127.0.0.1:0\"\nprotocols = [\"http/1.1\", \"h2\"]\n");
+    TestGateway::start(&text)
+}
+
 #[test]
 fn an_http2_clients_held_body_is_sent_again_in_full() {
     // The HTTP/2 path holds a body for a retry as the HTTP/1.1 path does (one forwarding loop):
     // a PUT whose first try meets a reset is sent again, whole, to the other endpoint.
     each_driver(|d| {
-        let reset = Flaky::start(Mode::Reset);
-        let ok = Flaky::start(Mode::Ok);
-        let route = r#"retry = { retry_on = ["reset"], backoff = { base = "1ms", max = "2ms" } }"#;
-        let text = config_text(d, "", route, &[reset.addr, ok.addr], "")
-            .replace("address = \"127.0.0.1:0\"\n", "address = \"127.0.0.1:0\"\nprotocols = [\"http/1.1\", \"h2\"]\n");
-        let gw = TestGateway::start(&text);
+        let (reset, ok) = (Flaky::start(Mode::Reset), Flaky::start(Mode::Ok));
+        let gw = h2_reset_then_ok(d, &reset, &ok);
         let body = "y".repeat(20_000);
         let rt = clients::runtime();
         rt.block_on(async {
@@ -476,12 +481,8 @@ fn an_http2_clients_streamed_body_is_kept_and_sent_again_in_full() {
     // an HTTP/1.1 upstream); what went out is kept (`pipeline::replay`), so the reset is retried
     // with all of it.
     each_driver(|d| {
-        let reset = Flaky::start(Mode::Reset);
-        let ok = Flaky::start(Mode::Ok);
-        let route = r#"retry = { retry_on = ["reset"], backoff = { base = "1ms", max = "2ms" } }"#;
-        let text = config_text(d, "", route, &[reset.addr, ok.addr], "")
-            .replace("address = \"127.0.0.1:0\"\n", "address = \"127.0.0.1:0\"\nprotocols = [\"http/1.1\", \"h2\"]\n");
-        let gw = TestGateway::start(&text);
+        let (reset, ok) = (Flaky::start(Mode::Reset), Flaky::start(Mode::Ok));
+        let gw = h2_reset_then_ok(d, &reset, &ok);
         let rt = clients::runtime();
         rt.block_on(async {
             let send = clients::h2_connect(gw.addr, None).await;

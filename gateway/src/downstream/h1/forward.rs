@@ -57,23 +57,9 @@ impl Downstream for H1Forward<'_> {
             return Ok(true);
         }
         conn.rbuf.reserve(end - conn.rbuf.len());
-        // The client may wait for 100 Continue before sending the body.
-        if self.head.expect_continue && conn.rbuf.len() == self.body_start {
-            let (res, _) = write_from(&mut conn.stream, CONTINUE.to_vec(), 0, server.timeouts.body_io).await;
-            res.map_err(|e| Refusal::for_client_body(&TransferError::Write(e)))?;
-            conn.ex.continued = true;
-        }
+        continue_body(conn, self.head, self.body_start, server).await?;
         while conn.rbuf.len() < end {
-            let (res, b) =
-                read_append_timeout(&mut conn.stream, std::mem::take(&mut conn.rbuf), server.timeouts.body_io).await;
-            conn.rbuf = b;
-            let failed = match res {
-                Ok(0) => TransferError::Truncated,
-                Ok(_) => continue,
-                Err(e) if e.kind() == io::ErrorKind::TimedOut => TransferError::ReadTimeout,
-                Err(e) => TransferError::Read(e),
-            };
-            return Err(Refusal::for_client_body(&failed));
+            read_body(conn, server).await?;
         }
         Ok(true)
     }
@@ -248,11 +234,7 @@ impl H1Forward<'_> {
         let conn = &mut *self.conn;
         let server = &t.local.snap.config.server;
         let limit = usize::try_from(n).unwrap_or(usize::MAX);
-        if self.head.expect_continue && conn.rbuf.len() == self.body_start {
-            let (res, _) = write_from(&mut conn.stream, CONTINUE.to_vec(), 0, server.timeouts.body_io).await;
-            res.map_err(|e| Refusal::for_client_body(&TransferError::Write(e)))?;
-            conn.ex.continued = true;
-        }
+        continue_body(conn, self.head, self.body_start, server).await?;
         let mut decoder = ChunkedDecoder::new();
         let mut decoded = Vec::new();
         let mut pos = self.body_start;
@@ -271,16 +253,37 @@ impl H1Forward<'_> {
             if conn.rbuf.capacity() - conn.rbuf.len() < 1024 {
                 conn.rbuf.reserve(4096);
             }
-            let (res, b) =
-                read_append_timeout(&mut conn.stream, std::mem::take(&mut conn.rbuf), server.timeouts.body_io).await;
-            conn.rbuf = b;
-            let failed = match res {
-                Ok(0) => TransferError::Truncated,
-                Ok(_) => continue,
-                Err(e) if e.kind() == io::ErrorKind::TimedOut => TransferError::ReadTimeout,
-                Err(e) => TransferError::Read(e),
-            };
-            return Err(Refusal::for_client_body(&failed));
+            read_body(conn, server).await?;
         }
     }
+}
+
+/// Sends `100 Continue` when the client waits for it before sending its body (none of which
+/// has come yet), for a body read before the first try.
+async fn continue_body(
+    conn: &mut Conn,
+    head: &RequestHead,
+    body_start: usize,
+    server: &gateway_config::Server,
+) -> Result<(), Option<Refusal>> {
+    if head.expect_continue && conn.rbuf.len() == body_start {
+        let (res, _) = write_from(&mut conn.stream, CONTINUE.to_vec(), 0, server.timeouts.body_io).await;
+        res.map_err(|e| Refusal::for_client_body(&TransferError::Write(e)))?;
+        conn.ex.continued = true;
+    }
+    Ok(())
+}
+
+/// Reads more of a body being held into the connection's buffer; the answer to give when the
+/// client fails to send it.
+async fn read_body(conn: &mut Conn, server: &gateway_config::Server) -> Result<(), Option<Refusal>> {
+    let (res, b) = read_append_timeout(&mut conn.stream, std::mem::take(&mut conn.rbuf), server.timeouts.body_io).await;
+    conn.rbuf = b;
+    let failed = match res {
+        Ok(0) => TransferError::Truncated,
+        Ok(_) => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::TimedOut => TransferError::ReadTimeout,
+        Err(e) => TransferError::Read(e),
+    };
+    Err(Refusal::for_client_body(&failed))
 }

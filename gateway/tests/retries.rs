@@ -281,6 +281,28 @@ fn a_held_chunked_body_is_sent_again_in_full() {
 }
 
 #[test]
+fn a_chunked_body_that_breaks_while_held_never_reaches_the_upstream() {
+    each_driver(|d| {
+        let ok = Flaky::start(Mode::Ok);
+        let gw = gateway(d, "", r#"retry = { retry_on = ["reset"] }"#, &[ok.addr], "");
+        // A bad chunk size after a good chunk: 400, before any try.
+        let raw = b"PUT /doc HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\n\r\n2\r\nhi\r\nzz\r\n";
+        let resp = request(gw.addr, raw);
+        assert_eq!(resp.status, 400, "{d}");
+        // The client goes away part way: no answer, the connection closed.
+        let mut s = connect(gw.addr);
+        s.write_all(b"PUT /doc HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhel").unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut rest = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut s, &mut rest);
+        assert!(rest.is_empty(), "{d}: {}", String::from_utf8_lossy(&rest));
+        assert_eq!(ok.attempts(), 0, "{d}: nothing reached the upstream");
+        // The gateway is unharmed.
+        assert_eq!(request(gw.addr, b"GET / HTTP/1.1\r\nhost: a\r\n\r\n").status, 200, "{d}");
+    });
+}
+
+#[test]
 fn an_expired_deadline_is_answered_504_without_touching_the_origin() {
     each_driver(|d| {
         let origin = Flaky::start(Mode::Ok);

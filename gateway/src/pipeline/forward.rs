@@ -294,28 +294,23 @@ async fn choose<D: Downstream>(
         let mut retries = Retries::new(&action.retry, req.is_idempotent() && !t.websocket, req.bodyless());
         // The body is held (read whole first, bounded) when a retry would need it again: after
         // sending, for an idempotent request whose policy retries then; or, whatever the
-        // method, after an HTTP/2 upstream refused the stream: when all of it has already
-        // arrived (held at no cost), or when the client's protocol keeps no copy of a body as it
-        // streams (HTTP/1.1: read whole first, as nginx buffers request bodies; an HTTP/2
-        // client's body is kept as it goes, `super::replay`).
-        // A body of unknown length is held up to `max_replay_bytes` on the wire.
+        // method, after an HTTP/2 upstream refused the stream. A client protocol that keeps no
+        // copy of a body as it streams has it read whole (HTTP/1.1, as nginx buffers request
+        // bodies; one of unknown length up to `max_replay_bytes` on the wire); an HTTP/2
+        // client's body is kept as it goes (`super::replay`), and held only when it is a
+        // `Content-Length` one a resend would need, or all of it has already arrived (at no cost).
         let replay_limit = action.retry.max_replay_bytes;
-        let hold = match req.body {
-            _ if retries.resendable() => None,
-            Body::Length(n) if retries.resend_possible() && action.retry.retry_on.after_send() => Some(n),
-            Body::Stream
-                if !D::KEEPS_STREAMED_BODY && retries.resend_possible() && action.retry.retry_on.after_send() =>
-            {
-                Some(replay_limit)
+        let hold = if retries.resendable() {
+            None
+        } else {
+            let after_send = retries.resend_possible() && action.retry.retry_on.after_send();
+            let refused = retries.refused_stream_possible() && cluster.settings.protocol != UpstreamProtocol::Http1;
+            match req.body {
+                Body::Length(n) if after_send || (refused && !D::KEEPS_STREAMED_BODY) => Some(n),
+                Body::Stream if (after_send || refused) && !D::KEEPS_STREAMED_BODY => Some(replay_limit),
+                _ if refused => down.body_arrived(),
+                _ => None,
             }
-            _ if retries.refused_stream_possible() && cluster.settings.protocol != UpstreamProtocol::Http1 => {
-                match req.body {
-                    Body::Length(n) if !D::KEEPS_STREAMED_BODY => Some(n),
-                    Body::Stream if !D::KEEPS_STREAMED_BODY => Some(replay_limit),
-                    _ => down.body_arrived(),
-                }
-            }
-            _ => None,
         };
         if let Some(n) = hold.filter(|&n| n <= replay_limit) {
             // Not `?`: the buffer and the request id go back below whatever happens.

@@ -49,6 +49,17 @@ impl Keep {
         Self { copy: (limit > 0).then(Replay::default), limit }
     }
 
+    /// What an earlier try sent, all of it, before this try sends any (so that a failure part
+    /// way keeps the rest too).
+    pub fn keep_all(&mut self, earlier: &Replay) {
+        for chunk in &earlier.chunks {
+            self.push(chunk);
+        }
+        if earlier.complete {
+            self.end(earlier.trailers.as_ref());
+        }
+    }
+
     /// One more chunk, about to be sent.
     pub fn push(&mut self, chunk: &Bytes) {
         if let Some(c) = &mut self.copy {

@@ -366,25 +366,11 @@ async fn pump(
     // `Some(trailers)` once the body ended.
     let mut ended = None;
     if let Some(p) = prefix {
-        // All of it is kept before any is sent, so that a failure part way keeps the rest too.
+        keep.keep_all(&p);
         total = p.bytes;
-        for chunk in &p.chunks {
-            keep.push(chunk);
-        }
-        if p.complete {
-            keep.end(p.trailers.as_ref());
-        }
         for chunk in p.chunks {
-            match signal
-                .or(crate::runtime::timeout(limits.idle, crate::codec::h2io::send_data(&mut to, chunk, false)))
-                .await
-            {
-                Some(Ok(Ok(()))) => {}
-                Some(_) => return PumpEnd { taken, replay: keep.into_replay() },
-                None => {
-                    to.send_reset(h2::Reason::CANCEL);
-                    return PumpEnd { taken, replay: keep.into_replay() };
-                }
+            if !send_chunk(&signal, &mut to, chunk, limits.idle).await {
+                return PumpEnd { taken, replay: keep.into_replay() };
             }
         }
         if p.complete {
@@ -422,17 +408,11 @@ async fn pump(
             return PumpEnd { taken, replay: None };
         }
         keep.push(&data);
-        let sent =
-            signal.or(crate::runtime::timeout(limits.idle, crate::codec::h2io::send_data(&mut to, data, false))).await;
+        let sent = send_chunk(&signal, &mut to, data, limits.idle).await;
         // Sent, or kept for the next try, or dropped with the request: no longer the client's.
         from.release(n);
-        match sent {
-            Some(Ok(Ok(()))) => {}
-            Some(_) => return PumpEnd { taken, replay: keep.into_replay() },
-            None => {
-                to.send_reset(h2::Reason::CANCEL);
-                return PumpEnd { taken, replay: keep.into_replay() };
-            }
+        if !sent {
+            return PumpEnd { taken, replay: keep.into_replay() };
         }
     };
     keep.end(trailers.as_ref());
@@ -445,6 +425,19 @@ async fn pump(
         }
     }
     PumpEnd { taken, replay: keep.into_replay() }
+}
+
+/// Sends one chunk of a pumped body; false when the pump must end: the upstream's stream failed
+/// or took nothing for `idle`, or the try stopped the pump (the stream is then reset).
+async fn send_chunk(signal: &Signal, to: &mut h2::SendStream<Bytes>, chunk: Bytes, idle: std::time::Duration) -> bool {
+    match signal.or(crate::runtime::timeout(idle, crate::codec::h2io::send_data(to, chunk, false))).await {
+        Some(Ok(Ok(()))) => true,
+        Some(_) => false,
+        None => {
+            to.send_reset(h2::Reason::CANCEL);
+            false
+        }
+    }
 }
 
 /// A client's trailers as a header map (for an HTTP/2 upstream).
@@ -487,36 +480,23 @@ async fn send_body(
     let mut before: u64 = 0;
     // `Some(trailers)` when the prefix is the whole body.
     let mut ended = None;
+    let io = server.timeouts.body_io;
+    let mut result = Ok(());
     if let Some(p) = prefix {
-        // All of it is kept before any is sent, so that a failure part way keeps the rest too.
-        for chunk in &p.chunks {
-            keep.push(chunk);
-        }
-        if p.complete {
-            keep.end(p.trailers.as_ref());
-        }
+        keep.keep_all(&p);
         before = p.bytes;
         for chunk in &p.chunks {
-            out.clear();
-            if chunked {
-                encode_chunk(chunk, &mut out);
-            } else {
-                out.extend_from_slice(chunk);
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            let (res, b) = write_from(up, std::mem::take(&mut out), 0, left.min(server.timeouts.body_io)).await;
-            out = b;
-            if let Err(e) = res {
-                worker.buffers.give(out);
-                return Err(UpstreamError::Send(e));
+            result = write_piece(up, &mut out, chunk, chunked, deadline, io).await;
+            if result.is_err() {
+                break;
             }
         }
         if p.complete {
             ended = Some(p.trailers);
         }
     }
-    let result = if ended.is_some() {
-        Ok(())
+    let result = if result.is_err() || ended.is_some() {
+        result
     } else {
         loop {
             let next = crate::runtime::timeout(server.timeouts.body_io, body.data()).await;
@@ -533,20 +513,12 @@ async fn send_body(
                 break Err(UpstreamError::ClientBody(TransferError::TooLarge));
             }
             keep.push(&data);
-            out.clear();
-            if chunked {
-                encode_chunk(&data, &mut out);
-            } else {
-                out.extend_from_slice(&data);
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            let (res, b) = write_from(up, std::mem::take(&mut out), 0, left.min(server.timeouts.body_io)).await;
-            out = b;
+            let written = write_piece(up, &mut out, &data, chunked, deadline, io).await;
             // The client may send more only once the upstream took these bytes (or they are
             // kept for the next try, or dropped with the request).
             body.release(data.len());
-            if let Err(e) = res {
-                break Err(UpstreamError::Send(e));
+            if written.is_err() {
+                break written;
             }
         }
     };
@@ -589,6 +561,28 @@ async fn send_body(
     worker.stats.downstream_bytes_in.add(total);
     ex.bytes_in += total;
     result
+}
+
+/// Writes one piece of a request body to an HTTP/1.1 upstream (as a chunk when `chunked`),
+/// within the try's `deadline` and `io`.
+async fn write_piece(
+    up: &mut Stream,
+    out: &mut Vec<u8>,
+    data: &[u8],
+    chunked: bool,
+    deadline: Instant,
+    io: std::time::Duration,
+) -> Result<(), UpstreamError> {
+    out.clear();
+    if chunked {
+        encode_chunk(data, out);
+    } else {
+        out.extend_from_slice(data);
+    }
+    let left = deadline.saturating_duration_since(Instant::now());
+    let (res, b) = write_from(up, std::mem::take(out), 0, left.min(io)).await;
+    *out = b;
+    res.map_err(UpstreamError::Send)
 }
 
 /// Sends the response head to the client and streams the body; pools the upstream
